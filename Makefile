@@ -1,0 +1,55 @@
+# The two commands a new user needs: `make run` and `make test`. Everything else is a step of those.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+# apt-get needs root; `make test SUDO=sudo` for a non-root user.
+SUDO   ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install install-test migrate run test lint fmt postgres clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $@
+
+install: $(VENV)/.installed  ## create .venv and install the service
+
+install-test: $(VENV)/.installed-test  ## install the service with its test tools
+
+migrate: install  ## apply the Alembic migrations to CALIBRATION_DATABASE_URL (default ./data/calibration.db)
+	$(PY) -m app.store.migrate
+
+run: migrate  ## serve on http://$(HOST):$(PORT) (docs at /docs)
+	$(PY) -m uvicorn app.main:app --host $(HOST) --port $(PORT)
+
+lint: install-test  ## ruff and mypy --strict
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+fmt: install-test  ## format and autofix
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+postgres:  ## install Debian's PostgreSQL server when it is missing (the tests start a throwaway one)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql >/dev/null; }
+
+test: install-test postgres lint  ## lint, types and the whole suite on SQLite and PostgreSQL
+	$(PY) -m pytest
+
+clean:  ## remove the virtualenv, caches and the local database
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""The HTTP layer: routers, schemas, body parsing and problem+json errors."""

@@ -1,0 +1,163 @@
+"""Routes: fit a version, read versions and calibrators, delete them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from app.service import VersionView
+from app.store import VersionRecord
+
+from .deps import NameParam, SelectorParam, ServiceDep, json_response, parse_selector, read_body
+from .requests import parse_fit
+from .responses import ERRORS, FIT_BODY
+from .schemas import CalibratorList, CalibratorOut, VersionOut
+
+router = APIRouter(prefix="/v1", tags=["calibrators"])
+
+Limit = Annotated[int, Query(ge=1, le=1000, description="Page size.")]
+Offset = Annotated[int, Query(ge=0, description="Items to skip.")]
+
+
+def version_summary(record: VersionRecord, aliases: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "name": record.name,
+        "version": record.version,
+        "method": record.method,
+        "params": record.params,
+        "n_samples": record.n_samples,
+        "n_positive": record.n_positive,
+        "n_classes": record.n_classes,
+        "created_at": record.created_at,
+        "description": record.description,
+        "tags": record.tags,
+        "metrics": record.metrics,
+        "selection": record.selection,
+        "aliases": list(aliases),
+        "artifact": {"sha256": record.artifact_sha256, "bytes": record.artifact_bytes},
+    }
+
+
+def version_document(view: VersionView) -> dict[str, Any]:
+    return {**version_summary(view.record, view.aliases), "fitted": view.fitted}
+
+
+@router.post(
+    "/calibrators/{name}/fit",
+    status_code=201,
+    response_model=VersionOut,
+    summary="Fit a new version",
+    openapi_extra=FIT_BODY,
+    responses=ERRORS,
+)
+async def fit(
+    name: NameParam,
+    request: Request,
+    service: ServiceDep,
+    method: Annotated[str | None, Query(description="Method, for CSV bodies.")] = None,
+    params: Annotated[str | None, Query(description="Method parameters as JSON.")] = None,
+    description: Annotated[str | None, Query(description="Free text.")] = None,
+) -> Response:
+    """Fit `method` on a labelled batch (JSON, CSV or a multipart CSV upload) and store it as
+    the next version of `name`, creating `name` on first use."""
+    body = await read_body(request)
+    args = await parse_fit(request, body, service.settings.max_batch_rows)
+    view = await run_in_threadpool(
+        service.fit_version,
+        name,
+        args.batch,
+        method=args.method,
+        params=args.params,
+        description=args.description,
+        tags=args.tags,
+    )
+    location = f"/v1/calibrators/{name}/versions/{view.record.version}"
+    return json_response(version_document(view), 201, headers={"Location": location})
+
+
+@router.get(
+    "/calibrators/{name}/versions/{selector}",
+    response_model=VersionOut,
+    summary="Get a version",
+    responses=ERRORS,
+)
+async def get_version(name: NameParam, selector: SelectorParam, service: ServiceDep) -> Response:
+    """One version with its fitted numbers, metrics and artifact checksum."""
+    view = await run_in_threadpool(service.get_version, name, parse_selector(name, selector))
+    return json_response(version_document(view))
+
+
+@router.get(
+    "/calibrators", response_model=CalibratorList, summary="List calibrators", responses=ERRORS
+)
+async def list_calibrators(service: ServiceDep, limit: Limit = 100, offset: Offset = 0) -> Response:
+    """Every calibrator with its latest version, by name."""
+    items, total = await run_in_threadpool(service.list_calibrators, limit, offset)
+    return json_response(
+        {
+            "items": [
+                {
+                    "name": s.name,
+                    "latest_version": s.latest_version,
+                    "method": s.method,
+                    "n_versions": s.n_versions,
+                    "updated_at": s.updated_at,
+                }
+                for s in items
+            ],
+            "total": total,
+        }
+    )
+
+
+@router.get(
+    "/calibrators/{name}",
+    response_model=CalibratorOut,
+    summary="Get a calibrator and its versions",
+    responses=ERRORS,
+)
+async def get_calibrator(
+    name: NameParam, service: ServiceDep, limit: Limit = 100, offset: Offset = 0
+) -> Response:
+    """The calibrator with its versions, newest first, paginated."""
+    view = await run_in_threadpool(service.get_calibrator, name, limit, offset)
+    s = view.summary
+    return json_response(
+        {
+            "name": s.name,
+            "latest_version": s.latest_version,
+            "method": s.method,
+            "n_versions": s.n_versions,
+            "updated_at": s.updated_at,
+            "versions": [version_summary(v) for v in view.versions],
+            "total": view.total,
+        }
+    )
+
+
+@router.delete(
+    "/calibrators/{name}/versions/{version}",
+    status_code=204,
+    summary="Delete a version",
+    responses=ERRORS,
+)
+async def delete_version(
+    name: NameParam,
+    version: Annotated[int, Path(ge=1, le=2**62, description="Version number.")],
+    service: ServiceDep,
+) -> Response:
+    """The version is no longer served; its number is never given out again."""
+    await run_in_threadpool(service.delete_version, name, version)
+    return Response(status_code=204)
+
+
+@router.delete(
+    "/calibrators/{name}", status_code=204, summary="Delete a calibrator", responses=ERRORS
+)
+async def delete_calibrator(name: NameParam, service: ServiceDep) -> Response:
+    """All its versions go; fitting the name again continues the numbering."""
+    await run_in_threadpool(service.delete_calibrator, name)
+    return Response(status_code=204)

@@ -1,0 +1,80 @@
+"""Dependencies shared by the routers: the service, path parameters, bodies and responses."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+import orjson
+from fastapi import Depends, Path, Request
+from starlette.responses import Response
+
+from app.errors import NotFound, PayloadTooLarge
+from app.service import CalibrationService, Selector
+
+from .schemas import NAME_PATTERN
+
+NameParam = Annotated[
+    str, Path(pattern=NAME_PATTERN, description="Calibrator name.", examples=["churn"])
+]
+SelectorParam = Annotated[
+    str,
+    Path(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
+        description="A version number, `latest`, or an alias.",
+        examples=["latest", "3"],
+    ),
+]
+
+_DIGITS = re.compile(r"^[0-9]+$")
+
+
+def get_service(request: Request) -> CalibrationService:
+    service: CalibrationService = request.app.state.service
+    return service
+
+
+ServiceDep = Annotated[CalibrationService, Depends(get_service)]
+
+
+def parse_selector(name: str, selector: str) -> Selector:
+    """``"7"`` → 7, ``"latest"`` → ``"latest"``; aliases are not known yet, so any other
+    well-formed selector names nothing and is a 404."""
+    if selector == "latest":
+        return "latest"
+    if _DIGITS.match(selector):
+        number = int(selector)
+        if number < 1 or number > 2**62:
+            raise NotFound(f"calibrator {name!r} has no version {selector}")
+        return number
+    raise NotFound(f"calibrator {name!r} has no version or alias {selector!r}")
+
+
+async def read_body(request: Request) -> bytes:
+    """The request body, refused with 413 as soon as it passes ``max_body_bytes``."""
+    limit: int = request.app.state.settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the body has {declared} bytes; the limit is {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"the body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    request._body = body  # so that request.form() can parse what was read
+    return body
+
+
+def json_response(
+    content: Any, status_code: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    """orjson with numpy arrays and UTC datetimes written as ``...Z``."""
+    return Response(
+        orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_UTC_Z),
+        status_code=status_code,
+        media_type="application/json",
+        headers=headers,
+    )

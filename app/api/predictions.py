@@ -1,0 +1,114 @@
+"""Routes: predict with a version, and its reliability diagnostics."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from app.batch import invalid
+
+from .deps import NameParam, SelectorParam, ServiceDep, json_response, parse_selector, read_body
+from .requests import parse_diagnostics, parse_predict
+from .responses import DIAGNOSTICS_BODY, ERRORS, PREDICT_BODY
+from .schemas import DiagnosticsOut, PredictOut
+
+router = APIRouter(prefix="/v1", tags=["predictions"])
+
+
+@router.post(
+    "/calibrators/{name}/predict",
+    response_model=PredictOut,
+    summary="Calibrate scores",
+    openapi_extra=PREDICT_BODY,
+    responses=ERRORS,
+)
+async def predict(
+    name: NameParam,
+    request: Request,
+    service: ServiceDep,
+    version: Annotated[
+        str | None, Query(description="A version number, `latest` or an alias.")
+    ] = None,
+) -> Response:
+    """Map raw scores to calibrated probabilities, in input order, with the version used."""
+    args = parse_predict(request, await read_body(request))
+    if args.version is not None and version is not None and args.version != version:
+        raise invalid(("body", "version"), f"is {args.version!r} but the query says {version!r}")
+    selector_text = args.version or version or "latest"
+    selector = parse_selector(name, selector_text)
+    prediction = await run_in_threadpool(service.predict, name, selector, args.scores)
+    return json_response(
+        {"name": name, "version": prediction.version, "probabilities": prediction.probabilities}
+    )
+
+
+def _diagnostics(
+    name: str, version: int, n_bins: int, strategy: str, n: int, cal: Any, raw: Any
+) -> Response:
+    return json_response(
+        {
+            "name": name,
+            "version": version,
+            "n_bins": n_bins,
+            "strategy": strategy,
+            "n_samples": n,
+            "calibrated": cal,
+            "raw": raw,
+        }
+    )
+
+
+@router.get(
+    "/calibrators/{name}/versions/{selector}/diagnostics",
+    response_model=DiagnosticsOut,
+    summary="Reliability data of a version (out of sample)",
+    responses=ERRORS,
+)
+async def stored_diagnostics(
+    name: NameParam,
+    selector: SelectorParam,
+    service: ServiceDep,
+    n_bins: Annotated[int, Query(ge=2, le=100, description="Number of bins.")] = 10,
+    strategy: Annotated[
+        Literal["uniform", "quantile"], Query(description="Equal widths or equal counts.")
+    ] = "uniform",
+) -> Response:
+    """Reliability bins and metrics of the version's cross-validated predictions on its
+    fitting batch, next to those of the raw scores."""
+    record, cal, raw = await run_in_threadpool(
+        service.diagnose_stored,
+        name,
+        parse_selector(name, selector),
+        n_bins=n_bins,
+        strategy=strategy,
+    )
+    return _diagnostics(name, record.version, n_bins, strategy, record.n_samples, cal, raw)
+
+
+@router.post(
+    "/calibrators/{name}/versions/{selector}/diagnostics",
+    response_model=DiagnosticsOut,
+    summary="Reliability data of a version on a fresh labelled batch",
+    openapi_extra=DIAGNOSTICS_BODY,
+    responses=ERRORS,
+)
+async def batch_diagnostics(
+    name: NameParam, selector: SelectorParam, request: Request, service: ServiceDep
+) -> Response:
+    """How the stored version does on today's traffic. Nothing is stored."""
+    args = parse_diagnostics(request, await read_body(request), service.settings.max_batch_rows)
+    strategy: Literal["uniform", "quantile"] = (
+        "quantile" if args.strategy == "quantile" else "uniform"
+    )
+    version, cal, raw = await run_in_threadpool(
+        service.diagnose_batch,
+        name,
+        parse_selector(name, selector),
+        args.batch,
+        n_bins=args.n_bins,
+        strategy=strategy,
+    )
+    return _diagnostics(name, version, args.n_bins, strategy, args.batch.n_samples, cal, raw)

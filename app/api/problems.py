@@ -1,0 +1,94 @@
+"""RFC 9457 problem details: the one way every error leaves the service.
+
+Domain errors (:mod:`app.errors`), FastAPI's request validation, Starlette's HTTP errors
+(unknown routes, wrong methods) and, as a last resort, anything unexpected are all rendered
+here as ``application/problem+json`` with ``type``, ``title``, ``status`` and ``detail``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from http import HTTPStatus
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from app.batch import describe_loc
+from app.errors import DatabaseUnavailable, FieldError, ServiceError
+
+PROBLEM_JSON = "application/problem+json"
+logger = logging.getLogger("app.errors")
+
+
+def problem_response(
+    status: int,
+    detail: str,
+    *,
+    title: str | None = None,
+    errors: Sequence[FieldError] = (),
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """Render one problem document."""
+    phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+    body: dict[str, Any] = {
+        "type": f"https://calibration.dev/problems/{status}",
+        "title": title or phrase,
+        "status": status,
+        "detail": detail,
+    }
+    if errors:
+        body["errors"] = [{"loc": list(e.loc), "msg": e.msg} for e in errors]
+    return Response(
+        orjson.dumps(body), status_code=status, media_type=PROBLEM_JSON, headers=headers
+    )
+
+
+async def _service_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ServiceError)
+    headers = None
+    if isinstance(exc, DatabaseUnavailable):
+        headers = {"Retry-After": str(exc.retry_after_seconds)}
+    return problem_response(
+        exc.status, exc.detail, title=exc.title, errors=exc.errors, headers=headers
+    )
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        FieldError(tuple(e.get("loc", ())), str(e.get("msg", "invalid"))) for e in exc.errors()
+    ]
+    detail = "; ".join(f"{describe_loc(e.loc)}: {e.msg}" for e in errors[:5]) or "invalid request"
+    # A JSON body FastAPI could not decode is malformed (400), not merely invalid (422).
+    if any(e.get("type") == "json_invalid" for e in exc.errors()):
+        return problem_response(400, detail, title="Malformed request body", errors=errors)
+    return problem_response(422, detail, title="Invalid input", errors=errors)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404 and exc.detail == "Not Found":
+        detail = f"no route matches {request.method} {request.url.path}"
+    elif exc.status_code == 405:
+        detail = f"{request.method} is not allowed on {request.url.path}"
+    else:
+        detail = str(exc.detail)
+    return problem_response(exc.status_code, detail, headers=getattr(exc, "headers", None))
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> Response:
+    logger.exception("unexpected error on %s %s", request.method, request.url.path)
+    return problem_response(500, "an unexpected error occurred; it has been logged")
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Route every kind of error through :func:`problem_response`."""
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected_error)

@@ -1,0 +1,39 @@
+"""Every response carries ``X-Request-ID``: the client's, when it sent a sane one, else new."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_SANE = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class RequestIdMiddleware:
+    """A pure ASGI middleware (no per-request task or body copying, unlike BaseHTTPMiddleware)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = b""
+        for key, value in scope["headers"]:
+            if key == b"x-request-id" and _SANE.match(value):
+                request_id = value
+                break
+        if not request_id:
+            request_id = uuid.uuid4().hex.encode()
+        scope.setdefault("state", {})["request_id"] = request_id.decode()
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)

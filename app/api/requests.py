@@ -1,0 +1,184 @@
+"""The fit, predict and diagnostics bodies, from any accepted media type to typed arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+from fastapi import Request
+from numpy.typing import NDArray
+from starlette.datastructures import UploadFile
+
+from app.batch import Batch, invalid, validate_batch
+
+from .payloads import (
+    CSV_TYPES,
+    JSON_TYPES,
+    MULTIPART,
+    number_array,
+    optional_number_array,
+    parse_csv,
+    parse_json_object,
+    require_media_type,
+)
+
+FIT_FIELDS = ("scores", "labels", "sample_weight", "method", "params", "description", "tags")
+MAX_DESCRIPTION = 10_000
+MAX_TAGS = 100
+
+
+@dataclass(frozen=True)
+class FitArgs:
+    batch: Batch
+    method: str
+    params: dict[str, Any]
+    description: str
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def check_keys(data: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    for key in data:
+        if key not in allowed:
+            raise invalid(("body", key), f"is not a known field; expected {', '.join(allowed)}")
+
+
+async def parse_fit(request: Request, body: bytes, max_rows: int) -> FitArgs:
+    """A fit request as JSON, CSV or a multipart upload of CSV, with query options."""
+    kind = require_media_type(
+        request.headers.get("content-type"), (*JSON_TYPES, *CSV_TYPES, MULTIPART)
+    )
+    query = request.query_params
+    options: dict[str, Any] = {}
+    if kind in JSON_TYPES:
+        data = parse_json_object(body)
+        check_keys(data, FIT_FIELDS)
+        options = {k: data[k] for k in ("method", "params", "description", "tags") if k in data}
+        scores = (
+            number_array(data.get("scores"), "scores", matrix=True) if "scores" in data else None
+        )
+        labels = number_array(data.get("labels"), "labels") if "labels" in data else None
+        weights = optional_number_array(data.get("sample_weight"), "sample_weight")
+        if scores is None:
+            raise invalid(("body", "scores"), "is required")
+        if labels is None:
+            raise invalid(("body", "labels"), "is required")
+    else:
+        if kind == MULTIPART:
+            csv_bytes, form_options = await _multipart_csv(request)
+            options.update(form_options)
+        else:
+            csv_bytes = body
+        scores, labels, weights = parse_csv(
+            csv_bytes, field="file" if kind == MULTIPART else "body"
+        )
+    for key in ("method", "params", "description", "tags"):
+        if key not in options and key in query:
+            options[key] = _query_option(key, query[key])
+    batch = validate_batch(scores, labels, weights, max_rows=max_rows)
+    return FitArgs(
+        batch=batch,
+        method=_string(options.get("method", "auto"), "method", 64),
+        params=_object(options.get("params", {}), "params"),
+        description=_string(options.get("description", ""), "description", MAX_DESCRIPTION),
+        tags=_tags(options.get("tags", {})),
+    )
+
+
+async def _multipart_csv(request: Request) -> tuple[bytes, dict[str, Any]]:
+    form = await request.form()
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise invalid(("body", "file"), "is required: a CSV file field (curl -F file=@batch.csv)")
+    options: dict[str, Any] = {}
+    for key in ("method", "params", "description", "tags"):
+        value = form.get(key)
+        if isinstance(value, str):
+            options[key] = _query_option(key, value)
+    return await upload.read(), options
+
+
+def _query_option(key: str, raw: str) -> Any:
+    if key not in ("params", "tags"):
+        return raw
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise invalid(("query", key), 'must be a JSON object, e.g. {"targets": "hard"}') from None
+
+
+def _string(value: object, name: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise invalid(("body", name), "must be a string")
+    if len(value) > limit:
+        raise invalid(("body", name), f"has {len(value)} characters; the limit is {limit}")
+    return value
+
+
+def _object(value: object, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise invalid(("body", name), "must be a JSON object")
+    return value
+
+
+def _tags(value: object) -> dict[str, str]:
+    tags = _object(value, "tags")
+    if len(tags) > MAX_TAGS:
+        raise invalid(("body", "tags"), f"has {len(tags)} entries; the limit is {MAX_TAGS}")
+    for key, item in tags.items():
+        if not isinstance(item, str):
+            raise invalid(("body", "tags", key), "must be a string")
+        if len(key) > 128 or len(item) > 1024:
+            raise invalid(("body", "tags", key), "is too long (keys 128, values 1024 characters)")
+    return tags
+
+
+@dataclass(frozen=True)
+class PredictArgs:
+    scores: NDArray[np.float64]
+    version: str | None
+
+
+def parse_predict(request: Request, body: bytes) -> PredictArgs:
+    require_media_type(request.headers.get("content-type"), JSON_TYPES)
+    data = parse_json_object(body)
+    check_keys(data, ("scores", "version"))
+    if "scores" not in data:
+        raise invalid(("body", "scores"), "is required")
+    scores = number_array(data["scores"], "scores", matrix=True)
+    version = data.get("version")
+    if (version is not None and not isinstance(version, int | str)) or isinstance(version, bool):
+        raise invalid(("body", "version"), "must be a version number, 'latest' or an alias")
+    return PredictArgs(scores, None if version is None else str(version))
+
+
+@dataclass(frozen=True)
+class DiagnosticsArgs:
+    batch: Batch
+    n_bins: int
+    strategy: str
+
+
+def parse_diagnostics(request: Request, body: bytes, max_rows: int) -> DiagnosticsArgs:
+    require_media_type(request.headers.get("content-type"), JSON_TYPES)
+    data = parse_json_object(body)
+    check_keys(data, ("scores", "labels", "sample_weight", "n_bins", "strategy"))
+    for key in ("scores", "labels"):
+        if key not in data:
+            raise invalid(("body", key), "is required")
+    batch = validate_batch(
+        number_array(data["scores"], "scores", matrix=True),
+        number_array(data["labels"], "labels"),
+        optional_number_array(data.get("sample_weight"), "sample_weight"),
+        max_rows=max_rows,
+        require_both_classes=False,
+    )
+    n_bins = data.get("n_bins", 10)
+    if not isinstance(n_bins, int) or isinstance(n_bins, bool) or not 2 <= n_bins <= 100:
+        raise invalid(("body", "n_bins"), "must be an integer from 2 to 100")
+    strategy = data.get("strategy", "uniform")
+    if strategy not in ("uniform", "quantile"):
+        raise invalid(("body", "strategy"), "must be 'uniform' or 'quantile'")
+    return DiagnosticsArgs(batch, n_bins, str(strategy))

@@ -1,0 +1,62 @@
+"""OpenAPI fragments: the error responses every route documents and the multi-type fit body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .schemas import DiagnosticsRequest, FitRequest, PredictRequest, Problem
+
+_PROBLEM = {"application/problem+json": {"schema": Problem.model_json_schema()}}
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Malformed body (not JSON, not an object)", "content": _PROBLEM},
+    404: {"description": "Unknown calibrator, version or alias", "content": _PROBLEM},
+    413: {"description": "Body or batch too large", "content": _PROBLEM},
+    415: {"description": "Unsupported Content-Type", "content": _PROBLEM},
+    422: {"description": "Invalid content; the detail names field and index", "content": _PROBLEM},
+    503: {"description": "The database is unreachable (with Retry-After)", "content": _PROBLEM},
+}
+
+_CSV_EXAMPLE = "score,label,weight\n-2.1,0,1\n-0.4,0,1\n0.3,1,1\n1.7,1,2\n"
+
+
+def _json_body(model: type[Any]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    return {"schema": schema, "example": schema.get("examples", [{}])[0]}
+
+
+FIT_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": _json_body(FitRequest),
+            "text/csv": {
+                "schema": {"type": "string"},
+                "example": _CSV_EXAMPLE,
+            },
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "method": {"type": "string"},
+                        "params": {"type": "string", "description": "JSON object"},
+                        "description": {"type": "string"},
+                    },
+                    "required": ["file"],
+                },
+            },
+        },
+    }
+}
+
+PREDICT_BODY: dict[str, Any] = {
+    "requestBody": {"required": True, "content": {"application/json": _json_body(PredictRequest)}}
+}
+
+DIAGNOSTICS_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": _json_body(DiagnosticsRequest)},
+    }
+}

@@ -1,0 +1,168 @@
+"""Pydantic models of what the API answers (and of the JSON bodies, for the OpenAPI docs).
+
+Request bodies are parsed by :mod:`app.api.payloads` (straight into numpy, with errors that
+name the index); the request models below describe the same JSON for ``/docs``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+SELECTOR_PATTERN = r"^(latest|[0-9]{1,18}|[A-Za-z0-9][A-Za-z0-9._-]{0,127})$"
+
+
+class FitRequest(BaseModel):
+    """A labelled batch to fit a new version on (also accepted as CSV; see the README)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "scores": [-2.1, -0.4, 0.3, 1.7, 2.2, -1.0],
+                    "labels": [0, 0, 1, 1, 1, 0],
+                    "method": "platt",
+                    "params": {"targets": "platt"},
+                    "description": "weekly refit",
+                    "tags": {"team": "risk"},
+                }
+            ]
+        },
+    )
+
+    scores: list[float] | list[list[float]] = Field(description="Raw model outputs, finite.")
+    labels: list[int | bool] = Field(description="0/1 (or booleans), same length as scores.")
+    sample_weight: list[float] | None = Field(default=None, description="Non-negative weights.")
+    method: str = Field(default="auto", description="platt, isotonic, logistic_correction, auto")
+    params: dict[str, Any] = Field(default_factory=dict, description="Method parameters.")
+    description: str = ""
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class PredictRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"scores": [-1.2, 0.0, 0.7], "version": "latest"}]},
+    )
+
+    scores: list[float] = Field(description="Raw scores to calibrate, finite.")
+    version: int | str = Field(default="latest", description="A version number or `latest`.")
+
+
+class DiagnosticsRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "scores": [-1.2, 0.1, 0.8, 2.0],
+                    "labels": [0, 0, 1, 1],
+                    "n_bins": 10,
+                    "strategy": "uniform",
+                }
+            ]
+        },
+    )
+
+    scores: list[float]
+    labels: list[int | bool]
+    sample_weight: list[float] | None = None
+    n_bins: int = Field(default=10, ge=2, le=100)
+    strategy: Literal["uniform", "quantile"] = "uniform"
+
+
+class ArtifactInfo(BaseModel):
+    sha256: str
+    bytes: int
+
+
+class VersionSummary(BaseModel):
+    """A version without its fitted numbers (used in listings)."""
+
+    name: str
+    version: int
+    method: str
+    params: dict[str, Any]
+    n_samples: int
+    n_positive: int
+    n_classes: int
+    created_at: datetime
+    description: str
+    tags: dict[str, str]
+    metrics: dict[str, Any]
+    selection: dict[str, Any] | None = None
+    aliases: list[str] = Field(default_factory=list)
+    artifact: ArtifactInfo
+
+
+class VersionOut(VersionSummary):
+    """A version, as ``GET .../versions/{selector}`` and ``POST .../fit`` answer it."""
+
+    fitted: dict[str, Any]
+
+
+class CalibratorItem(BaseModel):
+    name: str
+    latest_version: int | None
+    method: str | None
+    n_versions: int
+    updated_at: datetime
+
+
+class CalibratorList(BaseModel):
+    items: list[CalibratorItem]
+    total: int
+
+
+class CalibratorOut(CalibratorItem):
+    versions: list[VersionSummary]
+    total: int
+
+
+class PredictOut(BaseModel):
+    name: str
+    version: int
+    probabilities: list[float] | list[list[float]]
+
+
+class ReliabilityBinOut(BaseModel):
+    lower: float
+    upper: float
+    count: int
+    mean_predicted: float | None
+    fraction_positive: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+class ReliabilityOut(BaseModel):
+    bins: list[ReliabilityBinOut]
+    metrics: dict[str, float | None]
+
+
+class DiagnosticsOut(BaseModel):
+    name: str
+    version: int
+    n_bins: int
+    strategy: Literal["uniform", "quantile"]
+    n_samples: int
+    calibrated: ReliabilityOut
+    raw: ReliabilityOut
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, Any]] | None = None
+
+
+class Health(BaseModel):
+    status: str

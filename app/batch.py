@@ -1,0 +1,129 @@
+"""A labelled batch, validated: what every fit and diagnostics request carries.
+
+Validation is vectorised; only when something is wrong does a Python scan look for the
+first offending index, so that the error names it (``scores[17] is NaN``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.errors import FieldError, InvalidInput
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Scores (n, or n x k), integer labels (n) and non-negative weights (n)."""
+
+    scores: NDArray[np.float64]
+    labels: NDArray[np.int64]
+    weights: NDArray[np.float64]
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.labels.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return 2 if self.scores.ndim == 1 else int(self.scores.shape[1])
+
+    @property
+    def is_multiclass(self) -> bool:
+        return self.scores.ndim == 2
+
+    @property
+    def n_positive(self) -> int:
+        return int(np.count_nonzero(self.labels == 1)) if not self.is_multiclass else 0
+
+
+def invalid(loc: Sequence[str | int], msg: str) -> InvalidInput:
+    """A 422 whose detail reads ``field[index] msg``."""
+    where = describe_loc(loc)
+    return InvalidInput(f"{where} {msg}", errors=(FieldError(tuple(loc), msg),))
+
+
+def describe_loc(loc: Sequence[str | int]) -> str:
+    """``("body", "scores", 17)`` → ``scores[17]``."""
+    parts = [p for p in loc if p not in ("body", "query")]
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "body"
+
+
+def first_true(mask: NDArray[np.bool_]) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def check_scores(scores: NDArray[np.float64], field: str = "scores") -> None:
+    """Finite, and a vector or a rectangular matrix with at least two columns."""
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        rows = np.asarray(bad.reshape(bad.shape[0], -1).any(axis=1), dtype=np.bool_)
+        flat = first_true(rows)
+        value = scores[flat] if scores.ndim == 1 else scores[flat][~np.isfinite(scores[flat])][0]
+        what = "NaN" if np.isnan(value) else "infinite"
+        raise invalid(("body", field, flat), f"is {what}; scores must be finite numbers")
+    if scores.ndim == 2 and scores.shape[1] < 2:
+        raise invalid(("body", field), "a score matrix needs at least two columns (classes)")
+
+
+def validate_batch(
+    scores: NDArray[np.float64],
+    labels: NDArray[np.float64],
+    weights: NDArray[np.float64] | None,
+    *,
+    max_rows: int,
+    require_both_classes: bool = True,
+) -> Batch:
+    """Check a parsed batch against the contract (API.md, Fitting) and return it typed."""
+    n = scores.shape[0]
+    if n == 0:
+        raise invalid(("body", "scores"), "is empty; a batch needs at least one pair")
+    if n > max_rows:
+        from app.errors import PayloadTooLarge
+
+        raise PayloadTooLarge(f"the batch has {n} rows; the limit is {max_rows}")
+    if labels.shape[0] != n:
+        raise invalid(("body", "labels"), f"has {labels.shape[0]} values but scores has {n}")
+    check_scores(scores)
+    k = 2 if scores.ndim == 1 else scores.shape[1]
+    int_labels = _check_labels(labels, k)
+    if weights is None:
+        w = np.ones(n, dtype=np.float64)
+    else:
+        if weights.shape[0] != n:
+            raise invalid(
+                ("body", "sample_weight"), f"has {weights.shape[0]} values but scores has {n}"
+            )
+        w = weights
+        bad = ~np.isfinite(w) | (w < 0)
+        if bad.any():
+            i = first_true(bad)
+            raise invalid(("body", "sample_weight", i), f"is {w[i]}; weights must be >= 0")
+        if not (w > 0).any():
+            raise invalid(("body", "sample_weight"), "is all zero; some weight must be positive")
+    if require_both_classes:
+        present = np.unique(int_labels[w > 0])
+        if present.size < 2:
+            raise invalid(
+                ("body", "labels"),
+                f"holds a single class ({int(present[0])}); calibration needs both "
+                "positives and negatives",
+            )
+    return Batch(scores=scores, labels=int_labels, weights=w)
+
+
+def _check_labels(labels: NDArray[np.float64], k: int) -> NDArray[np.int64]:
+    bad = ~np.isfinite(labels) | (labels != np.round(labels)) | (labels < 0) | (labels >= k)
+    if bad.any():
+        i = first_true(bad)
+        allowed = "0 or 1 (or booleans)" if k == 2 else f"an integer in 0..{k - 1}"
+        value = labels[i]
+        shown = "NaN" if np.isnan(value) else f"{value:g}"
+        raise invalid(("body", "labels", i), f"is {shown}; labels must be {allowed}")
+    return labels.astype(np.int64)

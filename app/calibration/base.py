@@ -1,0 +1,229 @@
+"""The one protocol every calibration method implements, and the errors it raises.
+
+A calibrator is built from validated parameters (:meth:`Calibrator.from_params`), fitted on a
+binary batch, and then maps raw scores to probabilities. What it learned is exposed as a
+JSON-able *state* of plain numbers (floats, ints, strings and lists of floats); the store
+persists that state, never a Python object, and :meth:`Calibrator.from_state` rebuilds an
+equivalent calibrator from it without executing any stored code (see :mod:`app.store.artifacts`).
+
+Nothing in :mod:`app.calibration` imports FastAPI, pydantic or SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol, Self, TypeAlias
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray: TypeAlias = NDArray[np.float64]
+"""A 1-d float64 array: scores, labels (as 0.0/1.0), weights or probabilities."""
+
+JSONValue: TypeAlias = Any
+"""A value that orjson can write and read back unchanged (numbers, strings, lists, dicts)."""
+
+
+class CalibrationError(ValueError):
+    """A batch or parameter set that a method cannot work with; the message names the field."""
+
+
+class ParamError(CalibrationError):
+    """An unknown parameter or a parameter with an invalid value.
+
+    ``field`` is the parameter's name, so the API can answer ``params.targets: ...``.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"params.{field}: {message}")
+        self.field = field
+
+
+class StateError(CalibrationError):
+    """A stored state that does not describe a valid fitted calibrator of this method."""
+
+
+class Calibrator(Protocol):
+    """A calibration method: ``from_params`` → ``fit`` → ``predict``; ``state``/``from_state``.
+
+    ``fit`` receives validated arrays of equal length n >= 1: finite ``scores``; ``labels``
+    as float64 0.0/1.0; non-negative ``sample_weight`` with a positive sum. A training fold
+    may hold a single class (cross-validation on small batches); a method must still fit.
+    """
+
+    method: ClassVar[str]
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, object]) -> Self:
+        """Validate ``params`` (raising :class:`ParamError` for an unknown key or bad value)."""
+        ...
+
+    @property
+    def params(self) -> dict[str, JSONValue]:
+        """Every parameter with its effective value, defaults included."""
+        ...
+
+    def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
+        """Fit on the batch and return ``self``."""
+        ...
+
+    def predict(self, scores: FloatArray) -> FloatArray:
+        """Calibrated probabilities in [0, 1], one per score, in input order."""
+        ...
+
+    def state(self) -> dict[str, JSONValue]:
+        """The fitted numbers, as JSON-able values; readable (shown as ``fitted`` by the API)."""
+        ...
+
+    @classmethod
+    def from_state(cls, params: Mapping[str, object], state: Mapping[str, object]) -> Self:
+        """Rebuild a fitted calibrator; :class:`StateError` if ``state`` is not valid."""
+        ...
+
+
+# --- validation shared by every method -------------------------------------------------------
+
+
+def check_batch(
+    scores: object, labels: object, sample_weight: object = None, *, scores_field: str = "scores"
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Check a binary batch and return it as three 1-d float64 arrays (weights default to 1).
+
+    Raises :class:`CalibrationError` naming the field: ``scores`` (or ``scores_field``) must be
+    finite, ``labels`` 0/1, ``sample_weight`` finite, non-negative with a positive sum, and all
+    three of one length n >= 1.
+    """
+    f = _float_vector(scores, scores_field)
+    y = _float_vector(labels, "labels")
+    if f.size == 0:
+        raise CalibrationError(f"{scores_field}: the batch is empty")
+    if y.size != f.size:
+        raise CalibrationError(f"labels: has {y.size} values for {f.size} {scores_field}")
+    if not np.all(np.isfinite(f)):
+        raise CalibrationError(f"{scores_field}: must be finite (index {_first(~np.isfinite(f))})")
+    bad = (y != 0.0) & (y != 1.0)
+    if bad.any():
+        raise CalibrationError(f"labels: must be 0 or 1 (index {_first(bad)})")
+    if sample_weight is None:
+        return f, y, np.ones_like(f)
+    w = _float_vector(sample_weight, "sample_weight")
+    if w.size != f.size:
+        raise CalibrationError(f"sample_weight: has {w.size} values for {f.size} {scores_field}")
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        raise CalibrationError(f"sample_weight: must be finite and >= 0 (index {_first(bad)})")
+    if not w.sum() > 0:
+        raise CalibrationError("sample_weight: the weights must have a positive sum")
+    return f, y, w
+
+
+def _float_vector(values: object, field: str) -> FloatArray:
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise CalibrationError(f"{field}: must be an array of numbers") from None
+    if array.ndim != 1:
+        raise CalibrationError(f"{field}: must be a 1-d array, not {array.ndim}-d")
+    return array
+
+
+def _first(mask: NDArray[np.bool_]) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def check_param_keys(method: str, params: Mapping[str, object], allowed: tuple[str, ...]) -> None:
+    """Reject any key of ``params`` that is not in ``allowed`` with a :class:`ParamError`."""
+    for key in params:
+        if key not in allowed:
+            expected = (
+                f"expected one of {', '.join(allowed)}"
+                if allowed
+                else f"{method} takes no parameters"
+            )
+            raise ParamError(str(key), f"unknown parameter; {expected}")
+
+
+def choice_param(
+    params: Mapping[str, object], key: str, choices: tuple[str, ...], default: str
+) -> str:
+    """``params[key]`` (or ``default``), which must be one of the strings ``choices``."""
+    value = params.get(key, default)
+    if not isinstance(value, str) or value not in choices:
+        raise ParamError(key, f"must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+def int_param(params: Mapping[str, object], key: str, low: int, high: int, default: int) -> int:
+    """``params[key]`` (or ``default``), which must be an integer in ``low..high``."""
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ParamError(key, f"must be an integer in {low}..{high}, not {value!r}")
+    return value
+
+
+def check_state_keys(state: Mapping[str, object], expected: tuple[str, ...]) -> None:
+    """A :class:`StateError` unless ``state`` is a mapping with exactly the keys ``expected``."""
+    if not isinstance(state, Mapping):
+        raise StateError(f"state: must be an object, not {type(state).__name__}")
+    if set(state) != set(expected):
+        keys = ", ".join(sorted(map(str, state))) or "none"
+        raise StateError(f"state: expected the keys {', '.join(expected) or 'none'}; got {keys}")
+
+
+def state_float(state: Mapping[str, object], key: str) -> float:
+    """``state[key]`` as a finite float (a JSON number, not a boolean)."""
+    value = state[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+        raise StateError(f"state.{key}: must be a finite number, not {value!r}")
+    return float(value)
+
+
+def state_int(state: Mapping[str, object], key: str) -> int:
+    """``state[key]`` as a non-negative integer."""
+    value = state[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise StateError(f"state.{key}: must be a non-negative integer, not {value!r}")
+    return value
+
+
+def state_floats(state: Mapping[str, object], key: str) -> FloatArray:
+    """``state[key]`` as a non-empty 1-d array of finite floats."""
+    value = state[key]
+    if not isinstance(value, list) or not value:
+        raise StateError(f"state.{key}: must be a non-empty list of numbers")
+    if not set(map(type, value)) <= {int, float}:  # type() is exact: rejects bool and str
+        raise StateError(f"state.{key}: must hold numbers only")
+    array = np.asarray(value, dtype=np.float64)
+    if not np.all(np.isfinite(array)):
+        raise StateError(f"state.{key}: must hold finite numbers only")
+    return array
+
+
+SMALLEST_GAP = float(np.nextafter(0.0, 1.0))
+"""The smallest positive float: as ``min_gap`` of :func:`pool_ties`, only equal scores pool."""
+
+
+def pool_ties(
+    scores: FloatArray,
+    labels: FloatArray,
+    sample_weight: FloatArray,
+    *,
+    min_gap: float = SMALLEST_GAP,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Pool tied scores: (sorted distinct score, summed weight, summed weight of positives).
+
+    In score order, a point starts a new pool when it exceeds the previous score by at least
+    ``min_gap`` (by default: when it differs at all); a pool takes its first score. One
+    unstable argsort and three bincounts, without ``np.unique``'s slower stable sort.
+    """
+    order = np.argsort(scores)
+    f = scores[order]
+    starts = np.empty(f.size, dtype=bool)
+    starts[:1] = True
+    with np.errstate(over="ignore"):  # a gap beyond 1.8e308 is inf: still >= min_gap
+        starts[1:] = np.diff(f) >= min_gap
+    pool = np.cumsum(starts) - 1
+    w = sample_weight[order]
+    weight = np.bincount(pool, weights=w).astype(np.float64, copy=False)
+    positive = np.bincount(pool, weights=w * labels[order]).astype(np.float64, copy=False)
+    return f[starts], weight, positive

@@ -1,0 +1,111 @@
+"""Stratified k-fold cross-validation: out-of-sample predictions on the fitting batch.
+
+*Obtaining Calibrated Probabilities from Boosting* and *Predicting Good Probabilities* both warn
+that a calibrator judged on the points it was fitted to looks better than it is; every
+diagnostic stored with a version is therefore computed on out-of-fold predictions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from joblib import Parallel, delayed
+from numpy.typing import NDArray
+
+from app.calibration.base import CalibrationError, Calibrator, FloatArray
+
+
+def effective_folds(labels: FloatArray, n_folds: int) -> int:
+    """The number of folds used: ``n_folds``, reduced to the smaller class's count, at least 2.
+
+    With fewer points of a class than folds, some folds would hold none of it, so k drops to
+    that class's count. It never drops below 2: a class with a single point gets k = 2, that
+    point lands in one fold, and the calibrator predicting that fold is fitted on the other
+    class alone (every method fits a single class; see :class:`Calibrator`).
+    """
+    if n_folds < 2:
+        raise CalibrationError(f"n_folds: must be at least 2, not {n_folds}")
+    n_pos = int(np.count_nonzero(labels))
+    smaller = min(n_pos, labels.size - n_pos)
+    return max(2, min(n_folds, smaller))
+
+
+def stratified_folds(
+    labels: FloatArray,
+    n_folds: int,
+    seed: int = 0,
+    *,
+    sample_weight: FloatArray | None = None,
+) -> NDArray[np.intp]:
+    """A fold index in 0..n_folds-1 per sample, stratified by class; deterministic in ``seed``.
+
+    The samples are shuffled (by ``seed``), grouped by class and dealt round-robin into the
+    folds, so each class splits as evenly as it can and fold sizes differ by at most one.
+    Given ``sample_weight``, the groups are (positive weight, class): the points of positive
+    weight are dealt one after another, so any two of them land in different folds and every
+    training part keeps some weight.
+    """
+    n = labels.size
+    if not 2 <= n_folds <= n:
+        raise CalibrationError(f"n_folds: must be in 2..{n} for {n} samples, not {n_folds}")
+    stratum = (labels > 0.5).astype(np.intp)
+    if sample_weight is not None:
+        stratum += 2 * (sample_weight > 0)
+    shuffled = np.random.default_rng(seed).permutation(n)
+    dealt = shuffled[np.argsort(stratum[shuffled], kind="stable")]
+    folds = np.empty(n, dtype=np.intp)
+    folds[dealt] = np.arange(n) % n_folds
+    return folds
+
+
+def out_of_fold_predictions(
+    make: Callable[[], Calibrator],
+    scores: FloatArray,
+    labels: FloatArray,
+    weights: FloatArray,
+    n_folds: int,
+    n_jobs: int = 1,
+) -> FloatArray:
+    """Predict every point with a calibrator (from ``make``) fitted without that point's fold.
+
+    Uses :func:`effective_folds` folds from :func:`stratified_folds` (seed 0); with
+    ``n_jobs != 1`` the folds are fitted in threads (numpy and scipy release the GIL).
+    """
+    k = effective_folds(labels, n_folds)
+    folds = stratified_folds(labels, k, sample_weight=weights)
+    return predict_folds(make, scores, labels, weights, folds, n_jobs)
+
+
+def predict_folds(
+    make: Callable[[], Calibrator],
+    scores: FloatArray,
+    labels: FloatArray,
+    weights: FloatArray,
+    folds: NDArray[np.intp],
+    n_jobs: int = 1,
+) -> FloatArray:
+    """Out-of-fold predictions for given fold indices (see :func:`out_of_fold_predictions`)."""
+    k = int(folds.max()) + 1
+    train_weight = float(weights.sum()) - np.bincount(folds, weights=weights, minlength=k)
+    if np.any(train_weight <= 0):
+        raise CalibrationError(
+            "sample_weight: cross-validation needs positive weight outside every fold; "
+            "give at least two points a positive weight"
+        )
+
+    def fit_fold(fold: int) -> FloatArray:
+        train = folds != fold
+        calibrator = make().fit(scores[train], labels[train], weights[train])
+        return calibrator.predict(scores[~train])
+
+    if n_jobs == 1:
+        predicted = [fit_fold(fold) for fold in range(k)]
+    else:
+        predicted = Parallel(n_jobs=n_jobs, prefer="threads")(
+            delayed(fit_fold)(fold) for fold in range(k)
+        )
+    out = np.empty(scores.size, dtype=np.float64)
+    for fold, values in enumerate(predicted):
+        out[folds == fold] = values
+    return out

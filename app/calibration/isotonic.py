@@ -1,0 +1,114 @@
+"""Isotonic regression by pair-adjacent violators (Ayer et al. 1955).
+
+Niculescu-Mizil & Caruana, *Predicting Good Probabilities With Supervised Learning*, section 2.2
+and Table 1: the non-decreasing step function m minimising sum w_i (y_i - m(f_i))^2 (eq. 6).
+The fit reproduces scikit-learn's ``IsotonicRegression(out_of_bounds="clip")``: zero-weight
+points dropped, tied scores pooled, PAV, and only the ends of each constant block kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar, Self
+
+import numpy as np
+from scipy.optimize import isotonic_regression
+
+from app.calibration.base import (
+    FloatArray,
+    JSONValue,
+    StateError,
+    check_param_keys,
+    check_state_keys,
+    choice_param,
+    pool_ties,
+    state_floats,
+)
+
+INTERPOLATIONS = ("linear", "step")
+# scikit-learn's _make_unique pools scores closer than float64's resolution, not only equal ones
+_TIE_RESOLUTION = float(np.finfo(np.float64).resolution)
+
+
+class IsotonicCalibrator:
+    """A non-decreasing map from score to probability, fitted by PAV.
+
+    Parameters (``params``)
+    -----------------------
+    interpolation : {"linear", "step"}, default "linear"
+        Between fitted thresholds: ``"linear"`` interpolates (scikit-learn's
+        ``IsotonicRegression.predict``); ``"step"`` is piecewise constant, the value of the
+        last threshold <= f (the paper's stepwise-constant PAV output, Table 1, step 4; the
+        table leaves the gaps between blocks open, here each block's value holds up to the next
+        block). Outside the fitted range both clip to the end values.
+
+    Fitted state: ``{"thresholds": [...], "values": [...]}``, thresholds strictly increasing
+    and values non-decreasing in [0, 1].
+    """
+
+    method: ClassVar[str] = "isotonic"
+
+    def __init__(self, interpolation: str = "linear") -> None:
+        self.interpolation = interpolation
+        self.thresholds: FloatArray = np.zeros(1)
+        self.values: FloatArray = np.full(1, 0.5)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, object]) -> Self:
+        """Validate ``params``; :class:`ParamError` names a bad or unknown key."""
+        check_param_keys(cls.method, params, ("interpolation",))
+        return cls(interpolation=choice_param(params, "interpolation", INTERPOLATIONS, "linear"))
+
+    @property
+    def params(self) -> dict[str, JSONValue]:
+        """Every parameter with its effective value."""
+        return {"interpolation": self.interpolation}
+
+    def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
+        """Fit the isotonic map on the batch; return ``self``."""
+        keep = sample_weight > 0
+        # Ties pooled as scikit-learn's _make_unique does: a score within float64's resolution
+        # of the previous one joins its pool, whose value is the weighted mean label.
+        x, pooled_w, pooled_pos = pool_ties(
+            scores[keep], labels[keep], sample_weight[keep], min_gap=_TIE_RESOLUTION
+        )
+        pooled_y = pooled_pos / pooled_w
+        # PAV on the pooled points, eq. (6) with weights
+        m = np.clip(isotonic_regression(pooled_y, weights=pooled_w, increasing=True).x, 0.0, 1.0)
+        # Keep the first and last point of each constant block (scikit-learn's trim_duplicates):
+        # the interpolant is unchanged.
+        kept = np.ones(m.size, dtype=bool)
+        kept[1:-1] = (m[1:-1] != m[:-2]) | (m[1:-1] != m[2:])
+        self.thresholds, self.values = x[kept], m[kept]
+        return self
+
+    def predict(self, scores: FloatArray) -> FloatArray:
+        """The fitted map at ``scores``, clipped to the end values outside the fitted range."""
+        f = np.asarray(scores, dtype=np.float64)
+        if self.interpolation == "linear":
+            p: FloatArray = np.interp(f, self.thresholds, self.values)
+            # interp's rounding can step 1 ulp outside [0, 1] across a huge threshold gap
+            return np.clip(p, 0.0, 1.0, out=p)
+        index = np.searchsorted(self.thresholds, f, side="right") - 1
+        return self.values[np.maximum(index, 0)]
+
+    def state(self) -> dict[str, JSONValue]:
+        """``{"thresholds": [...], "values": [...]}`` as lists of floats."""
+        return {"thresholds": self.thresholds.tolist(), "values": self.values.tolist()}
+
+    @classmethod
+    def from_state(cls, params: Mapping[str, object], state: Mapping[str, object]) -> Self:
+        """Rebuild a fitted calibrator; :class:`StateError` unless the state is a valid map."""
+        calibrator = cls.from_params(params)
+        check_state_keys(state, ("thresholds", "values"))
+        thresholds, values = state_floats(state, "thresholds"), state_floats(state, "values")
+        if thresholds.size != values.size:
+            raise StateError(
+                f"state.values: has {values.size} values for {thresholds.size} thresholds"
+            )
+        if np.any(thresholds[1:] <= thresholds[:-1]):  # not np.diff: 1e308 - -1e308 overflows
+            raise StateError("state.thresholds: must be strictly increasing")
+        if np.any(values[1:] < values[:-1]) or values[0] < 0 or values[-1] > 1:
+            raise StateError("state.values: must be non-decreasing within [0, 1]")
+        calibrator.thresholds, calibrator.values = thresholds, values
+        return calibrator

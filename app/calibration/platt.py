@@ -1,0 +1,187 @@
+"""Platt scaling: a sigmoid of the raw score, fitted by maximum likelihood.
+
+Niculescu-Mizil & Caruana, *Predicting Good Probabilities With Supervised Learning*, eqs. (1)-(4);
+fitted with the Newton method with backtracking line search of Lin, Lin & Weng (2007),
+*A note on Platt's probabilistic outputs for support vector machines*.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import ClassVar, Self
+
+import numpy as np
+from scipy.special import expit
+
+from app.calibration.base import (
+    FloatArray,
+    JSONValue,
+    check_param_keys,
+    check_state_keys,
+    choice_param,
+    int_param,
+    pool_ties,
+    state_float,
+    state_int,
+)
+
+TARGETS = ("platt", "hard")
+# Lin, Lin & Weng stop at |gradient| < 1e-5, which leaves A and B ~1e-5 off the optimum on a
+# small batch; Newton converges quadratically, so 1e-8 costs at most a step more.
+_GRADIENT_TOL = 1e-8
+_DECREASE_RTOL = 1e-14  # below this the summed loss cannot resolve the Newton decrease
+_MIN_STEP = 1e-10
+_SIGMA = 1e-12  # ridge added to the Hessian (Lin, Lin & Weng, Algorithm 1)
+_ARMIJO = 1e-4
+_SATURATION = 800.0  # expit(-z) is exactly 0.0 or 1.0 in float64 once |z| > ~745
+
+
+class PlattCalibrator:
+    """p(f) = 1 / (1 + exp(A f + B)), A and B minimising the weighted cross-entropy.
+
+    Parameters (``params``)
+    -----------------------
+    targets : {"platt", "hard"}, default "platt"
+        ``"platt"``: Platt's smoothed targets t+ = (N+ + 1)/(N+ + 2) for positives and
+        t- = 1/(N- + 2) for negatives (*Predicting Good Probabilities*, eq. 4), where N+ and
+        N- are the *weighted* class counts (the sum of the sample weights of each class, as
+        scikit-learn does), so they scale with the weights. ``"hard"``: the labels 0/1.
+    max_iter : int in 1..10000, default 100
+        Newton iterations at most.
+
+    Fitted state: ``{"A": float, "B": float, "n_iter": int}``.
+    """
+
+    method: ClassVar[str] = "platt"
+
+    def __init__(self, targets: str = "platt", max_iter: int = 100) -> None:
+        self.targets = targets
+        self.max_iter = max_iter
+        self.A = 0.0
+        self.B = 0.0
+        self.n_iter = 0
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, object]) -> Self:
+        """Validate ``params``; :class:`ParamError` names a bad or unknown key."""
+        check_param_keys(cls.method, params, ("targets", "max_iter"))
+        return cls(
+            targets=choice_param(params, "targets", TARGETS, "platt"),
+            max_iter=int_param(params, "max_iter", 1, 10_000, 100),
+        )
+
+    @property
+    def params(self) -> dict[str, JSONValue]:
+        """Every parameter with its effective value."""
+        return {"targets": self.targets, "max_iter": self.max_iter}
+
+    def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
+        """Fit A and B on the batch (a single class present is fine); return ``self``."""
+        # Tied scores pooled: the same loss, summed over the distinct scores only
+        f, weight, positive = pool_ties(scores, labels, sample_weight)
+        n_pos = float(positive.sum())
+        n_neg = float(weight.sum()) - n_pos
+        if self.targets == "platt":
+            # Platt's targets, Predicting Good Probabilities eq. (4), with weighted counts
+            t_pos, t_neg = (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0)
+        else:
+            t_pos, t_neg = 1.0, 0.0
+        # Weights rescaled to mean 1 per point, so the published absolute gradient tolerance
+        # means for weighted data what it means unweighted, whatever the weights' scale.
+        scale = np.count_nonzero(sample_weight) / float(weight.sum())
+        target = scale * (positive * t_pos + (weight - positive) * t_neg)
+        # Newton works on x in [-1, 1]: f divided by a power of two (exact) and centred, which
+        # keeps exp() and the Hessian tame for |f| up to 1e308 and A, B are mapped back below.
+        exponent = math.frexp(float(np.max(np.abs(f))))[1]
+        u = np.ldexp(f, -exponent)
+        centre, half_range = 0.5 * (u[0] + u[-1]), 0.5 * (u[-1] - u[0])
+        x = (u - centre) / half_range if half_range > 0 else np.zeros_like(u)
+        # Platt's starting point: A = 0, B = log((N- + 1) / (N+ + 1))
+        a, b, self.n_iter = newton_sigmoid(
+            x, scale * weight, target, math.log((n_neg + 1.0) / (n_pos + 1.0)), self.max_iter
+        )
+        slope = a / half_range if half_range > 0 else 0.0  # A for u
+        self.B = float(b - slope * centre)
+        try:
+            self.A = math.ldexp(slope, -exponent)
+        except OverflowError:  # scores spread over less than ~1e-300: a step is all that fits
+            self.A = math.copysign(np.finfo(np.float64).max, slope)
+        return self
+
+    def predict(self, scores: FloatArray) -> FloatArray:
+        """expit(-(A f + B)), eq. (1), computed without overflow for any finite A, B and f."""
+        # A and B divided by a power of two 2^k >= max(|A|, |B|): exact, so a f + b is
+        # (A f + B) / 2^k to the last bit, yet cannot overflow. Past |z| = 1600 the sigmoid
+        # is saturated (exactly 0 or 1), so clipping there changes nothing.
+        k = math.frexp(max(abs(self.A), abs(self.B), 1.0))[1]
+        a, b = math.ldexp(self.A, -k), math.ldexp(self.B, -k)
+        limit = math.ldexp(2 * _SATURATION, -k)
+        z = np.ldexp(np.clip(a * np.asarray(scores, dtype=np.float64) + b, -limit, limit), k)
+        p: FloatArray = expit(-z)
+        return p
+
+    def state(self) -> dict[str, JSONValue]:
+        """``{"A", "B", "n_iter"}``."""
+        return {"A": self.A, "B": self.B, "n_iter": self.n_iter}
+
+    @classmethod
+    def from_state(cls, params: Mapping[str, object], state: Mapping[str, object]) -> Self:
+        """Rebuild a fitted calibrator; :class:`StateError` unless A, B are finite numbers."""
+        calibrator = cls.from_params(params)
+        check_state_keys(state, ("A", "B", "n_iter"))
+        calibrator.A = state_float(state, "A")
+        calibrator.B = state_float(state, "B")
+        calibrator.n_iter = state_int(state, "n_iter")
+        return calibrator
+
+
+def newton_sigmoid(
+    x: FloatArray, weight: FloatArray, target: FloatArray, b0: float, max_iter: int
+) -> tuple[float, float, int]:
+    """Minimise L(a, b) = sum_k weight_k log(1 + e^z_k) - (weight_k - target_k) z_k, z = a x + b.
+
+    This is the cross-entropy of p = 1/(1 + e^z) against targets (``target`` is the summed
+    weight times target of each pooled point). Lin, Lin & Weng (2007), Algorithm 1: Newton
+    steps on the Hessian plus a ridge sigma, with Armijo backtracking. Stops when the gradient
+    is below 1e-8 (their rule, tightened from 1e-5) or the predicted decrease g.d is below the
+    resolution of the summed loss (without this, the line search backtracks on rounding noise
+    at large n).
+    Returns (a, b, accepted Newton steps).
+    """
+    non_target = weight - target
+
+    def loss(a: float, b: float) -> float:
+        z = a * x + b
+        # log(1 + e^z) by logaddexp never overflows: Lin, Lin & Weng's stable evaluation
+        return float(weight @ np.logaddexp(0.0, z) - non_target @ z)
+
+    a, b = 0.0, b0
+    value = loss(a, b)
+    for iteration in range(max_iter):
+        p = expit(-(a * x + b))
+        d1 = target - weight * p  # dL/dz
+        g_a, g_b = float(x @ d1), float(d1.sum())
+        if max(abs(g_a), abs(g_b)) < _GRADIENT_TOL:
+            return a, b, iteration
+        d2 = weight * p * (1.0 - p)  # d2L/dz2
+        h_aa, h_ab, h_bb = float(x * x @ d2) + _SIGMA, float(x @ d2), float(d2.sum()) + _SIGMA
+        det = h_aa * h_bb - h_ab * h_ab
+        if not det > 0.0:
+            return a, b, iteration
+        step_a = -(h_bb * g_a - h_ab * g_b) / det
+        step_b = -(-h_ab * g_a + h_aa * g_b) / det
+        decrease = g_a * step_a + g_b * step_b  # g.d < 0 for a descent direction
+        if -decrease < _DECREASE_RTOL * max(1.0, abs(value)):
+            return a, b, iteration
+        step = 1.0
+        while step >= _MIN_STEP:
+            new_a, new_b = a + step * step_a, b + step * step_b
+            new_value = loss(new_a, new_b)
+            if new_value < value + _ARMIJO * step * decrease:  # Armijo condition
+                a, b, value = new_a, new_b, new_value
+                break
+            step /= 2.0
+        else:  # the line search failed: no representable decrease left
+            return a, b, iteration
+    return a, b, max_iter

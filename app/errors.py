@@ -1,0 +1,86 @@
+"""The service's domain exceptions, each carrying its HTTP status.
+
+One handler in :mod:`app.api.problems` renders every one of them as RFC 9457
+``application/problem+json``; nothing below this module knows about HTTP beyond the number.
+
+Exception tree::
+
+    ServiceError
+    ├── MalformedBody          400  the body cannot be parsed at all
+    ├── NotFound               404  unknown calibrator, version or alias
+    ├── Conflict               409
+    ├── PayloadTooLarge        413  body or batch above the configured limits
+    ├── UnsupportedMediaType   415
+    ├── InvalidInput           422  parsed, but the content is invalid (names field and index)
+    └── DatabaseUnavailable    503  the database did not answer (sent with Retry-After)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One validation failure: where (``("body", "scores", 17)``) and what."""
+
+    loc: tuple[str | int, ...]
+    msg: str
+
+
+@dataclass
+class ServiceError(Exception):
+    """Base of every error the service answers deliberately."""
+
+    detail: str
+    errors: Sequence[FieldError] = field(default_factory=tuple)
+
+    status = 500
+    title = "Internal Server Error"
+
+    def __post_init__(self) -> None:
+        super().__init__(self.detail)
+
+
+class MalformedBody(ServiceError):
+    status = 400
+    title = "Malformed request body"
+
+
+class NotFound(ServiceError):
+    status = 404
+    title = "Not found"
+
+
+class Conflict(ServiceError):
+    status = 409
+    title = "Conflict"
+
+
+class PayloadTooLarge(ServiceError):
+    status = 413
+    title = "Payload too large"
+
+
+class UnsupportedMediaType(ServiceError):
+    status = 415
+    title = "Unsupported media type"
+
+
+class InvalidInput(ServiceError):
+    status = 422
+    title = "Invalid input"
+
+
+class DatabaseUnavailable(ServiceError):
+    status = 503
+    title = "Database unavailable"
+    retry_after_seconds = 5
+
+
+class StoredDataCorrupt(ServiceError):
+    """A stored artifact or batch failed its integrity check: the database was altered."""
+
+    status = 500
+    title = "Stored version is corrupt"

@@ -1,0 +1,59 @@
+"""The application factory: ``uvicorn app.main:app``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app import __version__
+from app.api import calibrators, health, predictions
+from app.api.problems import install_problem_handlers
+from app.api.request_id import RequestIdMiddleware
+from app.service import CalibrationService
+from app.settings import Settings, get_settings
+from app.store import Database
+
+DESCRIPTION = """
+Fit **named calibrators** on batches of (score, label) pairs, keep every fit as an immutable
+numbered version, map raw scores to calibrated probabilities, and look at reliability
+diagrams computed out of sample. Errors are `application/problem+json` (RFC 9457).
+"""
+
+
+def create_app(settings: Settings | None = None, database: Database | None = None) -> FastAPI:
+    """Build the service; ``database`` lets tests hand in one they created."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = database or Database(settings.database_url, settings)
+        app.state.settings = settings
+        app.state.service = CalibrationService(db, settings)
+        try:
+            yield
+        finally:
+            if database is None:
+                db.dispose()
+
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    app = FastAPI(
+        title="Calibration service",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    install_problem_handlers(app)
+    app.add_middleware(RequestIdMiddleware)
+    app.include_router(calibrators.router)
+    app.include_router(predictions.router)
+    app.include_router(health.router)
+    return app
+
+
+app = create_app()

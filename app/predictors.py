@@ -1,0 +1,92 @@
+"""The in-process cache of loaded calibrators, so predict rarely touches the database.
+
+Entries are keyed by (name, version). A pinned version never changes, but it may be deleted
+(through any replica), so an entry is re-validated with one cheap indexed read once it is
+older than ``refresh_seconds``; ``latest`` is resolved the same way. Together this is the
+freshness contract of API.md: a new version is served as ``latest`` by every replica within
+``refresh_seconds`` of its fit answering 201, and a deleted version stops being served as fast.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.calibration.base import Calibrator
+
+
+@dataclass(frozen=True)
+class LoadedVersion:
+    """A version ready to predict: its row id (never reused), method and fitted calibrator."""
+
+    version_id: int
+    name: str
+    version: int
+    method: str
+    calibrator: Calibrator
+    state: dict[str, Any]
+
+
+@dataclass
+class _Entry:
+    loaded: LoadedVersion
+    checked_at: float
+
+
+class LoadedVersions:
+    """A bounded LRU of :class:`LoadedVersion` plus a short-lived map name → latest version."""
+
+    def __init__(
+        self,
+        *,
+        capacity: int = 256,
+        refresh_seconds: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._capacity = capacity
+        self._refresh = refresh_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[str, int], _Entry] = OrderedDict()
+        self._latest: dict[str, tuple[int, float]] = {}
+
+    def fresh_latest(self, name: str) -> int | None:
+        """The latest version of ``name`` if it was confirmed within the refresh window."""
+        with self._lock:
+            hit = self._latest.get(name)
+        if hit is None or self._clock() - hit[1] >= self._refresh:
+            return None
+        return hit[0]
+
+    def remember_latest(self, name: str, version: int) -> None:
+        with self._lock:
+            self._latest[name] = (version, self._clock())
+
+    def get(self, name: str, version: int) -> tuple[LoadedVersion | None, bool]:
+        """(entry or None, whether it was confirmed within the refresh window)."""
+        with self._lock:
+            entry = self._entries.get((name, version))
+            if entry is None:
+                return None, False
+            self._entries.move_to_end((name, version))
+            return entry.loaded, self._clock() - entry.checked_at < self._refresh
+
+    def put(self, loaded: LoadedVersion) -> None:
+        with self._lock:
+            key = (loaded.name, loaded.version)
+            self._entries[key] = _Entry(loaded, self._clock())
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+    def forget(self, name: str, version: int | None = None) -> None:
+        """Drop one version of ``name`` (or all of them) and its cached ``latest``."""
+        with self._lock:
+            self._latest.pop(name, None)
+            doomed = [k for k in self._entries if k[0] == name and version in (None, k[1])]
+            for key in doomed:
+                del self._entries[key]

@@ -1,0 +1,284 @@
+"""Fit, serve and diagnose calibrators: joins :mod:`app.calibration` and :mod:`app.store`.
+
+Knows no HTTP. Every public method either returns domain data or raises an
+:mod:`app.errors` exception; the CPU-heavy work (fitting, cross-validation) happens before
+the short database transaction that writes a version, so a version is written completely
+or not at all and no lock is held while numbers are crunched.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.batch import Batch, check_scores, invalid
+from app.calibration import (
+    METHODS,
+    CalibrationError,
+    ParamError,
+    fit_calibrator,
+    load_calibrator,
+)
+from app.calibration.metrics import headline_metrics, scale_raw_scores, summarize
+from app.errors import InvalidInput, StoredDataCorrupt
+from app.predictors import LoadedVersion, LoadedVersions
+from app.settings import Settings
+from app.store import (
+    ArtifactError,
+    CalibratorSummary,
+    Database,
+    NewVersion,
+    VersionRecord,
+    decode_artifact,
+    decode_batch,
+    encode_artifact,
+    encode_batch,
+)
+
+logger = logging.getLogger("app.service")
+
+Selector = int | Literal["latest"]
+Strategy = Literal["uniform", "quantile"]
+
+
+@dataclass(frozen=True)
+class VersionView:
+    """A stored version with its readable fitted numbers."""
+
+    record: VersionRecord
+    fitted: dict[str, Any]
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CalibratorView:
+    summary: CalibratorSummary
+    versions: list[VersionRecord]
+    total: int
+
+
+@dataclass(frozen=True)
+class Prediction:
+    name: str
+    version: int
+    probabilities: NDArray[np.float64]
+
+
+class CalibrationService:
+    """The use cases of the HTTP API, one method each."""
+
+    def __init__(self, database: Database, settings: Settings) -> None:
+        self.database = database
+        self.settings = settings
+        self.loaded = LoadedVersions(refresh_seconds=settings.latest_refresh_seconds)
+
+    # -- fitting -------------------------------------------------------------------------
+    def fit_version(
+        self,
+        name: str,
+        batch: Batch,
+        *,
+        method: str,
+        params: Mapping[str, object],
+        description: str = "",
+        tags: Mapping[str, str] | None = None,
+    ) -> VersionView:
+        """Fit ``method`` on the batch, cross-validate it, and store the next version."""
+        if method not in METHODS:
+            raise invalid(
+                ("body", "method"),
+                f"is {method!r}, not a known method; expected one of {', '.join(METHODS)}",
+            )
+        if batch.is_multiclass:
+            raise invalid(
+                ("body", "scores"),
+                f"is an n x {batch.n_classes} matrix but method {method!r} is binary; "
+                "send one score per row",
+            )
+        labels = batch.labels.astype(np.float64)
+        n_jobs = (
+            self.settings.cv_jobs if batch.n_samples >= self.settings.cv_parallel_min_samples else 1
+        )
+        try:
+            outcome = fit_calibrator(
+                method,
+                params,
+                batch.scores,
+                labels,
+                batch.weights,
+                n_folds=self.settings.cv_folds,
+                n_jobs=n_jobs,
+            )
+        except ParamError as exc:
+            raise invalid(("body", "params", exc.field), _after_field(str(exc))) from None
+        except CalibrationError as exc:
+            raise InvalidInput(str(exc)) from None
+        state = outcome.calibrator.state()
+        metrics = {
+            "cv": headline_metrics(outcome.out_of_fold, labels, batch.weights),
+            "raw": headline_metrics(scale_raw_scores(batch.scores), labels, batch.weights),
+        }
+        new = NewVersion(
+            method=outcome.method,
+            params=dict(outcome.params),
+            n_samples=batch.n_samples,
+            n_positive=batch.n_positive,
+            n_classes=batch.n_classes,
+            description=description,
+            tags=dict(tags or {}),
+            metrics=metrics,
+            selection=outcome.selection,
+            artifact=encode_artifact(outcome.method, dict(outcome.params), state),
+            batch=encode_batch(batch.scores, batch.labels, batch.weights, outcome.out_of_fold),
+        )
+        with self.database.transaction() as repo:
+            record = repo.create_version(name, new)
+        self.loaded.put(
+            LoadedVersion(record.id, name, record.version, record.method, outcome.calibrator, state)
+        )
+        self.loaded.remember_latest(name, record.version)
+        logger.info(
+            "fitted %s v%d with %s on %d pairs",
+            name,
+            record.version,
+            record.method,
+            batch.n_samples,
+        )
+        return VersionView(record=record, fitted=state)
+
+    # -- reading -------------------------------------------------------------------------
+    def get_version(self, name: str, selector: Selector) -> VersionView:
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, selector)
+        loaded = self._load(record)
+        return VersionView(record=record, fitted=loaded.state)
+
+    def list_calibrators(self, limit: int, offset: int) -> tuple[list[CalibratorSummary], int]:
+        with self.database.transaction() as repo:
+            return repo.list_calibrators(limit, offset)
+
+    def get_calibrator(self, name: str, limit: int, offset: int) -> CalibratorView:
+        with self.database.transaction() as repo:
+            summary, versions, total = repo.get_calibrator(name, limit, offset)
+        return CalibratorView(summary, versions, total)
+
+    def delete_version(self, name: str, version: int) -> None:
+        with self.database.transaction() as repo:
+            repo.delete_version(name, version)
+        self.loaded.forget(name, version)
+
+    def delete_calibrator(self, name: str) -> None:
+        with self.database.transaction() as repo:
+            repo.delete_calibrator(name)
+        self.loaded.forget(name)
+
+    def ready(self) -> bool:
+        return self.database.ping()
+
+    # -- predicting ----------------------------------------------------------------------
+    def predict(self, name: str, selector: Selector, scores: NDArray[np.float64]) -> Prediction:
+        """Calibrated probabilities from the selected version, in input order."""
+        loaded = self.resolve(name, selector)
+        if scores.ndim != 1:
+            raise invalid(
+                ("body", "scores"),
+                f"is a matrix but {name!r} v{loaded.version} is a binary calibrator; "
+                "send one score per element",
+            )
+        check_scores(scores)
+        return Prediction(name, loaded.version, loaded.calibrator.predict(scores))
+
+    def resolve(self, name: str, selector: Selector) -> LoadedVersion:
+        """The loaded calibrator for a selector, reading the database at most once a window."""
+        if selector == "latest":
+            number = self.loaded.fresh_latest(name)
+            if number is None:
+                with self.database.transaction() as repo:
+                    number = repo.latest_version_number(name)
+                self.loaded.remember_latest(name, number)
+        else:
+            number = selector
+        cached, fresh = self.loaded.get(name, number)
+        if cached is not None and fresh:
+            return cached
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, number)
+        if cached is not None and cached.version_id == record.id:
+            self.loaded.put(cached)  # re-confirmed: restart its window
+            return cached
+        return self._load(record)
+
+    def _load(self, record: VersionRecord) -> LoadedVersion:
+        cached, _ = self.loaded.get(record.name, record.version)
+        if cached is not None and cached.version_id == record.id:
+            return cached
+        with self.database.transaction() as repo:
+            artifact_bytes = repo.get_artifact(record.id)
+        try:
+            artifact = decode_artifact(artifact_bytes, record.artifact_sha256)
+            calibrator = load_calibrator(artifact.method, artifact.params, artifact.state)
+        except (ArtifactError, CalibrationError) as exc:
+            raise StoredDataCorrupt(
+                f"the artifact of {record.name!r} v{record.version} cannot be loaded: {exc}"
+            ) from None
+        loaded = LoadedVersion(
+            record.id,
+            record.name,
+            record.version,
+            artifact.method,
+            calibrator,
+            dict(artifact.state),
+        )
+        self.loaded.put(loaded)
+        return loaded
+
+    # -- diagnostics ---------------------------------------------------------------------
+    def diagnose_stored(
+        self, name: str, selector: Selector, *, n_bins: int, strategy: Strategy
+    ) -> tuple[VersionRecord, dict[str, Any], dict[str, Any]]:
+        """Reliability data of the version's out-of-fold predictions and of the raw scores."""
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, selector)
+            batch_bytes = repo.get_batch(record.id)
+        try:
+            stored = decode_batch(batch_bytes)
+        except ArtifactError as exc:
+            raise StoredDataCorrupt(
+                f"the stored batch of {name!r} v{record.version} cannot be read: {exc}"
+            ) from None
+        labels = stored.labels.astype(np.float64)
+        calibrated = summarize(
+            stored.out_of_fold, labels, stored.weights, n_bins=n_bins, strategy=strategy
+        )
+        raw = summarize(
+            scale_raw_scores(stored.scores),
+            labels,
+            stored.weights,
+            n_bins=n_bins,
+            strategy=strategy,
+        )
+        return record, calibrated, raw
+
+    def diagnose_batch(
+        self, name: str, selector: Selector, batch: Batch, *, n_bins: int, strategy: Strategy
+    ) -> tuple[int, dict[str, Any], dict[str, Any]]:
+        """The same reliability data, on a fresh labelled batch; nothing is stored."""
+        prediction = self.predict(name, selector, batch.scores)
+        labels = batch.labels.astype(np.float64)
+        calibrated = summarize(
+            prediction.probabilities, labels, batch.weights, n_bins=n_bins, strategy=strategy
+        )
+        raw = summarize(
+            scale_raw_scores(batch.scores), labels, batch.weights, n_bins=n_bins, strategy=strategy
+        )
+        return prediction.version, calibrated, raw
+
+
+def _after_field(message: str) -> str:
+    """``params.targets: must be ...`` → ``must be ...`` (the location is carried separately)."""
+    return message.split(": ", 1)[1] if ": " in message else message

@@ -1,0 +1,43 @@
+"""The persistence layer: SQLAlchemy models, the repository, the artifact formats.
+
+Everything the service needs is exported here::
+
+    database = Database(settings.database_url, settings)
+    with database.transaction() as repo:
+        record = repo.create_version("churn", NewVersion(...))
+
+Migrations live in :mod:`app.store.migrate` (``upgrade``, ``downgrade``), which is also the
+command ``python -m app.store.migrate`` and so is not imported here.
+"""
+
+from app.store.artifacts import (
+    Artifact,
+    ArtifactError,
+    StoredBatch,
+    decode_artifact,
+    decode_batch,
+    encode_artifact,
+    encode_batch,
+    sha256_hex,
+)
+from app.store.db import Database, normalize_url
+from app.store.records import CalibratorSummary, NewVersion, VersionRecord
+from app.store.repository import Repository, Selector
+
+__all__ = [
+    "Artifact",
+    "ArtifactError",
+    "CalibratorSummary",
+    "Database",
+    "NewVersion",
+    "Repository",
+    "Selector",
+    "StoredBatch",
+    "VersionRecord",
+    "decode_artifact",
+    "decode_batch",
+    "encode_artifact",
+    "encode_batch",
+    "normalize_url",
+    "sha256_hex",
+]

@@ -1,0 +1,168 @@
+"""The tables: calibrators, their versions, the versions' blobs, and aliases.
+
+The schema itself is created by the hand-written Alembic migrations in ``migrations/``; these
+mapped classes describe the same tables to the ORM and must agree with them (a test checks).
+
+Blobs (the artifact and the fitting batch) live in ``version_blobs``, apart from the version's
+metadata, so that listings and ``latest`` lookups never read them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeEngine
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+"""Deterministic constraint names, so that migrations (and SQLite batch mode) can name them."""
+
+
+def dump_json(value: Any) -> str:
+    """The JSON columns' serialiser on every backend: orjson, numpy-aware.
+
+    JSON has no NaN or infinity; orjson writes them as null, which is what a stored metric
+    that could not be computed reads back as.
+    """
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+
+
+def as_stored_json(value: Any) -> Any:
+    """``value`` as a JSON column will read it back (numpy → lists, NaN → None)."""
+    return orjson.loads(dump_json(value))
+
+
+def json_document(*, none_as_null: bool = False) -> TypeEngine[Any]:
+    """A JSON column: JSONB on PostgreSQL, JSON text elsewhere."""
+    return JSON(none_as_null=none_as_null).with_variant(
+        JSONB(none_as_null=none_as_null), "postgresql"
+    )
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp stored in UTC and always read back timezone-aware (SQLite keeps no zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Refuse naive datetimes; store UTC (naive on SQLite, which has no zone type)."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given for a UTC timestamp column")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Return the stored instant as an aware UTC datetime."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    """The declarative base of every table of the service."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Calibrator(Base):
+    """A named calibrator; a deleted one stays as a tombstone that keeps its version counter.
+
+    ``last_version`` is the highest version number ever handed out under this name. It is never
+    decreased, also not by deletes, so a (name, version) pair always denotes one fit.
+    """
+
+    __tablename__ = "calibrators"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_version: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class Version(Base):
+    """One fit of a calibrator: its metadata, parameters and metrics, without the blobs.
+
+    The unique (calibrator_id, version) index also serves ``latest`` lookups: the highest
+    version of a calibrator is one backward step in that index.
+    """
+
+    __tablename__ = "versions"
+    __table_args__ = (UniqueConstraint("calibrator_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    calibrator_id: Mapped[int] = mapped_column(ForeignKey("calibrators.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    method: Mapped[str] = mapped_column(String(64))
+    params: Mapped[dict[str, Any]] = mapped_column(json_document())
+    n_samples: Mapped[int] = mapped_column(Integer)
+    n_positive: Mapped[int] = mapped_column(Integer)
+    n_classes: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    description: Mapped[str] = mapped_column(Text)
+    tags: Mapped[dict[str, str]] = mapped_column(json_document())
+    metrics: Mapped[dict[str, Any]] = mapped_column(json_document())
+    selection: Mapped[dict[str, Any] | None] = mapped_column(
+        json_document(none_as_null=True), nullable=True
+    )
+    artifact_sha256: Mapped[str] = mapped_column(String(64))
+    artifact_bytes: Mapped[int] = mapped_column(Integer)
+
+
+class VersionBlob(Base):
+    """The two blobs of a version: the artifact (JSON) and the fitting batch (npz)."""
+
+    __tablename__ = "version_blobs"
+
+    version_id: Mapped[int] = mapped_column(
+        ForeignKey("versions.id", ondelete="CASCADE"), primary_key=True
+    )
+    artifact: Mapped[bytes] = mapped_column(LargeBinary)
+    batch: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class Alias(Base):
+    """A movable name for one version of a calibrator (``production`` → version 3).
+
+    It goes with its version: deleting the version (or the calibrator) deletes the alias.
+    """
+
+    __tablename__ = "aliases"
+
+    calibrator_id: Mapped[int] = mapped_column(
+        ForeignKey("calibrators.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    version_id: Mapped[int] = mapped_column(
+        ForeignKey("versions.id", ondelete="CASCADE"), index=True
+    )
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -1,0 +1,68 @@
+"""What the repository takes and gives: frozen dataclasses, never ORM objects.
+
+A record outlives its session, so the service and the API can hold and cache it freely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class NewVersion:
+    """Everything a fit produced, to be stored as the next version of a calibrator.
+
+    ``artifact`` is the document of :func:`app.store.artifacts.encode_artifact`; ``batch`` the
+    npz of :func:`app.store.artifacts.encode_batch`. The store computes the artifact's sha256.
+    """
+
+    method: str
+    params: dict[str, Any]
+    n_samples: int
+    n_positive: int
+    n_classes: int
+    description: str
+    tags: dict[str, str]
+    metrics: dict[str, Any]
+    selection: dict[str, Any] | None
+    artifact: bytes
+    batch: bytes
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    """A stored version's metadata (its blobs are read with ``Repository.get_blobs(id)``).
+
+    ``id`` is the row id, internal to the store; clients know a version as (name, version).
+    ``aliases`` are the alias names currently pointing at this version, sorted.
+    """
+
+    id: int
+    name: str
+    version: int
+    method: str
+    params: dict[str, Any]
+    n_samples: int
+    n_positive: int
+    n_classes: int
+    created_at: datetime
+    description: str
+    tags: dict[str, str]
+    metrics: dict[str, Any]
+    selection: dict[str, Any] | None
+    artifact_sha256: str
+    artifact_bytes: int
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CalibratorSummary:
+    """One calibrator as listed: its latest version (None when it has none left) and count."""
+
+    name: str
+    latest_version: int | None
+    method: str | None
+    n_versions: int
+    updated_at: datetime

@@ -1,0 +1,245 @@
+"""Reads and writes of calibrators, versions and aliases, within one session.
+
+A :class:`Repository` is handed out by :meth:`app.store.db.Database.transaction`, which owns
+the commit; the repository itself never commits. Every method returns records
+(:mod:`app.store.records`), never ORM objects, and raises :class:`~app.errors.NotFound` with
+a message a client can read.
+
+Version numbers are allocated race-free on SQLite and PostgreSQL alike: see
+:meth:`Repository.create_version`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from app.errors import NotFound
+from app.store.artifacts import sha256_hex
+from app.store.models import Alias, Calibrator, Version, VersionBlob, as_stored_json
+from app.store.queries import aliases_of, live, summaries, upsert, version_record
+from app.store.records import CalibratorSummary, NewVersion, VersionRecord
+
+Selector = int | Literal["latest"] | str
+"""A version number, ``"latest"``, or an alias name."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Repository:
+    """The store's operations on one session (one transaction)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def create_version(self, name: str, new: NewVersion) -> VersionRecord:
+        """Store ``new`` as the next version of ``name``, creating (or reviving) the calibrator.
+
+        The number comes from the calibrator row's counter, in the same transaction as the
+        inserts: ``INSERT .. ON CONFLICT DO NOTHING`` makes sure the row exists, and
+        ``UPDATE .. SET last_version = last_version + 1 .. RETURNING`` takes the row lock and
+        the next number at once. Concurrent fits of one name queue on that lock (PostgreSQL)
+        or on the write lock the first statement takes (SQLite, within its busy timeout), so
+        no number is handed out twice, and a rolled-back fit leaves the counter untouched.
+        """
+        now = _now()
+        self._session.execute(
+            upsert(self._session, Calibrator)
+            .values(name=name, created_at=now, updated_at=now, last_version=0)
+            .on_conflict_do_nothing(index_elements=["name"])
+        )
+        calibrator_id, number = self._session.execute(
+            update(Calibrator)
+            .where(Calibrator.name == name)
+            .values(last_version=Calibrator.last_version + 1, updated_at=now, deleted_at=None)
+            .returning(Calibrator.id, Calibrator.last_version)
+            .execution_options(synchronize_session=False)
+        ).one()
+        row = Version(
+            calibrator_id=calibrator_id,
+            version=number,
+            method=new.method,
+            params=as_stored_json(new.params),
+            n_samples=new.n_samples,
+            n_positive=new.n_positive,
+            n_classes=new.n_classes,
+            created_at=now,
+            description=new.description,
+            tags=as_stored_json(new.tags),
+            metrics=as_stored_json(new.metrics),
+            selection=as_stored_json(new.selection),
+            artifact_sha256=sha256_hex(new.artifact),
+            artifact_bytes=len(new.artifact),
+        )
+        self._session.add(row)
+        self._session.flush()
+        self._session.add(VersionBlob(version_id=row.id, artifact=new.artifact, batch=new.batch))
+        self._session.flush()
+        return version_record(name, row, ())
+
+    def delete_version(self, name: str, version: int) -> None:
+        """Delete one version with its blobs and aliases; its number is never handed out again."""
+        calibrator_id = self._calibrator_id(name)
+        deleted = self._session.execute(
+            delete(Version)
+            .where(Version.calibrator_id == calibrator_id, Version.version == version)
+            .returning(Version.id)
+            .execution_options(synchronize_session=False)
+        ).first()
+        if deleted is None:
+            raise NotFound(f"version {version} of '{name}' not found")
+        self._touch(calibrator_id)
+
+    def delete_calibrator(self, name: str) -> None:
+        """Delete every version of ``name``; a tombstone keeps the counter for a re-creation."""
+        calibrator_id = self._calibrator_id(name)
+        self._session.execute(
+            delete(Version)
+            .where(Version.calibrator_id == calibrator_id)
+            .execution_options(synchronize_session=False)
+        )
+        now = _now()
+        self._session.execute(
+            update(Calibrator)
+            .where(Calibrator.id == calibrator_id)
+            .values(deleted_at=now, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+
+    def set_alias(self, name: str, alias: str, version: int) -> None:
+        """Point ``alias`` of ``name`` at ``version``, creating or moving it."""
+        calibrator_id = self._calibrator_id(name)
+        version_id = self._session.scalar(
+            select(Version.id).where(
+                Version.calibrator_id == calibrator_id, Version.version == version
+            )
+        )
+        if version_id is None:
+            raise NotFound(f"version {version} of '{name}' not found")
+        now = _now()
+        self._session.execute(
+            upsert(self._session, Alias)
+            .values(calibrator_id=calibrator_id, name=alias, version_id=version_id, updated_at=now)
+            .on_conflict_do_update(
+                index_elements=["calibrator_id", "name"],
+                set_={"version_id": version_id, "updated_at": now},
+            )
+        )
+
+    def delete_alias(self, name: str, alias: str) -> None:
+        """Remove ``alias`` of ``name``."""
+        calibrator_id = self._calibrator_id(name)
+        deleted = self._session.execute(
+            delete(Alias)
+            .where(Alias.calibrator_id == calibrator_id, Alias.name == alias)
+            .returning(Alias.name)
+            .execution_options(synchronize_session=False)
+        ).first()
+        if deleted is None:
+            raise NotFound(f"alias '{alias}' of '{name}' not found")
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def get_version(self, name: str, selector: Selector) -> VersionRecord:
+        """The version of ``name`` that ``selector`` (number, ``"latest"`` or alias) denotes."""
+        query = select(Version).join(Calibrator).where(*live(name))
+        if isinstance(selector, int):
+            query = query.where(Version.version == selector)
+            missing = f"version {selector} of '{name}' not found"
+        elif selector == "latest":
+            query = query.order_by(Version.version.desc()).limit(1)
+            missing = f"calibrator '{name}' has no versions"
+        else:
+            query = query.join(Alias, Alias.version_id == Version.id).where(Alias.name == selector)
+            missing = f"alias '{selector}' of '{name}' not found"
+        row = self._session.scalar(query)
+        if row is None:
+            self._calibrator_id(name)  # a missing calibrator is the better message
+            raise NotFound(missing)
+        return version_record(name, row, aliases_of(self._session, [row.id]).get(row.id, ()))
+
+    def latest_version_number(self, name: str) -> int:
+        """The highest live version of ``name``: one index read, for ``latest`` caches."""
+        number = self._session.scalar(
+            select(func.max(Version.version)).join(Calibrator).where(*live(name))
+        )
+        if number is None:
+            self._calibrator_id(name)
+            raise NotFound(f"calibrator '{name}' has no versions")
+        return int(number)
+
+    def get_artifact(self, version_id: int) -> bytes:
+        """The artifact of the version with row id ``version_id`` (without its batch)."""
+        return self._blob(VersionBlob.artifact, version_id)
+
+    def get_batch(self, version_id: int) -> bytes:
+        """The fitting batch (npz) of the version with row id ``version_id``."""
+        return self._blob(VersionBlob.batch, version_id)
+
+    def get_blobs(self, version_id: int) -> tuple[bytes, bytes]:
+        """``(artifact, batch)`` of the version with row id ``version_id``."""
+        return self.get_artifact(version_id), self.get_batch(version_id)
+
+    def list_calibrators(self, limit: int, offset: int) -> tuple[list[CalibratorSummary], int]:
+        """A page of the live calibrators in name order, and how many there are in all."""
+        live = Calibrator.deleted_at.is_(None)
+        total = self._session.scalar(select(func.count()).select_from(Calibrator).where(live))
+        page = self._session.execute(
+            select(Calibrator.id, Calibrator.name, Calibrator.updated_at)
+            .where(live)
+            .order_by(Calibrator.name)
+            .limit(limit)
+            .offset(offset)
+        ).all()
+        items = summaries(self._session, [(r.id, r.name, r.updated_at) for r in page])
+        return items, int(total or 0)
+
+    def get_calibrator(
+        self, name: str, limit: int, offset: int
+    ) -> tuple[CalibratorSummary, list[VersionRecord], int]:
+        """``name``'s summary, a page of its versions newest first, and its version count."""
+        row = self._session.execute(
+            select(Calibrator.id, Calibrator.updated_at).where(*live(name))
+        ).first()
+        if row is None:
+            raise NotFound(f"calibrator '{name}' not found")
+        (summary,) = summaries(self._session, [(row.id, name, row.updated_at)])
+        versions = self._session.scalars(
+            select(Version)
+            .where(Version.calibrator_id == row.id)
+            .order_by(Version.version.desc())
+            .limit(limit)
+            .offset(offset)
+        ).all()
+        aliases = aliases_of(self._session, [v.id for v in versions])
+        records = [version_record(name, v, aliases.get(v.id, ())) for v in versions]
+        return summary, records, summary.n_versions
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _calibrator_id(self, name: str) -> int:
+        calibrator_id = self._session.scalar(select(Calibrator.id).where(*live(name)))
+        if calibrator_id is None:
+            raise NotFound(f"calibrator '{name}' not found")
+        return calibrator_id
+
+    def _blob(self, column: InstrumentedAttribute[bytes], version_id: int) -> bytes:
+        blob = self._session.scalar(select(column).where(VersionBlob.version_id == version_id))
+        if blob is None:
+            raise NotFound("the version was deleted meanwhile")
+        return bytes(blob)
+
+    def _touch(self, calibrator_id: int) -> None:
+        self._session.execute(
+            update(Calibrator)
+            .where(Calibrator.id == calibrator_id)
+            .values(updated_at=_now())
+            .execution_options(synchronize_session=False)
+        )

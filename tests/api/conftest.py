@@ -1,0 +1,24 @@
+"""An app on a fresh, migrated database per test (SQLite and PostgreSQL), and a client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from app.store import Database
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, cv_folds=5, latest_refresh_seconds=1.0)
+
+
+@pytest.fixture
+def client(settings: Settings, database: Database) -> Iterator[TestClient]:
+    app = create_app(settings, database=database)
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client

@@ -1,0 +1,35 @@
+"""Batches for the API tests: scores whose true calibration map is known."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def sigmoid_batch(n: int = 400, seed: int = 0, a: float = 1.5, b: float = -0.3) -> dict[str, Any]:
+    """Margins f ~ N(0, 2) and labels drawn with P(y=1 | f) = 1 / (1 + exp(-(a f + b)))."""
+    rng = np.random.default_rng(seed)
+    f = rng.normal(0.0, 2.0, n)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(a * f + b)))).astype(int)
+    return {"scores": f.round(6).tolist(), "labels": y.tolist()}
+
+
+def as_csv(batch: dict[str, Any], weights: list[float] | None = None) -> str:
+    header = "score,label" + (",weight" if weights is not None else "")
+    rows = [header]
+    for i, (s, y) in enumerate(zip(batch["scores"], batch["labels"], strict=True)):
+        rows.append(f"{s},{y}" + (f",{weights[i]}" if weights is not None else ""))
+    return "\n".join(rows) + "\n"
+
+
+def assert_problem(response: Any, status: int, *fragments: str) -> dict[str, Any]:
+    """The response is problem+json with this status and a detail mentioning each fragment."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status
+    assert {"type", "title", "status", "detail"} <= body.keys()
+    for fragment in fragments:
+        assert fragment in body["detail"], (fragment, body["detail"])
+    return body

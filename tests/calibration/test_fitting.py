@@ -1,0 +1,145 @@
+"""The service's entry points: fit, make, load; artifacts round-trip through JSON."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pytest
+from scipy.special import expit
+
+from app.calibration import (
+    CALIBRATOR_METHODS,
+    METHODS,
+    CalibrationError,
+    ParamError,
+    StateError,
+    fit_calibrator,
+    load_calibrator,
+    make_calibrator,
+)
+from app.calibration.crossval import out_of_fold_predictions
+from tests.calibration.batches import random_weights, sigmoid_batch
+
+
+def test_method_names() -> None:
+    assert METHODS == ("platt", "isotonic", "logistic_correction", "auto")
+    assert CALIBRATOR_METHODS == ("platt", "isotonic", "logistic_correction")
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_state_round_trips_through_json(method: str, weighted: bool) -> None:
+    rng = np.random.default_rng(0)
+    f, y, w = sigmoid_batch(rng, 700, decimals=2)
+    if weighted:
+        w = random_weights(rng, 700)
+    outcome = fit_calibrator(method, {}, f, y, w)
+    calibrator = outcome.calibrator
+    state = orjson.loads(orjson.dumps(calibrator.state()))
+    params = orjson.loads(orjson.dumps(outcome.params))
+    loaded = load_calibrator(outcome.method, params, state)
+    grid = np.concatenate([f, np.linspace(-20, 20, 401), [-1e300, 1e300]])
+    np.testing.assert_array_equal(loaded.predict(grid), calibrator.predict(grid))
+    assert loaded.params == calibrator.params
+    assert loaded.state() == state
+
+
+@pytest.mark.parametrize("method", ["platt", "isotonic", "logistic_correction"])
+def test_out_of_fold_is_the_same_method_cross_validated(method: str) -> None:
+    f, y, w = sigmoid_batch(np.random.default_rng(3), 500)
+    params = {"interpolation": "step"} if method == "isotonic" else {}
+    outcome = fit_calibrator(method, params, f, y, w, n_folds=4)
+    assert outcome.method == method
+    assert outcome.selection is None
+    expected = out_of_fold_predictions(lambda: make_calibrator(method, params), f, y, w, 4)
+    np.testing.assert_array_equal(outcome.out_of_fold, expected)
+    # and differs from the in-sample predictions of the calibrator fitted on everything
+    if method != "logistic_correction":
+        assert not np.array_equal(outcome.out_of_fold, outcome.calibrator.predict(f))
+
+
+def test_logistic_correction_is_expit_2f() -> None:
+    f = np.array([-1e308, -3.0, 0.0, 0.25, 1e308])
+    outcome = fit_calibrator("logistic_correction", {}, f, np.array([0, 0, 1, 1, 1.0]), None)
+    np.testing.assert_array_equal(outcome.calibrator.predict(f[1:4]), expit(2 * f[1:4]))
+    np.testing.assert_array_equal(outcome.calibrator.predict(f[[0, 4]]), [0.0, 1.0])
+    assert outcome.params == {}
+    assert outcome.calibrator.state() == {}
+
+
+def test_effective_params_include_defaults() -> None:
+    f, y, w = sigmoid_batch(np.random.default_rng(4), 100)
+    outcome = fit_calibrator("platt", {"targets": "hard"}, f, y, w)
+    assert outcome.params == {"targets": "hard", "max_iter": 100}
+
+
+def test_unknown_method() -> None:
+    with pytest.raises(CalibrationError, match=r"^method: unknown method 'beta'; expected one of"):
+        make_calibrator("beta", {})
+    f, y, w = sigmoid_batch(np.random.default_rng(5), 20)
+    with pytest.raises(CalibrationError, match=r"^method: unknown method"):
+        fit_calibrator("beta", {}, f, y, w)
+
+
+def test_param_errors_surface_before_any_work() -> None:
+    # an invalid batch too: the params are checked first
+    with pytest.raises(ParamError) as info:
+        fit_calibrator("isotonic", {"interpolation": "cubic"}, np.array([np.nan]), np.ones(1), None)
+    assert info.value.field == "interpolation"
+    with pytest.raises(ParamError):
+        fit_calibrator("auto", {"cv": 50}, np.array([np.nan]), np.ones(1), None)
+    with pytest.raises(ParamError, match="logistic_correction takes no parameters"):
+        fit_calibrator("logistic_correction", {"x": 1}, np.array([np.nan]), np.ones(1), None)
+
+
+@pytest.mark.parametrize(
+    ("scores", "labels", "weights", "message"),
+    [
+        ([0.1, np.inf], [0.0, 1.0], None, r"^scores: must be finite \(index 1\)"),
+        ([0.1, 0.2], [0.0, 0.5], None, r"^labels: must be 0 or 1"),
+        ([0.1, 0.2], [1.0, 1.0], None, r"^labels: .*both classes"),
+        ([0.1], [1.0], None, r"^labels: .*at least 2 points"),
+        ([0.1, 0.2], [0.0, 1.0], [1.0, -1.0], r"^sample_weight: must be finite and >= 0"),
+        ([0.1, 0.2], [0.0, 1.0], [0.0, 0.0], r"^sample_weight: the weights must have a pos"),
+        ([0.1, 0.2], [0.0, 1.0, 1.0], None, r"^labels: has 3 values for 2 scores"),
+    ],
+)
+def test_invalid_batches_name_the_field(
+    scores: list[float], labels: list[float], weights: list[float] | None, message: str
+) -> None:
+    w = None if weights is None else np.array(weights)
+    with pytest.raises(CalibrationError, match=message):
+        fit_calibrator("platt", {}, np.array(scores), np.array(labels), w)
+
+
+@pytest.mark.parametrize(
+    ("method", "state", "message"),
+    [
+        ("platt", {"A": 1.0, "B": 0.0}, r"^state: expected the keys A, B, n_iter"),
+        ("platt", {"A": "1", "B": 0.0, "n_iter": 3}, r"^state\.A: must be a finite number"),
+        ("platt", {"A": 1.0, "B": True, "n_iter": 3}, r"^state\.B: must be a finite number"),
+        ("platt", {"A": 1.0, "B": 0.0, "n_iter": -1}, r"^state\.n_iter: "),
+        ("platt", [1.0, 0.0], r"^state: must be an object"),
+        ("isotonic", {"thresholds": [], "values": []}, r"^state\.thresholds: must be a non-empty"),
+        ("isotonic", {"thresholds": [0.0, 1.0], "values": [0.5]}, r"^state\.values: has 1 values"),
+        ("isotonic", {"thresholds": [1.0, 0.0], "values": [0.1, 0.2]}, r"strictly increasing"),
+        ("isotonic", {"thresholds": [0.0, 0.0], "values": [0.1, 0.2]}, r"strictly increasing"),
+        ("isotonic", {"thresholds": [0.0, 1.0], "values": [0.3, 0.2]}, r"non-decreasing"),
+        ("isotonic", {"thresholds": [0.0, 1.0], "values": [0.3, 1.2]}, r"within \[0, 1\]"),
+        ("isotonic", {"thresholds": [0.0, 1.0], "values": [-0.1, 1.0]}, r"within \[0, 1\]"),
+        ("isotonic", {"thresholds": [0.0, "1"], "values": [0.1, 0.2]}, r"numbers only"),
+        ("isotonic", {"thresholds": [0.0, True], "values": [0.1, 0.2]}, r"numbers only"),
+        ("isotonic", {"thresholds": [0.0], "values": [0.1], "x": 1}, r"^state: expected the keys"),
+        ("logistic_correction", {"A": 1.0}, r"^state: expected the keys none; got A"),
+    ],
+)
+def test_from_state_rejects_bad_states(method: str, state: object, message: str) -> None:
+    with pytest.raises(StateError, match=message):
+        load_calibrator(method, {}, state)  # type: ignore[arg-type]
+
+
+def test_load_rejects_an_unknown_method_and_bad_params() -> None:
+    with pytest.raises(StateError, match=r"^method: unknown method 'auto'"):
+        load_calibrator("auto", {}, {})
+    with pytest.raises(ParamError):
+        load_calibrator("platt", {"targets": "x"}, {"A": 1.0, "B": 0.0, "n_iter": 1})
