@@ -212,10 +212,14 @@ def pool_ties(
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Pool tied scores: (sorted distinct score, summed weight, summed weight of positives).
 
-    In score order, a point starts a new pool when it exceeds the previous score by at least
+    Points of zero weight are dropped first (they add nothing to a weighted fit). In score
+    order, a point starts a new pool when it exceeds the previous score by at least
     ``min_gap`` (by default: when it differs at all); a pool takes its first score. One
-    unstable argsort and three bincounts, without ``np.unique``'s slower stable sort.
+    unstable argsort and bincounts, without ``np.unique``'s slower stable sort.
     """
+    keep = sample_weight > 0
+    if not keep.all():
+        scores, labels, sample_weight = scores[keep], labels[keep], sample_weight[keep]
     order = np.argsort(scores)
     f = scores[order]
     starts = np.empty(f.size, dtype=bool)

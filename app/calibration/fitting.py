@@ -88,12 +88,33 @@ def fit_calibrator(
 ) -> FitOutcome:
     """Fit ``method`` on the batch and cross-validate it: the one fitting entry point.
 
-    The batch needs n >= 2 points and both classes (else :class:`CalibrationError`). Params
-    are validated before any work. ``out_of_fold`` comes from :func:`out_of_fold_predictions`
-    with ``n_folds`` folds and the same method and params. For ``auto`` (params
-    ``{"cv": 2..20}``), the selection's own ``cv`` folds decide and ``out_of_fold`` reuses
-    them: the chosen candidate's predictions from the selection, not a second run.
-    ``n_jobs`` fits folds in threads (joblib).
+    Parameters
+    ----------
+    method : str
+        One of :data:`METHODS`.
+    params : mapping
+        The method's parameters, validated before any work (:class:`ParamError`).
+    scores, labels, sample_weight : ndarray
+        The batch: finite scores, 0/1 labels with both classes, n >= 2; weights
+        non-negative with a positive sum, ``None`` for all ones.
+    n_folds : int
+        Folds of the out-of-fold predictions (reduced for a rare class, see
+        :func:`~app.calibration.crossval.effective_folds`).
+    n_jobs : int
+        joblib workers (threads) for the folds.
+
+    Returns
+    -------
+    FitOutcome
+        ``out_of_fold`` comes from :func:`out_of_fold_predictions` with the same method and
+        params. For ``auto`` (params ``{"cv": 2..20}``) the selection's ``cv`` folds decide
+        and ``out_of_fold`` reuses them: the chosen candidate's predictions from the
+        selection, not a second run (``n_folds`` does not apply to ``auto``).
+
+    Raises
+    ------
+    CalibrationError
+        An unknown method or an invalid batch; :class:`ParamError` for bad params.
     """
     if method == "auto":
         cv = auto_params(params)["cv"]

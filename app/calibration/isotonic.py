@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import ClassVar, Self
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.optimize import isotonic_regression
 
 from app.calibration.base import (
@@ -33,8 +34,8 @@ _TIE_RESOLUTION = float(np.finfo(np.float64).resolution)
 class IsotonicCalibrator:
     """A non-decreasing map from score to probability, fitted by PAV.
 
-    Parameters (``params``)
-    -----------------------
+    Parameters
+    ----------
     interpolation : {"linear", "step"}, default "linear"
         Between fitted thresholds: ``"linear"`` interpolates (scikit-learn's
         ``IsotonicRegression.predict``); ``"step"`` is piecewise constant, the value of the
@@ -42,8 +43,11 @@ class IsotonicCalibrator:
         table leaves the gaps between blocks open, here each block's value holds up to the next
         block). Outside the fitted range both clip to the end values.
 
-    Fitted state: ``{"thresholds": [...], "values": [...]}``, thresholds strictly increasing
-    and values non-decreasing in [0, 1].
+    Attributes
+    ----------
+    thresholds, values : ndarray
+        The fitted map at its knots: thresholds strictly increasing, values non-decreasing in
+        [0, 1]; the state is ``{"thresholds": [...], "values": [...]}``.
     """
 
     method: ClassVar[str] = "isotonic"
@@ -66,12 +70,10 @@ class IsotonicCalibrator:
 
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Fit the isotonic map on the batch; return ``self``."""
-        keep = sample_weight > 0
-        # Ties pooled as scikit-learn's _make_unique does: a score within float64's resolution
-        # of the previous one joins its pool, whose value is the weighted mean label.
-        x, pooled_w, pooled_pos = pool_ties(
-            scores[keep], labels[keep], sample_weight[keep], min_gap=_TIE_RESOLUTION
-        )
+        # Zero weights dropped and ties pooled as scikit-learn's _make_unique does: a score
+        # within float64's resolution of the previous one joins its pool, whose value is the
+        # weighted mean label.
+        x, pooled_w, pooled_pos = pool_ties(scores, labels, sample_weight, min_gap=_TIE_RESOLUTION)
         pooled_y = pooled_pos / pooled_w
         # PAV on the pooled points, eq. (6) with weights
         m = np.clip(isotonic_regression(pooled_y, weights=pooled_w, increasing=True).x, 0.0, 1.0)
@@ -85,12 +87,11 @@ class IsotonicCalibrator:
     def predict(self, scores: FloatArray) -> FloatArray:
         """The fitted map at ``scores``, clipped to the end values outside the fitted range."""
         f = np.asarray(scores, dtype=np.float64)
-        if self.interpolation == "linear":
-            p: FloatArray = np.interp(f, self.thresholds, self.values)
-            # interp's rounding can step 1 ulp outside [0, 1] across a huge threshold gap
-            return np.clip(p, 0.0, 1.0, out=p)
-        index = np.searchsorted(self.thresholds, f, side="right") - 1
-        return self.values[np.maximum(index, 0)]
+        x, v = self.thresholds, self.values
+        index = np.searchsorted(x, f, side="right") - 1
+        if self.interpolation == "step" or x.size == 1:
+            return v[np.maximum(index, 0)]
+        return _interpolate(np.clip(f, x[0], x[-1]), x, v, np.clip(index, 0, x.size - 2))
 
     def state(self) -> dict[str, JSONValue]:
         """``{"thresholds": [...], "values": [...]}`` as lists of floats."""
@@ -112,3 +113,19 @@ class IsotonicCalibrator:
             raise StateError("state.values: must be non-decreasing within [0, 1]")
         calibrator.thresholds, calibrator.values = thresholds, values
         return calibrator
+
+
+def _interpolate(f: FloatArray, x: FloatArray, v: FloatArray, j: NDArray[np.intp]) -> FloatArray:
+    """Linear interpolation of (x, v) at f in [x[0], x[-1]], f in segment [x[j], x[j + 1]].
+
+    What np.interp computes, but monotone to the last bit and overflow-free: thresholds past
+    2^1022 are halved (exact) so differences stay finite, and each value is clipped into its
+    segment's [v[j], v[j + 1]], which rounding could otherwise leave by an ulp.
+    """
+    scale = 0.5 if max(-x[0], x[-1]) > 2.0**1022 else 1.0
+    x0, x1 = x[j] * scale, x[j + 1] * scale
+    width = x1 - x0  # > 0 unless halving merged two subnormal thresholds
+    t = np.divide(f * scale - x0, width, out=np.zeros_like(f), where=width > 0)
+    v0, v1 = v[j], v[j + 1]
+    p: FloatArray = np.clip(v0 + t * (v1 - v0), v0, v1)
+    return p

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Literal
 
 import numpy as np
 
 from app.calibration.base import CalibrationError, FloatArray, JSONValue, check_batch
 
-Strategy = Literal["uniform", "quantile"]
 STRATEGIES = ("uniform", "quantile")
 WILSON_Z = 1.959963984540054  # the 0.975 quantile of the standard normal: a 95% interval
 
@@ -132,7 +130,10 @@ def wilson_interval(fraction: FloatArray, n: FloatArray) -> tuple[FloatArray, Fl
     denominator = 1.0 + z2 / n
     centre = (fraction + z2 / (2.0 * n)) / denominator
     half = WILSON_Z / denominator * np.sqrt(fraction * (1.0 - fraction) / n + z2 / (4.0 * n * n))
-    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    # The interval always contains the observed fraction; rounding must not say otherwise.
+    low = np.clip(np.minimum(centre - half, fraction), 0.0, 1.0)
+    high = np.clip(np.maximum(centre + half, fraction), 0.0, 1.0)
+    return low, high
 
 
 def expected_calibration_error(bins: list[ReliabilityBin]) -> float:

@@ -40,8 +40,8 @@ _SATURATION = 800.0  # expit(-z) is exactly 0.0 or 1.0 in float64 once |z| > ~74
 class PlattCalibrator:
     """p(f) = 1 / (1 + exp(A f + B)), A and B minimising the weighted cross-entropy.
 
-    Parameters (``params``)
-    -----------------------
+    Parameters
+    ----------
     targets : {"platt", "hard"}, default "platt"
         ``"platt"``: Platt's smoothed targets t+ = (N+ + 1)/(N+ + 2) for positives and
         t- = 1/(N- + 2) for negatives (*Predicting Good Probabilities*, eq. 4), where N+ and
@@ -50,7 +50,12 @@ class PlattCalibrator:
     max_iter : int in 1..10000, default 100
         Newton iterations at most.
 
-    Fitted state: ``{"A": float, "B": float, "n_iter": int}``.
+    Attributes
+    ----------
+    A, B : float
+        The fitted sigmoid, eq. (1); the state is ``{"A": A, "B": B, "n_iter": n_iter}``.
+    n_iter : int
+        Newton steps taken.
     """
 
     method: ClassVar[str] = "platt"
@@ -78,7 +83,8 @@ class PlattCalibrator:
 
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Fit A and B on the batch (a single class present is fine); return ``self``."""
-        # Tied scores pooled: the same loss, summed over the distinct scores only
+        # Tied scores pooled: the same loss, summed over the distinct scores only. Zero weights
+        # are dropped there too (nothing to the loss, but they would stretch x's range below).
         f, weight, positive = pool_ties(scores, labels, sample_weight)
         n_pos = float(positive.sum())
         n_neg = float(weight.sum()) - n_pos
@@ -93,6 +99,9 @@ class PlattCalibrator:
         target = scale * (positive * t_pos + (weight - positive) * t_neg)
         # Newton works on x in [-1, 1]: f divided by a power of two (exact) and centred, which
         # keeps exp() and the Hessian tame for |f| up to 1e308 and A, B are mapped back below.
+        # Limitation (shared with scikit-learn's rescaling by max|f|): one outlier ~1e9 times
+        # the others' spread squeezes them together in x and A is lost; with Platt's targets
+        # the optimum then has A near 0 anyway (the outlier's target is below 1).
         exponent = math.frexp(float(np.max(np.abs(f))))[1]
         u = np.ldexp(f, -exponent)
         centre, half_range = 0.5 * (u[0] + u[-1]), 0.5 * (u[-1] - u[0])
@@ -146,7 +155,7 @@ def newton_sigmoid(
     steps on the Hessian plus a ridge sigma, with Armijo backtracking. Stops when the gradient
     is below 1e-8 (their rule, tightened from 1e-5) or the predicted decrease g.d is below the
     resolution of the summed loss (without this, the line search backtracks on rounding noise
-    at large n).
+    at large n); that last Newton step is then taken without a line search.
     Returns (a, b, accepted Newton steps).
     """
     non_target = weight - target
@@ -173,7 +182,9 @@ def newton_sigmoid(
         step_b = -(-h_ab * g_a + h_aa * g_b) / det
         decrease = g_a * step_a + g_b * step_b  # g.d < 0 for a descent direction
         if -decrease < _DECREASE_RTOL * max(1.0, abs(value)):
-            return a, b, iteration
+            # The loss can no longer tell this step from rounding noise, so Armijo cannot judge
+            # it; near the optimum a full Newton step is the most accurate point there is.
+            return a + step_a, b + step_b, iteration + 1
         step = 1.0
         while step >= _MIN_STEP:
             new_a, new_b = a + step * step_a, b + step * step_b
