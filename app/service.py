@@ -52,7 +52,6 @@ class VersionView:
 
     record: VersionRecord
     fitted: dict[str, Any]
-    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

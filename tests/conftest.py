@@ -37,7 +37,7 @@ from app.store.migrate import upgrade
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"PostgreSQL is required under CI: {reason}", pytrace=False)
-    pytest.skip(f"PostgreSQL unavailable: {reason}")
+    pytest.skip(f"PostgreSQL unavailable and CI unset: {reason}")
 
 
 def _free_port() -> int:

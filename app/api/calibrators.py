@@ -22,7 +22,7 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="Page size.")]
 Offset = Annotated[int, Query(ge=0, description="Items to skip.")]
 
 
-def version_summary(record: VersionRecord, aliases: tuple[str, ...] = ()) -> dict[str, Any]:
+def version_summary(record: VersionRecord) -> dict[str, Any]:
     return {
         "name": record.name,
         "version": record.version,
@@ -36,13 +36,13 @@ def version_summary(record: VersionRecord, aliases: tuple[str, ...] = ()) -> dic
         "tags": record.tags,
         "metrics": record.metrics,
         "selection": record.selection,
-        "aliases": list(aliases),
+        "aliases": list(record.aliases),
         "artifact": {"sha256": record.artifact_sha256, "bytes": record.artifact_bytes},
     }
 
 
 def version_document(view: VersionView) -> dict[str, Any]:
-    return {**version_summary(view.record, view.aliases), "fitted": view.fitted}
+    return {**version_summary(view.record), "fitted": view.fitted}
 
 
 @router.post(

@@ -132,7 +132,8 @@ class PredictOut(BaseModel):
 class ReliabilityBinOut(BaseModel):
     lower: float
     upper: float
-    count: int
+    count: int = Field(description="Points in the bin.")
+    weight: float = Field(description="Their summed sample weight (= count when unweighted).")
     mean_predicted: float | None
     fraction_positive: float | None
     ci_low: float | None

@@ -26,7 +26,7 @@ def upsert(session: Session, table: type[Calibrator] | type[Alias]) -> Any:
         return postgresql.insert(table)
     if dialect == "sqlite":
         return sqlite.insert(table)
-    raise NotImplementedError(f"unsupported database dialect {dialect!r}")
+    raise ValueError(f"unsupported database dialect {dialect!r}; use SQLite or PostgreSQL")
 
 
 def version_record(name: str, row: Version, aliases: tuple[str, ...]) -> VersionRecord:
