@@ -60,9 +60,13 @@ async def fit(
     method: Annotated[str | None, Query(description="Method, for CSV bodies.")] = None,
     params: Annotated[str | None, Query(description="Method parameters as JSON.")] = None,
     description: Annotated[str | None, Query(description="Free text.")] = None,
+    tags: Annotated[str | None, Query(description="Tags as a JSON object.")] = None,
 ) -> Response:
     """Fit `method` on a labelled batch (JSON, CSV or a multipart CSV upload) and store it as
     the next version of `name`, creating `name` on first use."""
+    # The query options are declared above for the OpenAPI docs; parse_fit reads them, with
+    # the body's own fields taking precedence, whatever the media type.
+    del method, params, description, tags
     body = await read_body(request)
     args = await parse_fit(request, body, service.settings.max_batch_rows)
     view = await run_in_threadpool(

@@ -66,7 +66,7 @@ def test_plain_csv_body_with_weights_and_query_options(client: TestClient) -> No
     batch = sigmoid_batch(200, seed=4)
     weights = [1.0 + (i % 3) for i in range(200)]
     r = client.post(
-        f'{FIT}?method=platt&params={{"targets":"hard"}}&description=weekly',
+        f'{FIT}?method=platt&params={{"targets":"hard"}}&description=weekly&tags={{"team":"risk"}}',
         content=as_csv(batch, weights),
         headers={"content-type": "text/csv"},
     )
@@ -74,6 +74,7 @@ def test_plain_csv_body_with_weights_and_query_options(client: TestClient) -> No
     v = r.json()
     assert v["params"]["targets"] == "hard"
     assert v["description"] == "weekly"
+    assert v["tags"] == {"team": "risk"}
     # Weighted Platt with hard targets is weighted logistic regression on the score.
     from sklearn.linear_model import LogisticRegression
 
