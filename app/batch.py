@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from app.calibration import BINARY_ONLY, METHODS, MULTICLASS_ONLY
 from app.errors import FieldError, InvalidInput
 
 
@@ -68,8 +69,13 @@ def check_scores(scores: NDArray[np.float64], field: str = "scores") -> None:
         value = scores[flat] if scores.ndim == 1 else scores[flat][~np.isfinite(scores[flat])][0]
         what = "NaN" if np.isnan(value) else "infinite"
         raise invalid(("body", field, flat), f"is {what}; scores must be finite numbers")
-    if scores.ndim == 2 and scores.shape[1] < 2:
-        raise invalid(("body", field), "a score matrix needs at least two columns (classes)")
+    if scores.ndim == 2 and scores.shape[1] < 3:
+        # Two classes are binary: one score per row, so that a version's shape is its kind.
+        raise invalid(
+            ("body", field),
+            f"is an n x {scores.shape[1]} matrix; a score matrix needs at least three columns "
+            "(classes); for two classes send the score of class 1 as a vector",
+        )
 
 
 def validate_batch(
@@ -127,3 +133,23 @@ def _check_labels(labels: NDArray[np.float64], k: int) -> NDArray[np.int64]:
         shown = "NaN" if np.isnan(value) else f"{value:g}"
         raise invalid(("body", "labels", i), f"is {shown}; labels must be {allowed}")
     return labels.astype(np.int64)
+
+
+def check_method_fits_batch(method: str, batch: Batch) -> None:
+    """A known method, given the shape of scores it works on (API.md, Fitting)."""
+    if method not in METHODS:
+        raise invalid(
+            ("body", "method"),
+            f"is {method!r}, not a known method; expected one of {', '.join(METHODS)}",
+        )
+    if batch.is_multiclass and method in BINARY_ONLY:
+        raise invalid(
+            ("body", "scores"),
+            f"is an n x {batch.n_classes} matrix but method {method!r} is binary; "
+            "send one score per row",
+        )
+    if not batch.is_multiclass and method in MULTICLASS_ONLY:
+        raise invalid(
+            ("body", "scores"),
+            f"is a vector but method {method!r} is multiclass; send an n x k matrix of scores",
+        )

@@ -16,19 +16,42 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
+from app.batch import invalid
 from app.calibration.base import Calibrator
+from app.calibration.multiclass import MulticlassCalibrator
 
 
 @dataclass(frozen=True)
 class LoadedVersion:
-    """A version ready to predict: its row id (never reused), method and fitted calibrator."""
+    """A version ready to predict: its row id (never reused), method, number of classes and
+    fitted calibrator (binary: vectors in and out; multiclass: n x k matrices)."""
 
     version_id: int
     name: str
     version: int
     method: str
-    calibrator: Calibrator
+    n_classes: int
+    calibrator: Calibrator | MulticlassCalibrator
     state: dict[str, Any]
+
+    def check_shape(self, scores: NDArray[np.float64]) -> None:
+        """Vectors for binary versions, n x k matrices for k-class versions (else 422)."""
+        where = f"{self.name!r} v{self.version}"
+        if self.n_classes == 2 and scores.ndim != 1:
+            raise invalid(
+                ("body", "scores"),
+                f"is a matrix but {where} is a binary calibrator; send one score per element",
+            )
+        if self.n_classes > 2 and (scores.ndim != 2 or scores.shape[1] != self.n_classes):
+            shape = "a vector" if scores.ndim == 1 else f"an n x {scores.shape[1]} matrix"
+            raise invalid(
+                ("body", "scores"),
+                f"is {shape} but {where} calibrates {self.n_classes} classes; "
+                f"send an n x {self.n_classes} matrix",
+            )
 
 
 @dataclass

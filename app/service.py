@@ -16,16 +16,15 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from app.batch import Batch, check_scores, invalid
+from app.batch import Batch, check_method_fits_batch, check_scores, invalid
 from app.calibration import (
-    METHODS,
     CalibrationError,
     ParamError,
     fit_calibrator,
     load_calibrator,
 )
-from app.calibration.metrics import headline_metrics, scale_raw_scores, summarize
-from app.errors import InvalidInput, StoredDataCorrupt
+from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_report
+from app.errors import FieldError, InvalidInput, StoredDataCorrupt
 from app.predictors import LoadedVersion, LoadedVersions
 from app.settings import Settings
 from app.store import (
@@ -88,18 +87,7 @@ class CalibrationService:
         tags: Mapping[str, str] | None = None,
     ) -> VersionView:
         """Fit ``method`` on the batch, cross-validate it, and store the next version."""
-        if method not in METHODS:
-            raise invalid(
-                ("body", "method"),
-                f"is {method!r}, not a known method; expected one of {', '.join(METHODS)}",
-            )
-        if batch.is_multiclass:
-            raise invalid(
-                ("body", "scores"),
-                f"is an n x {batch.n_classes} matrix but method {method!r} is binary; "
-                "send one score per row",
-            )
-        labels = batch.labels.astype(np.float64)
+        check_method_fits_batch(method, batch)
         n_jobs = (
             self.settings.cv_jobs if batch.n_samples >= self.settings.cv_parallel_min_samples else 1
         )
@@ -108,7 +96,7 @@ class CalibrationService:
                 method,
                 params,
                 batch.scores,
-                labels,
+                batch.labels,
                 batch.weights,
                 n_folds=self.settings.cv_folds,
                 n_jobs=n_jobs,
@@ -116,18 +104,19 @@ class CalibrationService:
         except ParamError as exc:
             raise invalid(("body", "params", exc.field), _after_field(str(exc))) from None
         except CalibrationError as exc:
-            raise InvalidInput(str(exc)) from None
+            raise InvalidInput(str(exc), errors=(FieldError(("body",), str(exc)),)) from None
         state = outcome.calibrator.state()
         metrics = {
-            "cv": headline_metrics(outcome.out_of_fold, labels, batch.weights),
-            "raw": headline_metrics(scale_raw_scores(batch.scores), labels, batch.weights),
+            "cv": headline(outcome.out_of_fold, batch.labels, batch.weights),
+            "raw": headline(raw_as_probabilities(batch.scores), batch.labels, batch.weights),
         }
         new = NewVersion(
             method=outcome.method,
             params=dict(outcome.params),
             n_samples=batch.n_samples,
-            n_positive=batch.n_positive,
+            n_positive=None if batch.is_multiclass else batch.n_positive,
             n_classes=batch.n_classes,
+            class_counts=np.bincount(batch.labels, minlength=batch.n_classes).tolist(),
             description=description,
             tags=dict(tags or {}),
             metrics=metrics,
@@ -138,7 +127,15 @@ class CalibrationService:
         with self.database.transaction() as repo:
             record = repo.create_version(name, new)
         self.loaded.put(
-            LoadedVersion(record.id, name, record.version, record.method, outcome.calibrator, state)
+            LoadedVersion(
+                record.id,
+                name,
+                record.version,
+                record.method,
+                record.n_classes,
+                outcome.calibrator,
+                state,
+            )
         )
         self.loaded.remember_latest(name, record.version)
         logger.info(
@@ -183,12 +180,7 @@ class CalibrationService:
     def predict(self, name: str, selector: Selector, scores: NDArray[np.float64]) -> Prediction:
         """Calibrated probabilities from the selected version, in input order."""
         loaded = self.resolve(name, selector)
-        if scores.ndim != 1:
-            raise invalid(
-                ("body", "scores"),
-                f"is a matrix but {name!r} v{loaded.version} is a binary calibrator; "
-                "send one score per element",
-            )
+        loaded.check_shape(scores)
         check_scores(scores)
         return Prediction(name, loaded.version, loaded.calibrator.predict(scores))
 
@@ -220,7 +212,9 @@ class CalibrationService:
             artifact_bytes = repo.get_artifact(record.id)
         try:
             artifact = decode_artifact(artifact_bytes, record.artifact_sha256)
-            calibrator = load_calibrator(artifact.method, artifact.params, artifact.state)
+            calibrator = load_calibrator(
+                artifact.method, artifact.params, artifact.state, n_classes=record.n_classes
+            )
         except (ArtifactError, CalibrationError) as exc:
             raise StoredDataCorrupt(
                 f"the artifact of {record.name!r} v{record.version} cannot be loaded: {exc}"
@@ -230,6 +224,7 @@ class CalibrationService:
             record.name,
             record.version,
             artifact.method,
+            record.n_classes,
             calibrator,
             dict(artifact.state),
         )
@@ -238,7 +233,13 @@ class CalibrationService:
 
     # -- diagnostics ---------------------------------------------------------------------
     def diagnose_stored(
-        self, name: str, selector: Selector, *, n_bins: int, strategy: Strategy
+        self,
+        name: str,
+        selector: Selector,
+        *,
+        n_bins: int,
+        strategy: Strategy,
+        class_index: int | None = None,
     ) -> tuple[VersionRecord, dict[str, Any], dict[str, Any]]:
         """Reliability data of the version's out-of-fold predictions and of the raw scores."""
         with self.database.transaction() as repo:
@@ -250,32 +251,73 @@ class CalibrationService:
             raise StoredDataCorrupt(
                 f"the stored batch of {name!r} v{record.version} cannot be read: {exc}"
             ) from None
-        labels = stored.labels.astype(np.float64)
-        calibrated = summarize(
-            stored.out_of_fold, labels, stored.weights, n_bins=n_bins, strategy=strategy
-        )
-        raw = summarize(
-            scale_raw_scores(stored.scores),
-            labels,
+        calibrated, raw = _reports(
+            stored.out_of_fold,
+            stored.scores,
+            stored.labels,
             stored.weights,
             n_bins=n_bins,
             strategy=strategy,
+            class_index=class_index,
         )
         return record, calibrated, raw
 
     def diagnose_batch(
-        self, name: str, selector: Selector, batch: Batch, *, n_bins: int, strategy: Strategy
+        self,
+        name: str,
+        selector: Selector,
+        batch: Batch,
+        *,
+        n_bins: int,
+        strategy: Strategy,
+        class_index: int | None = None,
     ) -> tuple[int, dict[str, Any], dict[str, Any]]:
         """The same reliability data, on a fresh labelled batch; nothing is stored."""
         prediction = self.predict(name, selector, batch.scores)
-        labels = batch.labels.astype(np.float64)
-        calibrated = summarize(
-            prediction.probabilities, labels, batch.weights, n_bins=n_bins, strategy=strategy
-        )
-        raw = summarize(
-            scale_raw_scores(batch.scores), labels, batch.weights, n_bins=n_bins, strategy=strategy
+        calibrated, raw = _reports(
+            prediction.probabilities,
+            batch.scores,
+            batch.labels,
+            batch.weights,
+            n_bins=n_bins,
+            strategy=strategy,
+            class_index=class_index,
         )
         return prediction.version, calibrated, raw
+
+
+def _reports(
+    probabilities: NDArray[np.float64],
+    scores: NDArray[np.float64],
+    labels: NDArray[np.int64],
+    weights: NDArray[np.float64],
+    *,
+    n_bins: int,
+    strategy: str,
+    class_index: int | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The calibrated and the raw reliability reports of one labelled batch."""
+    try:
+        calibrated = reliability_report(
+            probabilities,
+            labels,
+            weights,
+            n_bins=n_bins,
+            strategy=strategy,
+            class_index=class_index,
+        )
+        raw = reliability_report(
+            raw_as_probabilities(scores),
+            labels,
+            weights,
+            n_bins=n_bins,
+            strategy=strategy,
+            class_index=class_index,
+        )
+    except CalibrationError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise invalid(("query", field), message or str(exc)) from None
+    return calibrated, raw
 
 
 def _after_field(message: str) -> str:

@@ -31,6 +31,7 @@ def version_summary(record: VersionRecord) -> dict[str, Any]:
         "n_samples": record.n_samples,
         "n_positive": record.n_positive,
         "n_classes": record.n_classes,
+        "class_counts": record.class_counts,
         "created_at": record.created_at,
         "description": record.description,
         "tags": record.tags,

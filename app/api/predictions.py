@@ -46,7 +46,14 @@ async def predict(
 
 
 def _diagnostics(
-    name: str, version: int, n_bins: int, strategy: str, n: int, cal: Any, raw: Any
+    name: str,
+    version: int,
+    n_bins: int,
+    strategy: str,
+    class_index: int | None,
+    n: int,
+    cal: Any,
+    raw: Any,
 ) -> Response:
     return json_response(
         {
@@ -54,6 +61,7 @@ def _diagnostics(
             "version": version,
             "n_bins": n_bins,
             "strategy": strategy,
+            "class_index": class_index,
             "n_samples": n,
             "calibrated": cal,
             "raw": raw,
@@ -75,17 +83,25 @@ async def stored_diagnostics(
     strategy: Annotated[
         Literal["uniform", "quantile"], Query(description="Equal widths or equal counts.")
     ] = "uniform",
+    class_index: Annotated[
+        int | None,
+        Query(ge=0, le=100_000, description="One class against the rest (default: top label)."),
+    ] = None,
 ) -> Response:
     """Reliability bins and metrics of the version's cross-validated predictions on its
-    fitting batch, next to those of the raw scores."""
+    fitting batch, next to those of the raw scores. Multiclass versions report the top label
+    (confidence = row max, correct = arg max equals the label) unless `class_index` is set."""
     record, cal, raw = await run_in_threadpool(
         service.diagnose_stored,
         name,
         parse_selector(name, selector),
         n_bins=n_bins,
         strategy=strategy,
+        class_index=class_index,
     )
-    return _diagnostics(name, record.version, n_bins, strategy, record.n_samples, cal, raw)
+    return _diagnostics(
+        name, record.version, n_bins, strategy, class_index, record.n_samples, cal, raw
+    )
 
 
 @router.post(
@@ -110,5 +126,8 @@ async def batch_diagnostics(
         args.batch,
         n_bins=args.n_bins,
         strategy=strategy,
+        class_index=args.class_index,
     )
-    return _diagnostics(name, version, args.n_bins, strategy, args.batch.n_samples, cal, raw)
+    return _diagnostics(
+        name, version, args.n_bins, strategy, args.class_index, args.batch.n_samples, cal, raw
+    )

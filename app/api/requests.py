@@ -159,12 +159,13 @@ class DiagnosticsArgs:
     batch: Batch
     n_bins: int
     strategy: str
+    class_index: int | None
 
 
 def parse_diagnostics(request: Request, body: bytes, max_rows: int) -> DiagnosticsArgs:
     require_media_type(request.headers.get("content-type"), JSON_TYPES)
     data = parse_json_object(body)
-    check_keys(data, ("scores", "labels", "sample_weight", "n_bins", "strategy"))
+    check_keys(data, ("scores", "labels", "sample_weight", "n_bins", "strategy", "class_index"))
     for key in ("scores", "labels"):
         if key not in data:
             raise invalid(("body", key), "is required")
@@ -181,4 +182,9 @@ def parse_diagnostics(request: Request, body: bytes, max_rows: int) -> Diagnosti
     strategy = data.get("strategy", "uniform")
     if strategy not in ("uniform", "quantile"):
         raise invalid(("body", "strategy"), "must be 'uniform' or 'quantile'")
-    return DiagnosticsArgs(batch, n_bins, str(strategy))
+    class_index = data.get("class_index")
+    if class_index is not None and (
+        not isinstance(class_index, int) or isinstance(class_index, bool) or class_index < 0
+    ):
+        raise invalid(("body", "class_index"), "must be a non-negative integer or null")
+    return DiagnosticsArgs(batch, n_bins, str(strategy), class_index)

@@ -35,9 +35,15 @@ class FitRequest(BaseModel):
     )
 
     scores: list[float] | list[list[float]] = Field(description="Raw model outputs, finite.")
-    labels: list[int | bool] = Field(description="0/1 (or booleans), same length as scores.")
+    labels: list[int | bool] = Field(
+        description="0/1 or booleans (binary); 0..k-1 (multiclass). Same length as scores."
+    )
     sample_weight: list[float] | None = Field(default=None, description="Non-negative weights.")
-    method: str = Field(default="auto", description="platt, isotonic, logistic_correction, auto")
+    method: str = Field(
+        default="auto",
+        description="platt, logistic_correction, isotonic, beta, histogram_binning, minmax, "
+        "temperature, bostrom or auto; see the README's method table for params.",
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="Method parameters.")
     description: str = ""
     tags: dict[str, str] = Field(default_factory=dict)
@@ -49,7 +55,9 @@ class PredictRequest(BaseModel):
         json_schema_extra={"examples": [{"scores": [-1.2, 0.0, 0.7], "version": "latest"}]},
     )
 
-    scores: list[float] = Field(description="Raw scores to calibrate, finite.")
+    scores: list[float] | list[list[float]] = Field(
+        description="Raw scores to calibrate, finite: a vector, or n x k for multiclass."
+    )
     version: int | str = Field(default="latest", description="A version number or `latest`.")
 
 
@@ -68,11 +76,14 @@ class DiagnosticsRequest(BaseModel):
         },
     )
 
-    scores: list[float]
+    scores: list[float] | list[list[float]]
     labels: list[int | bool]
     sample_weight: list[float] | None = None
     n_bins: int = Field(default=10, ge=2, le=100)
     strategy: Literal["uniform", "quantile"] = "uniform"
+    class_index: int | None = Field(
+        default=None, ge=0, description="One class against the rest; default top-label."
+    )
 
 
 class ArtifactInfo(BaseModel):
@@ -88,8 +99,9 @@ class VersionSummary(BaseModel):
     method: str
     params: dict[str, Any]
     n_samples: int
-    n_positive: int
+    n_positive: int | None = Field(description="Label-1 count (binary versions only).")
     n_classes: int
+    class_counts: list[int] = Field(description="How many labels of each class 0..k-1.")
     created_at: datetime
     description: str
     tags: dict[str, str]
@@ -150,6 +162,7 @@ class DiagnosticsOut(BaseModel):
     version: int
     n_bins: int
     strategy: Literal["uniform", "quantile"]
+    class_index: int | None
     n_samples: int
     calibrated: ReliabilityOut
     raw: ReliabilityOut

@@ -1,9 +1,11 @@
 """Probability calibration, pure numerics (numpy and scipy; nothing about HTTP or storage).
 
 The service uses :func:`fit_calibrator` to fit, :func:`load_calibrator` to rebuild a stored
-version and :mod:`app.calibration.metrics` for diagnostics. Methods follow
-Niculescu-Mizil & Caruana, *Predicting Good Probabilities With Supervised Learning* and
-*Obtaining Calibrated Probabilities from Boosting*.
+version and :mod:`app.calibration.diagnostics` for the measures. Methods follow the papers in
+the README's method table: Niculescu-Mizil & Caruana (*Predicting Good Probabilities With
+Supervised Learning*; *Obtaining Calibrated Probabilities from Boosting*), Rüping (*Robust
+Probabilistic Calibration*), Kull et al. (beta), Zadrozny & Elkan (binning, one-vs-rest) and
+Boström (*Calibrating Random Forests*).
 """
 
 from app.calibration.base import (
@@ -14,9 +16,13 @@ from app.calibration.base import (
     ParamError,
     StateError,
 )
+from app.calibration.beta import BetaCalibrator, require_open_unit_interval
+from app.calibration.binning import HistogramBinning
 from app.calibration.fitting import (
+    BINARY_ONLY,
     CALIBRATOR_METHODS,
     METHODS,
+    PROBABILITY_METHODS,
     FitOutcome,
     fit_calibrator,
     load_calibrator,
@@ -24,22 +30,32 @@ from app.calibration.fitting import (
 )
 from app.calibration.isotonic import IsotonicCalibrator
 from app.calibration.logistic import LogisticCorrection
+from app.calibration.minmax import MinMaxScaling
+from app.calibration.multiclass import MULTICLASS_ONLY, MulticlassCalibrator
 from app.calibration.platt import PlattCalibrator
 
 __all__ = [
+    "BINARY_ONLY",
     "CALIBRATOR_METHODS",
     "METHODS",
+    "MULTICLASS_ONLY",
+    "PROBABILITY_METHODS",
+    "BetaCalibrator",
     "CalibrationError",
     "Calibrator",
     "FitOutcome",
     "FloatArray",
+    "HistogramBinning",
     "IsotonicCalibrator",
     "JSONValue",
     "LogisticCorrection",
+    "MinMaxScaling",
+    "MulticlassCalibrator",
     "ParamError",
     "PlattCalibrator",
     "StateError",
     "fit_calibrator",
     "load_calibrator",
     "make_calibrator",
+    "require_open_unit_interval",
 ]

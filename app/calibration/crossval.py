@@ -8,6 +8,7 @@ diagnostic stored with a version is therefore computed on out-of-fold prediction
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -106,6 +107,82 @@ def predict_folds(
             delayed(fit_fold)(fold) for fold in range(k)
         )
     out = np.empty(scores.size, dtype=np.float64)
+    for fold, values in enumerate(predicted):
+        out[folds == fold] = values
+    return out
+
+
+def effective_class_folds(labels: NDArray[np.int64], n_folds: int) -> int:
+    """:func:`effective_folds` for integer class labels: at most the rarest present class's count.
+
+    Classes absent from ``labels`` do not count; a class with a single point still gives 2.
+    """
+    if n_folds < 2:
+        raise CalibrationError(f"n_folds: must be at least 2, not {n_folds}")
+    counts = np.bincount(labels)
+    return max(2, min(n_folds, int(counts[counts > 0].min())))
+
+
+def stratified_class_folds(
+    labels: NDArray[np.int64],
+    n_folds: int,
+    seed: int = 0,
+    *,
+    sample_weight: FloatArray | None = None,
+) -> NDArray[np.intp]:
+    """:func:`stratified_folds` for integer class labels 0..k-1 (any number of classes).
+
+    The same dealing: shuffled by ``seed``, grouped by (positive weight, class), dealt
+    round-robin, so each class splits as evenly as it can and fold sizes differ by at most one.
+    """
+    n = labels.size
+    if not 2 <= n_folds <= n:
+        raise CalibrationError(f"n_folds: must be in 2..{n} for {n} samples, not {n_folds}")
+    stratum = labels.astype(np.intp)
+    if sample_weight is not None:
+        stratum = stratum + (int(stratum.max()) + 1) * (sample_weight > 0)
+    shuffled = np.random.default_rng(seed).permutation(n)
+    dealt = shuffled[np.argsort(stratum[shuffled], kind="stable")]
+    folds = np.empty(n, dtype=np.intp)
+    folds[dealt] = np.arange(n) % n_folds
+    return folds
+
+
+class _MatrixCalibrator(Protocol):
+    def fit(self, scores: FloatArray, labels: NDArray[np.int64], weights: FloatArray) -> Any: ...
+    def predict(self, scores: FloatArray) -> FloatArray: ...
+
+
+def predict_class_folds(
+    make: Callable[[], _MatrixCalibrator],
+    scores: FloatArray,
+    labels: NDArray[np.int64],
+    weights: FloatArray,
+    folds: NDArray[np.intp],
+    n_jobs: int = 1,
+) -> FloatArray:
+    """:func:`predict_folds` for an n x k score matrix and integer labels: n x k predictions."""
+    k = int(folds.max()) + 1
+    train_weight = float(weights.sum()) - np.bincount(folds, weights=weights, minlength=k)
+    if np.any(train_weight <= 0):
+        raise CalibrationError(
+            "sample_weight: cross-validation needs positive weight outside every fold; "
+            "give at least two points a positive weight"
+        )
+
+    def fit_fold(fold: int) -> FloatArray:
+        train = folds != fold
+        calibrator = make()
+        calibrator.fit(scores[train], labels[train], weights[train])
+        return calibrator.predict(scores[~train])
+
+    if n_jobs == 1:
+        predicted = [fit_fold(fold) for fold in range(k)]
+    else:
+        predicted = Parallel(n_jobs=n_jobs, prefer="threads")(
+            delayed(fit_fold)(fold) for fold in range(k)
+        )
+    out = np.empty(scores.shape, dtype=np.float64)
     for fold, values in enumerate(predicted):
         out[folds == fold] = values
     return out

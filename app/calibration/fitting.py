@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 from app.calibration.base import (
     CalibrationError,
     Calibrator,
@@ -13,19 +16,52 @@ from app.calibration.base import (
     StateError,
     check_batch,
 )
+from app.calibration.beta import BetaCalibrator, require_open_unit_interval
+from app.calibration.binning import HistogramBinning
 from app.calibration.crossval import out_of_fold_predictions
 from app.calibration.isotonic import IsotonicCalibrator
 from app.calibration.logistic import LogisticCorrection
+from app.calibration.minmax import MinMaxScaling
+from app.calibration.multiclass import (
+    MULTICLASS_ONLY,
+    MulticlassCalibrator,
+    fit_multiclass,
+    load_multiclass,
+)
 from app.calibration.platt import PlattCalibrator
-from app.calibration.selection import CANDIDATES, auto_params, select_method
+from app.calibration.selection import auto_params, make_candidate, select_method
 
-_CALIBRATORS: dict[str, type[PlattCalibrator | IsotonicCalibrator | LogisticCorrection]] = {
-    cls.method: cls for cls in (PlattCalibrator, IsotonicCalibrator, LogisticCorrection)
+_CalibratorClass = type[
+    PlattCalibrator
+    | IsotonicCalibrator
+    | LogisticCorrection
+    | BetaCalibrator
+    | HistogramBinning
+    | MinMaxScaling
+]
+_CALIBRATORS: dict[str, _CalibratorClass] = {
+    cls.method: cls
+    for cls in (
+        PlattCalibrator,
+        IsotonicCalibrator,
+        LogisticCorrection,
+        BetaCalibrator,
+        HistogramBinning,
+        MinMaxScaling,
+    )
 }
 CALIBRATOR_METHODS: tuple[str, ...] = tuple(_CALIBRATORS)
 """Methods with a calibrator of their own: what a stored version's ``method`` can be."""
-METHODS: tuple[str, ...] = (*CALIBRATOR_METHODS, "auto")
+METHODS: tuple[str, ...] = (*CALIBRATOR_METHODS, *MULTICLASS_ONLY, "auto")
 """The methods :func:`fit_calibrator` accepts; ``auto`` resolves to one of its candidates."""
+BINARY_ONLY: tuple[str, ...] = ("logistic_correction", "minmax")
+"""Methods that make no sense one-vs-rest on a multiclass batch."""
+_ONE_VS_REST: dict[str, _CalibratorClass] = {
+    name: cls for name, cls in _CALIBRATORS.items() if name not in BINARY_ONLY
+}
+"""Binary methods that calibrate a multiclass batch one class against the rest."""
+PROBABILITY_METHODS: tuple[str, ...] = ("beta",)
+"""Methods whose scores must lie strictly between 0 and 1."""
 
 
 @dataclass(frozen=True)
@@ -33,12 +69,13 @@ class FitOutcome:
     """A fitted calibrator with its out-of-sample predictions on the fitting batch.
 
     ``calibrator`` is fitted on the whole batch and ``method``/``params`` describe it (for
-    ``auto``: the chosen candidate, e.g. ``"isotonic"``, and its default params).
+    ``auto``: the chosen candidate's method, e.g. ``"isotonic"``, and its effective params,
+    e.g. ``{"interpolation": "linear"}``; the candidate's label is the record's ``chosen``).
     ``out_of_fold`` holds one k-fold out-of-sample probability per point. ``selection`` is
     ``auto``'s record (:meth:`Selection.record`), ``None`` for the other methods.
     """
 
-    calibrator: Calibrator
+    calibrator: Calibrator | MulticlassCalibrator
     method: str
     params: dict[str, JSONValue]
     out_of_fold: FloatArray
@@ -60,12 +97,19 @@ def make_calibrator(method: str, params: Mapping[str, object]) -> Calibrator:
 
 
 def load_calibrator(
-    method: str, params: Mapping[str, object], state: Mapping[str, object]
-) -> Calibrator:
+    method: str,
+    params: Mapping[str, object],
+    state: Mapping[str, object],
+    *,
+    n_classes: int = 2,
+) -> Calibrator | MulticlassCalibrator:
     """Rebuild a fitted calibrator from its stored method, params and state.
 
+    ``n_classes`` > 2 rebuilds a multiclass calibrator (one-vs-rest, temperature, bostrom).
     :class:`StateError` when ``state`` is not a valid state of ``method``.
     """
+    if n_classes > 2:
+        return load_multiclass(method, params, state, _ONE_VS_REST)
     cls = _CALIBRATORS.get(method)
     if cls is None:
         raise StateError(
@@ -80,7 +124,7 @@ def fit_calibrator(
     method: str,
     params: Mapping[str, object],
     scores: FloatArray,
-    labels: FloatArray,
+    labels: FloatArray | NDArray[np.int64],
     sample_weight: FloatArray | None,
     *,
     n_folds: int = 5,
@@ -95,8 +139,10 @@ def fit_calibrator(
     params : mapping
         The method's parameters, validated before any work (:class:`ParamError`).
     scores, labels, sample_weight : ndarray
-        The batch: finite scores, 0/1 labels with both classes, n >= 2; weights
-        non-negative with a positive sum, ``None`` for all ones.
+        The batch: finite scores, a vector with 0/1 labels (binary) or an n x k matrix with
+        labels 0..k-1 (multiclass: :func:`~app.calibration.multiclass.fit_multiclass`, with
+        one-vs-rest for the binary methods); both classes, n >= 2; weights non-negative
+        with a positive sum, ``None`` for all ones.
     n_folds : int
         Folds of the out-of-fold predictions (reduced for a rare class, see
         :func:`~app.calibration.crossval.effective_folds`).
@@ -116,22 +162,48 @@ def fit_calibrator(
     CalibrationError
         An unknown method or an invalid batch; :class:`ParamError` for bad params.
     """
+    if method in PROBABILITY_METHODS:
+        # checked on the whole batch, so that the error names the batch's index, not a fold's
+        require_open_unit_interval(np.asarray(scores, dtype=np.float64), method)
+    if np.ndim(scores) == 2:
+        if method in BINARY_ONLY:
+            raise CalibrationError(
+                f"scores: is an n x k matrix but method {method!r} is binary; send a vector"
+            )
+        fitted = fit_multiclass(
+            method,
+            params,
+            scores,
+            np.asarray(labels, dtype=np.int64),
+            sample_weight,
+            binary=_ONE_VS_REST,
+            n_folds=n_folds,
+            n_jobs=n_jobs,
+        )
+        return FitOutcome(
+            fitted.calibrator, fitted.method, fitted.params, fitted.out_of_fold, fitted.selection
+        )
+    if method in MULTICLASS_ONLY:
+        raise CalibrationError(
+            f"scores: is a vector but method {method!r} is multiclass; send an n x k matrix"
+        )
     if method == "auto":
         cv = auto_params(params)["cv"]
     else:
         calibrator = make_calibrator(method, params)
-    f, y, w = check_batch(scores, labels, sample_weight)
+    f, y, w = check_batch(scores, np.asarray(labels, dtype=np.float64), sample_weight)
     n_pos = int(y.sum())
     if f.size < 2 or n_pos in (0, f.size):
         raise CalibrationError("labels: calibration needs at least 2 points and both classes")
     if method == "auto":
         selection = select_method(f, y, w, cv=cv, n_jobs=n_jobs)
-        calibrator = CANDIDATES[selection.chosen]().fit(f, y, w)
+        chosen = selection.chosen
+        calibrator = make_candidate(chosen).fit(f, y, w)
         return FitOutcome(
             calibrator,
-            selection.chosen,
+            chosen.method,
             calibrator.params,
-            selection.out_of_fold[selection.chosen],
+            selection.out_of_fold[chosen.label],
             selection.record(),
         )
     effective = calibrator.params

@@ -25,6 +25,7 @@ from app.calibration.base import (
     pool_ties,
     state_floats,
 )
+from app.calibration.trimming import TRIM_KEYS, TrimSpec, read_trim_state, trim_batch, trim_state
 
 INTERPOLATIONS = ("linear", "step")
 # scikit-learn's _make_unique pools scores closer than float64's resolution, not only equal ones
@@ -42,34 +43,52 @@ class IsotonicCalibrator:
         last threshold <= f (the paper's stepwise-constant PAV output, Table 1, step 4; the
         table leaves the gaps between blocks open, here each block's value holds up to the next
         block). Outside the fitted range both clip to the end values.
+    trim, trim_tau_min, trim_grid, trim_center, trim_loss, trim_folds
+        Trimmed isotonic regression (Rüping, *Robust Probabilistic Calibration*), see
+        :class:`~app.calibration.trimming.TrimSpec`; ``trim="none"`` by default. The paper
+        found ``trim="trainset"`` best for isotonic regression (cross-validation leaves PAV
+        too few points). Listed in ``params`` only when trimming.
 
     Attributes
     ----------
     thresholds, values : ndarray
         The fitted map at its knots: thresholds strictly increasing, values non-decreasing in
-        [0, 1]; the state is ``{"thresholds": [...], "values": [...]}``.
+        [0, 1]; the state is ``{"thresholds": [...], "values": [...]}``, plus ``"trim"``
+        (:meth:`~app.calibration.trimming.TrimResult.record`) when trimmed.
+    trim_info : dict or None
+        The chosen tau, centre, kept radius and each tau's loss; ``None`` untrimmed.
     """
 
     method: ClassVar[str] = "isotonic"
 
-    def __init__(self, interpolation: str = "linear") -> None:
+    def __init__(self, interpolation: str = "linear", trim: TrimSpec | None = None) -> None:
         self.interpolation = interpolation
+        self.trim = TrimSpec() if trim is None else trim
+        self.trim_info: dict[str, JSONValue] | None = None
         self.thresholds: FloatArray = np.zeros(1)
         self.values: FloatArray = np.full(1, 0.5)
 
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> Self:
         """Validate ``params``; :class:`ParamError` names a bad or unknown key."""
-        check_param_keys(cls.method, params, ("interpolation",))
-        return cls(interpolation=choice_param(params, "interpolation", INTERPOLATIONS, "linear"))
+        check_param_keys(cls.method, params, ("interpolation", *TRIM_KEYS))
+        return cls(
+            interpolation=choice_param(params, "interpolation", INTERPOLATIONS, "linear"),
+            trim=TrimSpec.from_params(params),
+        )
 
     @property
     def params(self) -> dict[str, JSONValue]:
         """Every parameter with its effective value."""
-        return {"interpolation": self.interpolation}
+        return {"interpolation": self.interpolation, **self.trim.params}
 
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Fit the isotonic map on the batch; return ``self``."""
+        # Trimmed isotonic regression: PAV on the kept points only (Robust Probabilistic
+        # Calibration, section 3.1); each trial fit is a plain IsotonicCalibrator.fit.
+        scores, labels, sample_weight, self.trim_info = trim_batch(
+            lambda: type(self)(self.interpolation), scores, labels, sample_weight, self.trim
+        )
         # Zero weights dropped and ties pooled as scikit-learn's _make_unique does: a score
         # within float64's resolution of the previous one joins its pool, whose value is the
         # weighted mean label.
@@ -94,14 +113,19 @@ class IsotonicCalibrator:
         return _interpolate(np.clip(f, x[0], x[-1]), x, v, np.clip(index, 0, x.size - 2))
 
     def state(self) -> dict[str, JSONValue]:
-        """``{"thresholds": [...], "values": [...]}`` as lists of floats."""
-        return {"thresholds": self.thresholds.tolist(), "values": self.values.tolist()}
+        """``{"thresholds": [...], "values": [...]}`` as lists of floats, and ``"trim"``."""
+        return {
+            "thresholds": self.thresholds.tolist(),
+            "values": self.values.tolist(),
+            **trim_state(self.trim_info),
+        }
 
     @classmethod
     def from_state(cls, params: Mapping[str, object], state: Mapping[str, object]) -> Self:
         """Rebuild a fitted calibrator; :class:`StateError` unless the state is a valid map."""
         calibrator = cls.from_params(params)
-        check_state_keys(state, ("thresholds", "values"))
+        extra, calibrator.trim_info = read_trim_state(state)
+        check_state_keys(state, ("thresholds", "values", *extra))
         thresholds, values = state_floats(state, "thresholds"), state_floats(state, "values")
         if thresholds.size != values.size:
             raise StateError(

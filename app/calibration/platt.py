@@ -25,6 +25,7 @@ from app.calibration.base import (
     state_float,
     state_int,
 )
+from app.calibration.trimming import TRIM_KEYS, TrimSpec, read_trim_state, trim_batch, trim_state
 
 TARGETS = ("platt", "hard")
 # Lin, Lin & Weng stop at |gradient| < 1e-5, which leaves A and B ~1e-5 off the optimum on a
@@ -49,40 +50,61 @@ class PlattCalibrator:
         scikit-learn does), so they scale with the weights. ``"hard"``: the labels 0/1.
     max_iter : int in 1..10000, default 100
         Newton iterations at most.
+    trim, trim_tau_min, trim_grid, trim_center, trim_loss, trim_folds
+        Trimmed Platt (Rüping, *Robust Probabilistic Calibration*), see
+        :class:`~app.calibration.trimming.TrimSpec`; ``trim="none"`` by default. The paper
+        found ``trim="cv"`` best for Platt scaling. Listed in ``params`` only when trimming.
 
     Attributes
     ----------
     A, B : float
-        The fitted sigmoid, eq. (1); the state is ``{"A": A, "B": B, "n_iter": n_iter}``.
+        The fitted sigmoid, eq. (1); the state is ``{"A": A, "B": B, "n_iter": n_iter}``,
+        plus ``"trim"`` (:meth:`~app.calibration.trimming.TrimResult.record`) when trimmed.
     n_iter : int
         Newton steps taken.
+    trim_info : dict or None
+        The chosen tau, centre, kept radius and each tau's loss; ``None`` untrimmed.
     """
 
     method: ClassVar[str] = "platt"
 
-    def __init__(self, targets: str = "platt", max_iter: int = 100) -> None:
+    def __init__(
+        self, targets: str = "platt", max_iter: int = 100, trim: TrimSpec | None = None
+    ) -> None:
         self.targets = targets
         self.max_iter = max_iter
+        self.trim = TrimSpec() if trim is None else trim
         self.A = 0.0
         self.B = 0.0
         self.n_iter = 0
+        self.trim_info: dict[str, JSONValue] | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> Self:
         """Validate ``params``; :class:`ParamError` names a bad or unknown key."""
-        check_param_keys(cls.method, params, ("targets", "max_iter"))
+        check_param_keys(cls.method, params, ("targets", "max_iter", *TRIM_KEYS))
         return cls(
             targets=choice_param(params, "targets", TARGETS, "platt"),
             max_iter=int_param(params, "max_iter", 1, 10_000, 100),
+            trim=TrimSpec.from_params(params),
         )
 
     @property
     def params(self) -> dict[str, JSONValue]:
         """Every parameter with its effective value."""
-        return {"targets": self.targets, "max_iter": self.max_iter}
+        return {"targets": self.targets, "max_iter": self.max_iter, **self.trim.params}
 
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Fit A and B on the batch (a single class present is fine); return ``self``."""
+        # Trimmed Platt: the sigmoid is fitted on the kept points only (Robust Probabilistic
+        # Calibration, section 3.1); each trial fit is a plain PlattCalibrator.fit.
+        scores, labels, sample_weight, self.trim_info = trim_batch(
+            lambda: type(self)(self.targets, self.max_iter),
+            scores,
+            labels,
+            sample_weight,
+            self.trim,
+        )
         # Tied scores pooled: the same loss, summed over the distinct scores only. Zero weights
         # are dropped there too (nothing to the loss, but they would stretch x's range below).
         f, weight, positive = pool_ties(scores, labels, sample_weight)
@@ -131,14 +153,15 @@ class PlattCalibrator:
         return p
 
     def state(self) -> dict[str, JSONValue]:
-        """``{"A", "B", "n_iter"}``."""
-        return {"A": self.A, "B": self.B, "n_iter": self.n_iter}
+        """``{"A", "B", "n_iter"}``, and ``"trim"`` when fitted with trimming."""
+        return {"A": self.A, "B": self.B, "n_iter": self.n_iter, **trim_state(self.trim_info)}
 
     @classmethod
     def from_state(cls, params: Mapping[str, object], state: Mapping[str, object]) -> Self:
         """Rebuild a fitted calibrator; :class:`StateError` unless A, B are finite numbers."""
         calibrator = cls.from_params(params)
-        check_state_keys(state, ("A", "B", "n_iter"))
+        extra, calibrator.trim_info = read_trim_state(state)
+        check_state_keys(state, ("A", "B", "n_iter", *extra))
         calibrator.A = state_float(state, "A")
         calibrator.B = state_float(state, "B")
         calibrator.n_iter = state_int(state, "n_iter")

@@ -125,8 +125,11 @@ class Version(Base):
     method: Mapped[str] = mapped_column(String(64))
     params: Mapped[dict[str, Any]] = mapped_column(json_document())
     n_samples: Mapped[int] = mapped_column(Integer)
-    n_positive: Mapped[int] = mapped_column(Integer)
+    n_positive: Mapped[int | None] = mapped_column(Integer, nullable=True)
     n_classes: Mapped[int] = mapped_column(Integer)
+    class_counts: Mapped[list[int] | None] = mapped_column(
+        json_document(none_as_null=True), nullable=True
+    )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     description: Mapped[str] = mapped_column(Text)
     tags: Mapped[dict[str, str]] = mapped_column(json_document())

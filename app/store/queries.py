@@ -40,6 +40,7 @@ def version_record(name: str, row: Version, aliases: tuple[str, ...]) -> Version
         n_samples=row.n_samples,
         n_positive=row.n_positive,
         n_classes=row.n_classes,
+        class_counts=list(row.class_counts or []),
         created_at=row.created_at,
         description=row.description,
         tags=row.tags,

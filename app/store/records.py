@@ -14,6 +14,9 @@ from typing import Any
 class NewVersion:
     """Everything a fit produced, to be stored as the next version of a calibrator.
 
+    ``n_positive`` counts label 1 of a binary batch (None for multiclass); ``class_counts``
+    counts every label 0..k-1.
+
     ``artifact`` is the document of :func:`app.store.artifacts.encode_artifact`; ``batch`` the
     npz of :func:`app.store.artifacts.encode_batch`. The store computes the artifact's sha256.
     """
@@ -21,8 +24,9 @@ class NewVersion:
     method: str
     params: dict[str, Any]
     n_samples: int
-    n_positive: int
+    n_positive: int | None
     n_classes: int
+    class_counts: list[int]
     description: str
     tags: dict[str, str]
     metrics: dict[str, Any]
@@ -45,8 +49,9 @@ class VersionRecord:
     method: str
     params: dict[str, Any]
     n_samples: int
-    n_positive: int
+    n_positive: int | None
     n_classes: int
+    class_counts: list[int]
     created_at: datetime
     description: str
     tags: dict[str, str]

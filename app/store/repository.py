@@ -70,6 +70,7 @@ class Repository:
             n_samples=new.n_samples,
             n_positive=new.n_positive,
             n_classes=new.n_classes,
+            class_counts=list(new.class_counts),
             created_at=now,
             description=new.description,
             tags=as_stored_json(new.tags),

@@ -38,11 +38,15 @@ def nothing_stored(client: TestClient) -> None:
         ({**GOOD, "sample_weight": [1, 1]}, ["sample_weight", "has 2 values"]),
         (
             {
-                "scores": [[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]],
-                "labels": [1, 0, 1],
-                "method": "platt",
+                "scores": [[0.1, 0.8, 0.1], [0.7, 0.2, 0.1], [0.3, 0.3, 0.4]],
+                "labels": [1, 0, 2],
+                "method": "logistic_correction",
             },
             ["scores", "matrix", "binary"],
+        ),
+        (
+            {"scores": [[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]], "labels": [1, 0, 1]},
+            ["scores", "n x 2", "three columns", "vector"],
         ),
         ({**GOOD, "method": "magic"}, ["method", "magic", "platt"]),
         ({**GOOD, "method": "platt", "params": {"speed": 11}}, ["params.speed", "unknown"]),

@@ -89,10 +89,20 @@ def test_auto_records_every_candidate_and_refits_the_winner(client: TestClient) 
     assert r.status_code == 201, r.text
     v = r.json()
     selection = v["selection"]
-    assert set(selection["candidates"]) == {"platt", "isotonic"}
-    scores = {m: c["log_loss"] for m, c in selection["candidates"].items()}
-    assert selection["chosen"] == min(scores, key=lambda m: (scores[m], m != "platt"))
-    assert v["method"] == selection["chosen"]
+    # margins, not probabilities: beta is no candidate
+    assert list(selection["candidates"]) == [
+        "platt",
+        "histogram_binning",
+        "isotonic",
+        "platt_trim_cv",
+        "isotonic_trim_trainset",
+    ]
+    losses = [c["log_loss"] for c in selection["candidates"].values()]
+    # the lowest cross-validated log loss wins; a tie goes to the earlier (simpler) candidate
+    assert selection["chosen"] == list(selection["candidates"])[losses.index(min(losses))]
+    chosen = selection["candidates"][selection["chosen"]]
+    assert v["method"] == chosen["method"]
+    assert chosen["params"].items() <= v["params"].items()
 
 
 def test_logistic_correction_is_expit_of_twice_the_margin(client: TestClient) -> None:

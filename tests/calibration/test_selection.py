@@ -8,7 +8,12 @@ import pytest
 from app.calibration import ParamError, PlattCalibrator, fit_calibrator
 from app.calibration import selection as selection_module
 from app.calibration.metrics import log_loss
-from app.calibration.selection import auto_params, select_method
+from app.calibration.selection import (
+    Candidate,
+    auto_params,
+    eligible_candidates,
+    select_method,
+)
 from tests.calibration.batches import sigmoid_batch
 
 
@@ -49,7 +54,11 @@ def test_record_holds_every_candidate_and_reuses_the_selection_folds() -> None:
     assert outcome.selection["metric"] == "log_loss"
     assert outcome.selection["cv_folds"] == 5
     candidates = outcome.selection["candidates"]
-    assert list(candidates) == ["platt", "isotonic"]
+    # margins, not probabilities: beta is no candidate (the trimmed variants are not asserted)
+    assert list(candidates)[:3] == ["platt", "histogram_binning", "isotonic"]
+    assert "beta" not in candidates
+    assert candidates["isotonic"]["method"] == "isotonic"
+    assert candidates["isotonic"]["params"] == {}
     chosen = outcome.selection["chosen"]
     # the stored out-of-fold predictions are the chosen candidate's from the selection CV
     assert log_loss(outcome.out_of_fold, y, w) == candidates[chosen]["log_loss"]
@@ -58,15 +67,33 @@ def test_record_holds_every_candidate_and_reuses_the_selection_folds() -> None:
 
 
 def test_a_tie_goes_to_the_simpler_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
-    def platt() -> PlattCalibrator:
-        return PlattCalibrator.from_params({})
-
     # two candidates computing the very same thing: the first (simpler) one must be kept
-    monkeypatch.setattr(selection_module, "CANDIDATES", {"platt": platt, "isotonic": platt})
+    table = (Candidate("platt", "platt", {}), Candidate("isotonic", "platt", {}))
+    monkeypatch.setattr(selection_module, "CANDIDATES", table)
     f, y, w = sigmoid_batch(np.random.default_rng(1), 300)
     chosen = select_method(f, y, w)
     assert chosen.log_losses["platt"] == chosen.log_losses["isotonic"]
-    assert chosen.chosen == "platt"
+    assert chosen.chosen.label == "platt"
+
+
+def test_beta_is_a_candidate_only_for_scores_in_the_open_unit_interval() -> None:
+    f, y, w = sigmoid_batch(np.random.default_rng(3), 300)
+    probabilities = 1 / (1 + np.exp(-f))
+    outcome = fit_calibrator("auto", {}, probabilities, y, w, n_jobs=2)
+    assert outcome.selection is not None
+    assert list(outcome.selection["candidates"])[:4] == [
+        "platt",
+        "beta",
+        "histogram_binning",
+        "isotonic",
+    ]
+    # threads over candidates x folds give the very same numbers as one thread
+    serial = select_method(probabilities, y, w, n_jobs=1)
+    assert serial.log_losses == {
+        label: c["log_loss"] for label, c in outcome.selection["candidates"].items()
+    }
+    assert [c.label for c in eligible_candidates(np.array([0.0, 0.5]))][:1] == ["platt"]
+    assert "beta" not in [c.label for c in eligible_candidates(np.array([0.0, 0.5]))]
 
 
 def test_cv_reduced_for_a_rare_class() -> None:

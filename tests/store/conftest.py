@@ -27,6 +27,7 @@ def make_version() -> MakeVersion:
             "n_samples": 20,
             "n_positive": int(labels.sum()),
             "n_classes": 2,
+            "class_counts": [20 - int(labels.sum()), int(labels.sum())],
             "description": "",
             "tags": {},
             "metrics": {"cv": {"brier": 0.1}, "raw": {"brier": 0.2}},

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 
 from app.settings import get_settings
 from app.store.migrate import downgrade, main, upgrade
@@ -54,3 +56,32 @@ def test_command_line_upgrades_the_configured_database(
     finally:
         get_settings.cache_clear()
     assert _tables(url) >= TABLES
+
+
+def test_0002_backfills_class_counts_of_binary_versions(empty_database_url: str) -> None:
+    upgrade(empty_database_url, "0001")
+    engine = create_engine(empty_database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO calibrators (id, name, created_at, updated_at, last_version) "
+                    "VALUES (1, 'old', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 1)"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO versions (calibrator_id, version, method, params, n_samples, "
+                    "n_positive, n_classes, created_at, description, tags, metrics, "
+                    "artifact_sha256, artifact_bytes) VALUES (1, 1, 'platt', '{}', 10, 3, 2, "
+                    "CURRENT_TIMESTAMP, '', '{}', '{}', 'x', 1)"
+                )
+            )
+        upgrade(empty_database_url, "0002")
+        with engine.connect() as connection:
+            counts = connection.execute(text("SELECT class_counts FROM versions")).scalar_one()
+        assert (counts if isinstance(counts, list) else json.loads(counts)) == [7, 3]
+        downgrade(empty_database_url, "0001")
+        upgrade(empty_database_url)
+    finally:
+        engine.dispose()

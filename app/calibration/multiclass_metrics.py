@@ -1,0 +1,204 @@
+"""Multiclass batches and how good their probabilities are: Brier, log loss, top-label bins.
+
+A multiclass batch is an n x k score matrix, integer labels in 0..k-1 and optional weights.
+The measures generalise :mod:`app.calibration.metrics`: the Brier score is the mean squared
+distance to the one-hot vector (Brier 1950, as used in Boström, *Calibrating Random Forests*),
+the log loss is scikit-learn's ``log_loss`` with ``labels=range(k)``, and the reliability
+diagram is either the top-label one (confidence = row maximum against "the arg max is right")
+or one class against the rest. Binning and its statistics are :mod:`~app.calibration.metrics`'s.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import softmax
+
+from app.calibration.base import CalibrationError, FloatArray, JSONValue, check_batch
+from app.calibration.metrics import (
+    expected_calibration_error,
+    maximum_calibration_error,
+    reliability_bins,
+    summarize,
+)
+
+IntArray = NDArray[np.int64]
+ROW_SUM_ATOL = 1e-6
+"""How far a row of a probability matrix may sum from 1."""
+
+
+def check_multiclass_batch(
+    scores: object,
+    labels: object,
+    sample_weight: object = None,
+    *,
+    scores_field: str = "scores",
+) -> tuple[FloatArray, IntArray, FloatArray]:
+    """Check a multiclass batch: (n x k float64 scores, int64 labels, float64 weights).
+
+    Raises :class:`CalibrationError` naming the field: ``scores`` must be a finite 2-d matrix
+    with n >= 1 rows and k >= 2 columns, ``labels`` integers in 0..k-1 (one per row),
+    ``sample_weight`` finite, non-negative with a positive sum (``None``: all ones).
+    """
+    s = check_score_matrix(scores, scores_field)
+    n, k = s.shape
+    try:
+        raw = np.asarray(labels)
+    except (TypeError, ValueError):
+        raise CalibrationError("labels: must be an array of integers") from None
+    if raw.ndim != 1:
+        raise CalibrationError(f"labels: must be a 1-d array, not {raw.ndim}-d")
+    if raw.size != n:
+        raise CalibrationError(f"labels: has {raw.size} values for {n} rows of {scores_field}")
+    if raw.dtype == np.bool_ or raw.dtype.kind not in "iuf":
+        raise CalibrationError("labels: must be integer class indices")
+    bad = ~np.isin(raw, np.arange(k))  # also catches 1.5, nan and inf
+    if bad.any():
+        raise CalibrationError(
+            f"labels: must be class indices in 0..{k - 1} (index {int(np.flatnonzero(bad)[0])})"
+        )
+    y = raw.astype(np.int64)
+    # the binary check validates the weights; zeros stand in for scores and labels
+    _, _, w = check_batch(np.zeros(n), np.zeros(n), sample_weight, scores_field=scores_field)
+    return s, y, w
+
+
+def check_score_matrix(scores: object, field: str = "scores") -> FloatArray:
+    """``scores`` as a finite n x k float64 matrix with n >= 1, k >= 2 (else CalibrationError)."""
+    try:
+        s = np.asarray(scores, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise CalibrationError(f"{field}: must be a matrix of numbers") from None
+    if s.ndim != 2:
+        raise CalibrationError(f"{field}: must be a 2-d matrix (rows x classes), not {s.ndim}-d")
+    if s.shape[0] == 0:
+        raise CalibrationError(f"{field}: the batch is empty")
+    if s.shape[1] < 2:
+        raise CalibrationError(f"{field}: needs at least 2 class columns, not {s.shape[1]}")
+    finite = np.isfinite(s).all(axis=1)
+    if not finite.all():
+        raise CalibrationError(f"{field}[{int(np.argmin(finite))}]: must be finite")
+    return s
+
+
+def probability_rows(scores: FloatArray) -> NDArray[np.bool_]:
+    """Per row: all entries in [0, 1] and the row sums to 1 within :data:`ROW_SUM_ATOL`."""
+    in_range = ((scores >= 0.0) & (scores <= 1.0)).all(axis=1)
+    rows: NDArray[np.bool_] = in_range & (np.abs(scores.sum(axis=1) - 1.0) <= ROW_SUM_ATOL)
+    return rows
+
+
+def is_probability_matrix(scores: FloatArray) -> bool:
+    """Whether every row of ``scores`` is a probability vector (see :func:`probability_rows`)."""
+    return bool(probability_rows(np.asarray(scores, dtype=np.float64)).all())
+
+
+def raw_probabilities(scores: FloatArray) -> FloatArray:
+    """The matrix itself when it is a probability matrix, else a stable softmax of its rows.
+
+    Rows that are not probabilities are read as logits (softmax subtracts the row maximum).
+    """
+    s = check_score_matrix(scores)
+    if is_probability_matrix(s):
+        return s
+    p: FloatArray = softmax(s, axis=1)
+    return p
+
+
+def multiclass_brier(P: FloatArray, y: IntArray, w: FloatArray | None = None) -> float:
+    """Weighted mean over rows of the squared distance sum_j (P_ij - [y_i = j])^2."""
+    P, y, w = _probability_batch(P, y, w)
+    sq = np.einsum("ij,ij->i", P, P)
+    true = P[np.arange(y.size), y]
+    return float(w @ (sq - 2.0 * true + 1.0) / w.sum())
+
+
+def multiclass_log_loss(
+    P: FloatArray, y: IntArray, w: FloatArray | None = None, eps: float = 1e-15
+) -> float:
+    """-weighted mean of log P[i, y_i], P clipped to [eps, 1 - eps] first.
+
+    This is ``sklearn.metrics.log_loss(y, P, labels=range(k))`` (which clips at float64's
+    machine epsilon and does not renormalise) when ``eps`` is that epsilon.
+    """
+    P, y, w = _probability_batch(P, y, w)
+    true = np.clip(P[np.arange(y.size), y], eps, 1.0 - eps)
+    return float(-(w @ np.log(true)) / w.sum())
+
+
+def accuracy(P: FloatArray, y: IntArray, w: FloatArray | None = None) -> float:
+    """Weighted share of rows whose arg max (the first, on ties) is the label."""
+    P, y, w = _probability_batch(P, y, w)
+    return float(w @ (np.argmax(P, axis=1) == y) / w.sum())
+
+
+def top_label(P: FloatArray, y: IntArray) -> tuple[FloatArray, FloatArray]:
+    """(confidence, correct): the row maximum and 1.0 where the arg max is the label, else 0.0."""
+    P, y, _ = _probability_batch(P, y, None)
+    top = np.argmax(P, axis=1)
+    return P[np.arange(y.size), top], (top == y).astype(np.float64)
+
+
+def summarize_multiclass(
+    P: FloatArray,
+    y: IntArray,
+    w: FloatArray | None = None,
+    *,
+    n_bins: int = 10,
+    strategy: str = "uniform",
+    class_index: int | None = None,
+) -> dict[str, JSONValue]:
+    """``{"bins": [...], "metrics": {...}}`` for a multiclass batch, shaped as ``summarize``'s.
+
+    By default the top-label diagram (bins of :func:`top_label`) with the multiclass
+    ``brier``, ``log_loss``, ``accuracy`` and the top-label ``ece`` and ``mce``. With
+    ``class_index=j``: column j against (y == j), i.e. :func:`~app.calibration.metrics.summarize`
+    of that column (its binary measures) plus the multiclass ``accuracy``.
+    """
+    P, y, w = _probability_batch(P, y, w)
+    if class_index is not None:
+        k = P.shape[1]
+        if isinstance(class_index, bool) or not isinstance(class_index, int | np.integer):
+            raise CalibrationError(f"class_index: must be an integer, not {class_index!r}")
+        if not 0 <= class_index < k:
+            raise CalibrationError(f"class_index: must be in 0..{k - 1}, not {class_index}")
+        column = P[:, class_index]
+        rest = (y == class_index).astype(np.float64)
+        summary = summarize(column, rest, w, n_bins=n_bins, strategy=strategy)
+        summary["metrics"]["accuracy"] = accuracy(P, y, w)
+        return summary
+    confidence, correct = top_label(P, y)
+    bins = reliability_bins(confidence, correct, n_bins, strategy, w)
+    return {
+        "bins": [row.as_dict() for row in bins],
+        "metrics": {
+            "brier": multiclass_brier(P, y, w),
+            "log_loss": multiclass_log_loss(P, y, w),
+            "accuracy": accuracy(P, y, w),
+            "ece": expected_calibration_error(bins),
+            "mce": maximum_calibration_error(bins),
+        },
+    }
+
+
+def headline_multiclass(
+    P: FloatArray, y: IntArray, w: FloatArray | None = None
+) -> dict[str, JSONValue]:
+    """``{"brier", "log_loss", "accuracy", "ece"}``; ECE is top-label over 10 uniform bins."""
+    P, y, w = _probability_batch(P, y, w)
+    confidence, correct = top_label(P, y)
+    return {
+        "brier": multiclass_brier(P, y, w),
+        "log_loss": multiclass_log_loss(P, y, w),
+        "accuracy": accuracy(P, y, w),
+        "ece": expected_calibration_error(reliability_bins(confidence, correct, 10, "uniform", w)),
+    }
+
+
+def _probability_batch(
+    P: FloatArray, y: IntArray, w: FloatArray | None
+) -> tuple[FloatArray, IntArray, FloatArray]:
+    P, y, w = check_multiclass_batch(P, y, w, scores_field="probabilities")
+    if P.min() < 0.0 or P.max() > 1.0:
+        raise CalibrationError("probabilities: must lie in [0, 1]")
+    return P, y, w

@@ -1,0 +1,131 @@
+"""Multiclass over HTTP: n x k scores in, n x k probabilities out, top-label diagnostics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from fastapi.testclient import TestClient
+from sklearn.calibration import calibration_curve
+from sklearn.metrics import log_loss
+
+from .helpers import assert_problem
+
+BASE = "/v1/calibrators/digits"
+
+
+def logits_batch(
+    n: int = 600, k: int = 3, seed: int = 0, temperature: float = 2.5
+) -> dict[str, Any]:
+    """Logits z and labels drawn from softmax(z / temperature): overconfident logits."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0.0, 3.0, size=(n, k))
+    p = np.exp(z / temperature)
+    p /= p.sum(axis=1, keepdims=True)
+    y = (rng.random(n)[:, None] > np.cumsum(p, axis=1)).sum(axis=1)
+    return {"scores": z.round(6).tolist(), "labels": y.tolist()}
+
+
+def test_temperature_fit_predict_and_diagnostics(client: TestClient) -> None:
+    batch = logits_batch()
+    r = client.post(f"{BASE}/fit", json={**batch, "method": "temperature"})
+    assert r.status_code == 201, r.text
+    v = r.json()
+    assert v["n_classes"] == 3
+    assert v["n_positive"] is None
+    assert v["class_counts"] == np.bincount(batch["labels"], minlength=3).tolist()
+    # labels were drawn at temperature 2.5: the fitted T recovers it roughly
+    assert 1.8 < v["fitted"]["T"] < 3.5
+    assert v["metrics"]["cv"]["log_loss"] < v["metrics"]["raw"]["log_loss"]
+    z = np.array(batch["scores"][:5])
+    p = np.array(
+        client.post(f"{BASE}/predict", json={"scores": z.tolist()}).json()["probabilities"]
+    )
+    expected = np.exp(z / v["fitted"]["T"] - (z / v["fitted"]["T"]).max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(p, expected, rtol=1e-10)
+    d = client.get(f"{BASE}/versions/1/diagnostics").json()
+    assert d["class_index"] is None
+    assert len(d["calibrated"]["bins"]) == 10
+    assert {"brier", "log_loss", "accuracy", "ece"} <= d["calibrated"]["metrics"].keys()
+    one = client.get(f"{BASE}/versions/1/diagnostics?class_index=2").json()
+    assert one["class_index"] == 2
+    assert_problem(client.get(f"{BASE}/versions/1/diagnostics?class_index=3"), 422, "class_index")
+
+
+def test_posted_multiclass_diagnostics_match_scikit_learn(client: TestClient) -> None:
+    assert (
+        client.post(f"{BASE}/fit", json={**logits_batch(), "method": "temperature"}).status_code
+        == 201
+    )
+    fresh = logits_batch(800, seed=5)
+    d = client.post(f"{BASE}/versions/latest/diagnostics", json=fresh).json()
+    p = np.array(
+        client.post(f"{BASE}/predict", json={"scores": fresh["scores"]}).json()["probabilities"]
+    )
+    y = np.array(fresh["labels"])
+    assert abs(d["calibrated"]["metrics"]["log_loss"] - log_loss(y, p, labels=[0, 1, 2])) < 1e-9
+    confidence, correct = p.max(axis=1), (p.argmax(axis=1) == y).astype(int)
+    prob_true, prob_pred = calibration_curve(correct, confidence, n_bins=10)
+    bins = [b for b in d["calibrated"]["bins"] if b["count"] > 0]
+    np.testing.assert_allclose([b["fraction_positive"] for b in bins], prob_true, atol=1e-12)
+    np.testing.assert_allclose([b["mean_predicted"] for b in bins], prob_pred, atol=1e-12)
+    assert abs(d["calibrated"]["metrics"]["accuracy"] - correct.mean()) < 1e-12
+
+
+def test_one_vs_rest_platt_and_csv_multiclass(client: TestClient) -> None:
+    batch = logits_batch(300, seed=2)
+    rows = ["score_0,score_1,score_2,label"] + [
+        ",".join(map(str, s)) + f",{y}"
+        for s, y in zip(batch["scores"], batch["labels"], strict=True)
+    ]
+    r = client.post(
+        f"{BASE}/fit?method=platt", content="\n".join(rows), headers={"content-type": "text/csv"}
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["method"] == "platt"
+    assert len(r.json()["fitted"]["one_vs_rest"]) == 3
+    p = np.array(
+        client.post(f"{BASE}/predict", json={"scores": batch["scores"][:20]}).json()[
+            "probabilities"
+        ]
+    )
+    assert p.shape == (20, 3)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_shape_and_method_mismatches_are_422(client: TestClient) -> None:
+    batch = logits_batch(120)
+    assert_problem(
+        client.post(f"{BASE}/fit", json={**batch, "method": "minmax"}), 422, "matrix", "binary"
+    )
+    assert_problem(
+        client.post(
+            f"{BASE}/fit",
+            json={"scores": [0.1, 0.5, 0.9], "labels": [0, 1, 1], "method": "bostrom"},
+        ),
+        422,
+        "vector",
+        "multiclass",
+    )
+    assert_problem(
+        client.post(f"{BASE}/fit", json={**batch, "labels": [3, *batch["labels"][1:]]}),
+        422,
+        "labels[0]",
+    )
+    assert_problem(
+        client.post(f"{BASE}/fit", json={**batch, "method": "bostrom"}), 422, "probability"
+    )
+    assert client.post(f"{BASE}/fit", json={**batch, "method": "temperature"}).status_code == 201
+    assert_problem(client.post(f"{BASE}/predict", json={"scores": [0.1, 0.2]}), 422, "3 classes")
+    assert_problem(
+        client.post(f"{BASE}/predict", json={"scores": [[0.1, 0.2]]}), 422, "n x 2", "3 classes"
+    )
+    assert_problem(
+        client.post(
+            "/v1/calibrators/b/fit",
+            json={"scores": [0.2, 1.0, 0.5, 0.7], "labels": [0, 1, 0, 1], "method": "beta"},
+        ),
+        422,
+        "scores[1]",
+    )
