@@ -13,7 +13,7 @@ from app.store import VersionRecord
 
 from .deps import NameParam, SelectorParam, ServiceDep, json_response, parse_selector, read_body
 from .requests import parse_fit
-from .responses import ERRORS, FIT_BODY
+from .responses import ERRORS, FIT_BODY, FIT_DESCRIPTION
 from .schemas import CalibratorList, CalibratorOut, VersionOut
 
 router = APIRouter(prefix="/v1", tags=["calibrators"])
@@ -51,6 +51,7 @@ def version_document(view: VersionView) -> dict[str, Any]:
     status_code=201,
     response_model=VersionOut,
     summary="Fit a new version",
+    description=FIT_DESCRIPTION,
     openapi_extra=FIT_BODY,
     responses=ERRORS,
 )

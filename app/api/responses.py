@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.calibration.catalog import params_markdown
+
 from .schemas import DiagnosticsRequest, FitRequest, PredictRequest, Problem
 
 _PROBLEM = {"application/problem+json": {"schema": Problem.model_json_schema()}}
@@ -60,3 +62,13 @@ DIAGNOSTICS_BODY: dict[str, Any] = {
         "content": {"application/json": _json_body(DiagnosticsRequest)},
     }
 }
+
+
+FIT_DESCRIPTION = (
+    "Fit `method` on a labelled batch (JSON, CSV or a multipart CSV upload) and store it as "
+    "the next version of `name`, creating `name` on first use. Answers 201 with the version "
+    "and its `Location`. Binary batches send one score per row and labels 0/1; multiclass "
+    "batches send an n x k matrix (k >= 3) and labels 0..k-1. Every version stores k-fold "
+    "out-of-fold metrics (`metrics.cv`) and the raw scores' (`metrics.raw`).\n\n"
+    "**Methods and their `params`** (an unknown key is 422):\n\n" + params_markdown()
+)

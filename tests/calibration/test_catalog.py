@@ -1,0 +1,35 @@
+"""The documented parameters of every method are exactly the ones it accepts."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.calibration import METHODS, make_calibrator
+from app.calibration.catalog import METHOD_DOCS, params_markdown
+from app.calibration.multiclass import MULTICLASS_ONLY, make_multiclass
+from app.calibration.selection import auto_params
+
+TRIMMABLE = ("platt", "isotonic")
+
+
+def test_every_method_is_documented() -> None:
+    assert tuple(METHOD_DOCS) == METHODS
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_documented_params_are_the_accepted_ones(method: str) -> None:
+    documented = set(METHOD_DOCS[method].params)
+    if method == "auto":
+        accepted = set(auto_params({}))
+    elif method in MULTICLASS_ONLY:
+        accepted = set(make_multiclass(method, {}, {}).params)
+    else:
+        params = {"trim": "cv"} if method in TRIMMABLE else {}
+        accepted = set(make_calibrator(method, params).params)
+    assert documented == accepted
+
+
+def test_markdown_has_one_row_per_method() -> None:
+    rows = params_markdown().splitlines()[2:]
+    assert len(rows) == len(METHODS)
+    assert all(row.count(" | ") == 3 for row in rows)
