@@ -231,3 +231,20 @@ def pool_ties(
     weight = np.bincount(pool, weights=w).astype(np.float64, copy=False)
     positive = np.bincount(pool, weights=w * labels[order]).astype(np.float64, copy=False)
     return f[starts], weight, positive
+
+
+class WithoutParams:
+    """For methods that take no parameters: ``{}`` is the only valid params mapping."""
+
+    method: ClassVar[str]
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, object]) -> Self:
+        """Accept only ``{}``; any key is a :class:`ParamError`."""
+        check_param_keys(cls.method, params, ())
+        return cls()
+
+    @property
+    def params(self) -> dict[str, JSONValue]:
+        """No parameters: ``{}``."""
+        return {}

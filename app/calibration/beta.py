@@ -28,7 +28,7 @@ from app.calibration.base import (
     FloatArray,
     JSONValue,
     StateError,
-    check_param_keys,
+    WithoutParams,
     check_state_keys,
     pool_ties,
     state_float,
@@ -66,7 +66,7 @@ def beta_features(scores: FloatArray) -> tuple[FloatArray, FloatArray]:
     return np.log(f), -np.log1p(-f)
 
 
-class BetaCalibrator:
+class BetaCalibrator(WithoutParams):
     """p(f) = expit(a ln f - b ln(1 - f) + c), the "abm" beta calibration map.
 
     No parameters. Fitting needs every score strictly in (0, 1) (:class:`CalibrationError`
@@ -87,17 +87,6 @@ class BetaCalibrator:
         self.a = 1.0
         self.b = 1.0
         self.c = 0.0
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, object]) -> Self:
-        """Accept only ``{}``; any key is a :class:`ParamError`."""
-        check_param_keys(cls.method, params, ())
-        return cls()
-
-    @property
-    def params(self) -> dict[str, JSONValue]:
-        """No parameters: ``{}``."""
-        return {}
 
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Fit a, b, c by weighted maximum likelihood, dropping a negative slope; ``self``."""

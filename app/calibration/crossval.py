@@ -14,7 +14,14 @@ import numpy as np
 from joblib import Parallel, delayed
 from numpy.typing import NDArray
 
-from app.calibration.base import CalibrationError, Calibrator, FloatArray
+from app.calibration.base import CalibrationError, FloatArray
+
+
+class _FoldCalibrator(Protocol):
+    """What cross-validation needs of a calibrator, binary or multiclass."""
+
+    def fit(self, scores: FloatArray, labels: Any, sample_weight: FloatArray) -> Any: ...
+    def predict(self, scores: FloatArray) -> FloatArray: ...
 
 
 def effective_folds(labels: FloatArray, n_folds: int) -> int:
@@ -47,21 +54,13 @@ def stratified_folds(
     weight are dealt one after another, so any two of them land in different folds and every
     training part keeps some weight.
     """
-    n = labels.size
-    if not 2 <= n_folds <= n:
-        raise CalibrationError(f"n_folds: must be in 2..{n} for {n} samples, not {n_folds}")
-    stratum = (labels > 0.5).astype(np.intp)
-    if sample_weight is not None:
-        stratum += 2 * (sample_weight > 0)
-    shuffled = np.random.default_rng(seed).permutation(n)
-    dealt = shuffled[np.argsort(stratum[shuffled], kind="stable")]
-    folds = np.empty(n, dtype=np.intp)
-    folds[dealt] = np.arange(n) % n_folds
-    return folds
+    return stratified_class_folds(
+        (labels > 0.5).astype(np.int64), n_folds, seed, sample_weight=sample_weight
+    )
 
 
 def out_of_fold_predictions(
-    make: Callable[[], Calibrator],
+    make: Callable[[], _FoldCalibrator],
     scores: FloatArray,
     labels: FloatArray,
     weights: FloatArray,
@@ -79,14 +78,15 @@ def out_of_fold_predictions(
 
 
 def predict_folds(
-    make: Callable[[], Calibrator],
+    make: Callable[[], _FoldCalibrator],
     scores: FloatArray,
-    labels: FloatArray,
+    labels: NDArray[Any],
     weights: FloatArray,
     folds: NDArray[np.intp],
     n_jobs: int = 1,
 ) -> FloatArray:
-    """Out-of-fold predictions for given fold indices (see :func:`out_of_fold_predictions`)."""
+    """Out-of-fold predictions for given fold indices (see :func:`out_of_fold_predictions`):
+    a vector for binary calibrators, n x k for multiclass ones (scores n x k, labels 0..k-1)."""
     k = int(folds.max()) + 1
     train_weight = float(weights.sum()) - np.bincount(folds, weights=weights, minlength=k)
     if np.any(train_weight <= 0):
@@ -97,7 +97,8 @@ def predict_folds(
 
     def fit_fold(fold: int) -> FloatArray:
         train = folds != fold
-        calibrator = make().fit(scores[train], labels[train], weights[train])
+        calibrator = make()
+        calibrator.fit(scores[train], labels[train], weights[train])
         return calibrator.predict(scores[~train])
 
     if n_jobs == 1:
@@ -106,7 +107,7 @@ def predict_folds(
         predicted = Parallel(n_jobs=n_jobs, prefer="threads")(
             delayed(fit_fold)(fold) for fold in range(k)
         )
-    out = np.empty(scores.size, dtype=np.float64)
+    out = np.empty(scores.shape, dtype=np.float64)
     for fold, values in enumerate(predicted):
         out[folds == fold] = values
     return out
@@ -146,43 +147,3 @@ def stratified_class_folds(
     folds = np.empty(n, dtype=np.intp)
     folds[dealt] = np.arange(n) % n_folds
     return folds
-
-
-class _MatrixCalibrator(Protocol):
-    def fit(self, scores: FloatArray, labels: NDArray[np.int64], weights: FloatArray) -> Any: ...
-    def predict(self, scores: FloatArray) -> FloatArray: ...
-
-
-def predict_class_folds(
-    make: Callable[[], _MatrixCalibrator],
-    scores: FloatArray,
-    labels: NDArray[np.int64],
-    weights: FloatArray,
-    folds: NDArray[np.intp],
-    n_jobs: int = 1,
-) -> FloatArray:
-    """:func:`predict_folds` for an n x k score matrix and integer labels: n x k predictions."""
-    k = int(folds.max()) + 1
-    train_weight = float(weights.sum()) - np.bincount(folds, weights=weights, minlength=k)
-    if np.any(train_weight <= 0):
-        raise CalibrationError(
-            "sample_weight: cross-validation needs positive weight outside every fold; "
-            "give at least two points a positive weight"
-        )
-
-    def fit_fold(fold: int) -> FloatArray:
-        train = folds != fold
-        calibrator = make()
-        calibrator.fit(scores[train], labels[train], weights[train])
-        return calibrator.predict(scores[~train])
-
-    if n_jobs == 1:
-        predicted = [fit_fold(fold) for fold in range(k)]
-    else:
-        predicted = Parallel(n_jobs=n_jobs, prefer="threads")(
-            delayed(fit_fold)(fold) for fold in range(k)
-        )
-    out = np.empty(scores.shape, dtype=np.float64)
-    for fold, values in enumerate(predicted):
-        out[folds == fold] = values
-    return out

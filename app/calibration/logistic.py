@@ -13,26 +13,20 @@ from typing import ClassVar, Self
 import numpy as np
 from scipy.special import expit
 
-from app.calibration.base import FloatArray, JSONValue, check_param_keys, check_state_keys
+from app.calibration.base import (
+    FloatArray,
+    JSONValue,
+    WithoutParams,
+    check_state_keys,
+)
 
 _SATURATION = 400.0  # expit(2F) is exactly 0.0 or 1.0 once |2F| > ~745; avoids 2F overflowing
 
 
-class LogisticCorrection:
+class LogisticCorrection(WithoutParams):
     """p = expit(2F) for a boosting margin F; no parameters, empty state ``{}``."""
 
     method: ClassVar[str] = "logistic_correction"
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, object]) -> Self:
-        """Accept only ``{}``; any key is a :class:`ParamError`."""
-        check_param_keys(cls.method, params, ())
-        return cls()
-
-    @property
-    def params(self) -> dict[str, JSONValue]:
-        """No parameters: ``{}``."""
-        return {}
 
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Nothing to fit: the correction is fixed by the theory. Returns ``self``."""

@@ -17,13 +17,13 @@ from app.calibration.base import (
     FloatArray,
     JSONValue,
     StateError,
-    check_param_keys,
+    WithoutParams,
     check_state_keys,
     state_float,
 )
 
 
-class MinMaxScaling:
+class MinMaxScaling(WithoutParams):
     """p(f) = (f - min) / (max - min), clipped to [0, 1]; 0.5 everywhere when max = min.
 
     No parameters. ``min`` and ``max`` are taken over the points of positive weight (a point
@@ -37,17 +37,6 @@ class MinMaxScaling:
     def __init__(self) -> None:
         self.low = 0.0
         self.high = 1.0
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, object]) -> Self:
-        """Accept only ``{}``; any key is a :class:`ParamError`."""
-        check_param_keys(cls.method, params, ())
-        return cls()
-
-    @property
-    def params(self) -> dict[str, JSONValue]:
-        """No parameters: ``{}``."""
-        return {}
 
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Record the smallest and largest score of positive weight; return ``self``."""

@@ -29,7 +29,7 @@ from app.calibration.base import (
 from app.calibration.bostrom import BostromCalibrator
 from app.calibration.crossval import (
     effective_class_folds,
-    predict_class_folds,
+    predict_folds,
     stratified_class_folds,
 )
 from app.calibration.multiclass_metrics import (
@@ -239,7 +239,7 @@ def fit_multiclass(
         raise CalibrationError("labels: calibration needs at least 2 points of 2 classes")
     if method != "auto":
         folds = stratified_class_folds(y, effective_class_folds(y, n_folds), sample_weight=w)
-        oof = predict_class_folds(
+        oof = predict_folds(
             partial(make_multiclass, method, effective, binary), s, y, w, folds, n_jobs
         )
         calibrator = make_multiclass(method, effective, binary).fit(s, y, w)
@@ -253,9 +253,7 @@ def fit_multiclass(
         and (name != BostromCalibrator.method or is_probability_matrix(s))
     ]
     out_of_fold = {
-        name: predict_class_folds(
-            partial(make_multiclass, name, {}, binary), s, y, w, folds, n_jobs
-        )
+        name: predict_folds(partial(make_multiclass, name, {}, binary), s, y, w, folds, n_jobs)
         for name in candidates
     }
     losses = {name: multiclass_log_loss(p, y, w) for name, p in out_of_fold.items()}

@@ -19,7 +19,7 @@ from app.calibration.base import (
     FloatArray,
     JSONValue,
     StateError,
-    check_param_keys,
+    WithoutParams,
     check_state_keys,
     state_float,
 )
@@ -33,7 +33,7 @@ _XTOL = 1e-12  # relative, on beta
 _MAX_ITER = 200
 
 
-class TemperatureScaling:
+class TemperatureScaling(WithoutParams):
     """p = softmax(z / T) with T minimising the weighted multiclass log loss; no parameters.
 
     Attributes
@@ -50,17 +50,6 @@ class TemperatureScaling:
     def __init__(self) -> None:
         self.T = 1.0
         self.input = "logits"
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, object]) -> Self:
-        """Accept only ``{}``; any key is a :class:`ParamError`."""
-        check_param_keys(cls.method, params, ())
-        return cls()
-
-    @property
-    def params(self) -> dict[str, JSONValue]:
-        """No parameters: ``{}``."""
-        return {}
 
     def fit(self, scores: FloatArray, labels: IntArray, sample_weight: FloatArray) -> Self:
         """Fit T on the n x k batch; return ``self``.
