@@ -8,6 +8,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.calibration import METHODS
+
 numbers = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, width=64),
     st.integers(min_value=-(10**20), max_value=10**20),
@@ -37,7 +39,7 @@ params = st.one_of(
     ),
     json_values,
 )
-methods = st.sampled_from(["platt", "isotonic", "auto", "logistic_correction"])
+methods = st.sampled_from(METHODS)
 random_bodies = st.fixed_dictionaries(
     {},
     optional={
@@ -62,9 +64,21 @@ def plausible_bodies(draw: st.DrawFn) -> dict[str, Any]:
         st.floats(-1e300, 1e300, allow_nan=False),
         st.sampled_from([0.0, 0.5, 1.0, 1e-300, -1e-300]),
     )
+    k = draw(st.sampled_from([1, 1, 3, 4]))  # 1: a binary vector; else an n x k matrix
+    if draw(st.booleans()):  # probabilities, which beta and bostrom need
+        unit = st.floats(0, 1, exclude_min=True, exclude_max=True)
+        if k == 1:
+            scores: list[Any] = draw(st.lists(unit, min_size=n, max_size=n))
+        else:
+            rows = st.lists(unit, min_size=k, max_size=k).map(lambda r: [x / sum(r) for x in r])
+            scores = draw(st.lists(rows, min_size=n, max_size=n))
+    elif k == 1:
+        scores = draw(st.lists(score, min_size=n, max_size=n))
+    else:
+        scores = draw(st.lists(st.lists(score, min_size=k, max_size=k), min_size=n, max_size=n))
     body: dict[str, Any] = {
-        "scores": draw(st.lists(score, min_size=n, max_size=n)),
-        "labels": draw(st.lists(st.sampled_from([0, 1]), min_size=n, max_size=n)),
+        "scores": scores,
+        "labels": draw(st.lists(st.integers(0, max(k, 2) - 1), min_size=n, max_size=n)),
         "method": draw(methods),
     }
     if draw(st.booleans()):
