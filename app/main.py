@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import calibrators, health, predictions
+from app.api import calibrators, health, predictions, registry
 from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
 from app.service import CalibrationService
@@ -52,6 +52,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.add_middleware(RequestIdMiddleware)
     app.include_router(calibrators.router)
     app.include_router(predictions.router)
+    app.include_router(registry.router)
     app.include_router(health.router)
     return app
 

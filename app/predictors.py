@@ -5,6 +5,7 @@ Entries are keyed by (name, version). A pinned version never changes, but it may
 older than ``refresh_seconds``; ``latest`` is resolved the same way. Together this is the
 freshness contract of API.md: a new version is served as ``latest`` by every replica within
 ``refresh_seconds`` of its fit answering 201, and a deleted version stops being served as fast.
+Aliases are resolved like ``latest``: a moved alias is followed within the same window.
 """
 
 from __future__ import annotations
@@ -75,19 +76,20 @@ class LoadedVersions:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[str, int], _Entry] = OrderedDict()
-        self._latest: dict[str, tuple[int, float]] = {}
+        self._labels: dict[tuple[str, str], tuple[int, float]] = {}
 
-    def fresh_latest(self, name: str) -> int | None:
-        """The latest version of ``name`` if it was confirmed within the refresh window."""
+    def fresh_label(self, name: str, label: str) -> int | None:
+        """The version ``latest`` or an alias of ``name`` pointed to, if that was confirmed
+        within the refresh window."""
         with self._lock:
-            hit = self._latest.get(name)
+            hit = self._labels.get((name, label))
         if hit is None or self._clock() - hit[1] >= self._refresh:
             return None
         return hit[0]
 
-    def remember_latest(self, name: str, version: int) -> None:
+    def remember_label(self, name: str, label: str, version: int) -> None:
         with self._lock:
-            self._latest[name] = (version, self._clock())
+            self._labels[(name, label)] = (version, self._clock())
 
     def get(self, name: str, version: int) -> tuple[LoadedVersion | None, bool]:
         """(entry or None, whether it was confirmed within the refresh window)."""
@@ -107,9 +109,10 @@ class LoadedVersions:
                 self._entries.popitem(last=False)
 
     def forget(self, name: str, version: int | None = None) -> None:
-        """Drop one version of ``name`` (or all of them) and its cached ``latest``."""
+        """Drop one version of ``name`` (or all of them) and its cached ``latest`` and aliases."""
         with self._lock:
-            self._latest.pop(name, None)
+            for label in [k for k in self._labels if k[0] == name]:
+                del self._labels[label]
             doomed = [k for k in self._entries if k[0] == name and version in (None, k[1])]
-            for key in doomed:
-                del self._entries[key]
+            for entry in doomed:
+                del self._entries[entry]

@@ -41,7 +41,8 @@ from app.store import (
 
 logger = logging.getLogger("app.service")
 
-Selector = int | Literal["latest"]
+Selector = int | str
+"""A version number, ``"latest"`` or an alias name."""
 Strategy = Literal["uniform", "quantile"]
 
 
@@ -137,7 +138,7 @@ class CalibrationService:
                 state,
             )
         )
-        self.loaded.remember_latest(name, record.version)
+        self.loaded.remember_label(name, "latest", record.version)
         logger.info(
             "fitted %s v%d with %s on %d pairs",
             name,
@@ -154,19 +155,57 @@ class CalibrationService:
         loaded = self._load(record)
         return VersionView(record=record, fitted=loaded.state)
 
-    def list_calibrators(self, limit: int, offset: int) -> tuple[list[CalibratorSummary], int]:
+    def list_calibrators(
+        self, limit: int, offset: int, tag: tuple[str, str] | None = None
+    ) -> tuple[list[CalibratorSummary], int]:
         with self.database.transaction() as repo:
-            return repo.list_calibrators(limit, offset)
+            return repo.list_calibrators(limit, offset, tag)
 
     def get_calibrator(self, name: str, limit: int, offset: int) -> CalibratorView:
         with self.database.transaction() as repo:
             summary, versions, total = repo.get_calibrator(name, limit, offset)
         return CalibratorView(summary, versions, total)
 
-    def delete_version(self, name: str, version: int) -> None:
+    def delete_version(self, name: str, version: int, *, force: bool = False) -> None:
         with self.database.transaction() as repo:
-            repo.delete_version(name, version)
+            repo.delete_version(name, version, force=force)
         self.loaded.forget(name, version)
+
+    def update_version(
+        self,
+        name: str,
+        selector: Selector,
+        *,
+        description: str | None,
+        tags: Mapping[str, str | None] | None,
+    ) -> VersionView:
+        """New description and merged tags; the fitted numbers never change."""
+        with self.database.transaction() as repo:
+            record = repo.update_version(name, selector, description=description, tags=tags)
+        return VersionView(record=record, fitted=self._load(record).state)
+
+    def set_alias(self, name: str, alias: str, version: int) -> VersionView:
+        """Point ``alias`` at ``version`` (creating or moving it) and return that version."""
+        with self.database.transaction() as repo:
+            repo.set_alias(name, alias, version)
+            record = repo.get_version(name, version)
+        self.loaded.remember_label(name, alias, version)
+        return VersionView(record=record, fitted=self._load(record).state)
+
+    def delete_alias(self, name: str, alias: str) -> None:
+        with self.database.transaction() as repo:
+            repo.delete_alias(name, alias)
+        self.loaded.forget(name)
+
+    def calibrator_aliases(self, name: str) -> dict[str, int]:
+        with self.database.transaction() as repo:
+            return repo.calibrator_aliases(name)
+
+    def artifact(self, name: str, selector: Selector) -> tuple[VersionRecord, bytes]:
+        """The stored artifact document of a version, byte for byte."""
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, selector)
+            return record, repo.get_artifact(record.id)
 
     def delete_calibrator(self, name: str) -> None:
         with self.database.transaction() as repo:
@@ -186,12 +225,16 @@ class CalibrationService:
 
     def resolve(self, name: str, selector: Selector) -> LoadedVersion:
         """The loaded calibrator for a selector, reading the database at most once a window."""
-        if selector == "latest":
-            number = self.loaded.fresh_latest(name)
+        if isinstance(selector, str):
+            number = self.loaded.fresh_label(name, selector)
             if number is None:
                 with self.database.transaction() as repo:
-                    number = repo.latest_version_number(name)
-                self.loaded.remember_latest(name, number)
+                    number = (
+                        repo.latest_version_number(name)
+                        if selector == "latest"
+                        else repo.get_version(name, selector).version
+                    )
+                self.loaded.remember_label(name, selector, number)
         else:
             number = selector
         cached, fresh = self.loaded.get(name, number)

@@ -99,9 +99,24 @@ async def get_version(name: NameParam, selector: SelectorParam, service: Service
 @router.get(
     "/calibrators", response_model=CalibratorList, summary="List calibrators", responses=ERRORS
 )
-async def list_calibrators(service: ServiceDep, limit: Limit = 100, offset: Offset = 0) -> Response:
+async def list_calibrators(
+    service: ServiceDep,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    tag: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[^:]{1,128}:.{0,1024}$",
+            description="Only calibrators with a version tagged `key:value`.",
+            examples=["team:risk"],
+        ),
+    ] = None,
+) -> Response:
     """Every calibrator with its latest version, by name."""
-    items, total = await run_in_threadpool(service.list_calibrators, limit, offset)
+    wanted = None if tag is None else tuple(tag.split(":", 1))
+    items, total = await run_in_threadpool(
+        service.list_calibrators, limit, offset, (wanted[0], wanted[1]) if wanted else None
+    )
     return json_response(
         {
             "items": [
@@ -130,6 +145,7 @@ async def get_calibrator(
 ) -> Response:
     """The calibrator with its versions, newest first, paginated."""
     view = await run_in_threadpool(service.get_calibrator, name, limit, offset)
+    aliases = await run_in_threadpool(service.calibrator_aliases, name)
     s = view.summary
     return json_response(
         {
@@ -138,6 +154,7 @@ async def get_calibrator(
             "method": s.method,
             "n_versions": s.n_versions,
             "updated_at": s.updated_at,
+            "aliases": aliases,
             "versions": [version_summary(v) for v in view.versions],
             "total": view.total,
         }
@@ -154,9 +171,13 @@ async def delete_version(
     name: NameParam,
     version: Annotated[int, Path(ge=1, le=2**62, description="Version number.")],
     service: ServiceDep,
+    force: Annotated[
+        bool, Query(description="Also delete the aliases that point to this version.")
+    ] = False,
 ) -> Response:
-    """The version is no longer served; its number is never given out again."""
-    await run_in_threadpool(service.delete_version, name, version)
+    """The version is no longer served; its number is never given out again. A version that
+    an alias points to is 409 unless `force=true`."""
+    await run_in_threadpool(service.delete_version, name, version, force=force)
     return Response(status_code=204)
 
 

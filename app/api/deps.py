@@ -9,6 +9,7 @@ import orjson
 from fastapi import Depends, Path, Request
 from starlette.responses import Response
 
+from app.batch import invalid
 from app.errors import NotFound, PayloadTooLarge
 from app.service import CalibrationService, Selector
 
@@ -26,6 +27,10 @@ SelectorParam = Annotated[
     ),
 ]
 
+AliasParam = Annotated[
+    str, Path(pattern=NAME_PATTERN, description="Alias name.", examples=["production"])
+]
+
 _DIGITS = re.compile(r"^[0-9]+$")
 
 
@@ -38,16 +43,22 @@ ServiceDep = Annotated[CalibrationService, Depends(get_service)]
 
 
 def parse_selector(name: str, selector: str) -> Selector:
-    """``"7"`` → 7, ``"latest"`` → ``"latest"``; aliases are not known yet, so any other
-    well-formed selector names nothing and is a 404."""
-    if selector == "latest":
-        return "latest"
+    """``"7"`` → 7; ``"latest"`` and alias names stay strings (resolved by the store)."""
     if _DIGITS.match(selector):
         number = int(selector)
         if number < 1 or number > 2**62:
             raise NotFound(f"calibrator {name!r} has no version {selector}")
         return number
-    raise NotFound(f"calibrator {name!r} has no version or alias {selector!r}")
+    return selector
+
+
+def check_alias_name(alias: str) -> None:
+    """Alias names follow the calibrator-name pattern but are neither digits nor ``latest``."""
+    if _DIGITS.match(alias) or alias == "latest":
+        raise invalid(
+            ("path", "alias"),
+            f"is {alias!r}; an alias may not be all digits nor 'latest' (those are selectors)",
+        )
 
 
 async def read_body(request: Request) -> bytes:

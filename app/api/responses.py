@@ -52,16 +52,14 @@ FIT_BODY: dict[str, Any] = {
     }
 }
 
-PREDICT_BODY: dict[str, Any] = {
-    "requestBody": {"required": True, "content": {"application/json": _json_body(PredictRequest)}}
-}
 
-DIAGNOSTICS_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": _json_body(DiagnosticsRequest)},
-    }
-}
+def body_doc(model: type[Any]) -> dict[str, Any]:
+    """``openapi_extra`` for a route whose JSON body is parsed by hand but shaped as ``model``."""
+    return {"requestBody": {"required": True, "content": {"application/json": _json_body(model)}}}
+
+
+PREDICT_BODY = body_doc(PredictRequest)
+DIAGNOSTICS_BODY = body_doc(DiagnosticsRequest)
 
 
 FIT_DESCRIPTION = (

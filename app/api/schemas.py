@@ -131,6 +131,7 @@ class CalibratorList(BaseModel):
 
 
 class CalibratorOut(CalibratorItem):
+    aliases: dict[str, int] = Field(description="Alias name → the version it points to.")
     versions: list[VersionSummary]
     total: int
 
@@ -180,3 +181,62 @@ class Problem(BaseModel):
 
 class Health(BaseModel):
     status: str
+
+
+class AliasRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"version": 3}]})
+
+    version: int = Field(ge=1, description="The version the alias points to from now on.")
+
+
+class VersionPatch(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"description": "promoted after review", "tags": {"team": "risk", "stale": None}}
+            ]
+        },
+    )
+
+    description: str | None = Field(default=None, description="Replaces the description.")
+    tags: dict[str, str | None] | None = Field(
+        default=None, description="Merged into the tags; a null value deletes the key."
+    )
+
+
+class CompareRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "scores": [-1.2, 0.1, 0.8, 2.0],
+                    "labels": [0, 0, 1, 1],
+                    "versions": ["production", 4],
+                }
+            ]
+        },
+    )
+
+    scores: list[float] | list[list[float]]
+    labels: list[int | bool]
+    sample_weight: list[float] | None = None
+    versions: list[int | str] | None = Field(
+        default=None, description="Selectors to compare; default every version (at most 50)."
+    )
+
+
+class ComparedVersion(BaseModel):
+    version: int
+    method: str
+    metrics: dict[str, float | None]
+    delta: dict[str, float | None] = Field(description="Each metric minus the best one's.")
+
+
+class CompareOut(BaseModel):
+    name: str
+    n_samples: int
+    by: str
+    versions: list[ComparedVersion] = Field(description="Best first.")
+    raw: dict[str, float | None] = Field(description="The raw scores' own metrics.")

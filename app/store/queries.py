@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select
@@ -12,6 +12,11 @@ from sqlalchemy.orm import Session
 
 from app.store.models import Alias, Calibrator, Version
 from app.store.records import CalibratorSummary, VersionRecord
+
+
+def utc_now() -> datetime:
+    """Now, timezone-aware UTC: every timestamp the store writes."""
+    return datetime.now(UTC)
 
 
 def live(name: str) -> tuple[ColumnElement[bool], ...]:

@@ -11,31 +11,25 @@ Version numbers are allocated race-free on SQLite and PostgreSQL alike: see
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Mapping
 from typing import Literal
 
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy import ColumnElement, delete, func, select, update
+from sqlalchemy.orm import InstrumentedAttribute
 
-from app.errors import NotFound
+from app.errors import Conflict, NotFound
+from app.store.aliases import AliasOperations
 from app.store.artifacts import sha256_hex
 from app.store.models import Alias, Calibrator, Version, VersionBlob, as_stored_json
-from app.store.queries import aliases_of, live, summaries, upsert, version_record
+from app.store.queries import aliases_of, live, summaries, upsert, utc_now, version_record
 from app.store.records import CalibratorSummary, NewVersion, VersionRecord
 
 Selector = int | Literal["latest"] | str
 """A version number, ``"latest"``, or an alias name."""
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-class Repository:
+class Repository(AliasOperations):
     """The store's operations on one session (one transaction)."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -49,7 +43,7 @@ class Repository:
         or on the write lock the first statement takes (SQLite, within its busy timeout), so
         no number is handed out twice, and a rolled-back fit leaves the counter untouched.
         """
-        now = _now()
+        now = utc_now()
         self._session.execute(
             upsert(self._session, Calibrator)
             .values(name=name, created_at=now, updated_at=now, last_version=0)
@@ -85,9 +79,20 @@ class Repository:
         self._session.flush()
         return version_record(name, row, ())
 
-    def delete_version(self, name: str, version: int) -> None:
-        """Delete one version with its blobs and aliases; its number is never handed out again."""
+    def delete_version(self, name: str, version: int, *, force: bool = False) -> None:
+        """Delete one version with its blobs; its number is never handed out again.
+
+        A version that aliases point to is a :class:`~app.errors.Conflict` unless ``force``,
+        which removes those aliases with it.
+        """
         calibrator_id = self._calibrator_id(name)
+        pointing = self._aliases_pointing_at(calibrator_id, version)
+        if pointing and not force:
+            names = ", ".join(pointing)
+            raise Conflict(
+                f"version {version} of '{name}' is aliased as {names}; move the alias first "
+                "or delete with ?force=true, which removes the alias too"
+            )
         deleted = self._session.execute(
             delete(Version)
             .where(Version.calibrator_id == calibrator_id, Version.version == version)
@@ -106,45 +111,13 @@ class Repository:
             .where(Version.calibrator_id == calibrator_id)
             .execution_options(synchronize_session=False)
         )
-        now = _now()
+        now = utc_now()
         self._session.execute(
             update(Calibrator)
             .where(Calibrator.id == calibrator_id)
             .values(deleted_at=now, updated_at=now)
             .execution_options(synchronize_session=False)
         )
-
-    def set_alias(self, name: str, alias: str, version: int) -> None:
-        """Point ``alias`` of ``name`` at ``version``, creating or moving it."""
-        calibrator_id = self._calibrator_id(name)
-        version_id = self._session.scalar(
-            select(Version.id).where(
-                Version.calibrator_id == calibrator_id, Version.version == version
-            )
-        )
-        if version_id is None:
-            raise NotFound(f"version {version} of '{name}' not found")
-        now = _now()
-        self._session.execute(
-            upsert(self._session, Alias)
-            .values(calibrator_id=calibrator_id, name=alias, version_id=version_id, updated_at=now)
-            .on_conflict_do_update(
-                index_elements=["calibrator_id", "name"],
-                set_={"version_id": version_id, "updated_at": now},
-            )
-        )
-
-    def delete_alias(self, name: str, alias: str) -> None:
-        """Remove ``alias`` of ``name``."""
-        calibrator_id = self._calibrator_id(name)
-        deleted = self._session.execute(
-            delete(Alias)
-            .where(Alias.calibrator_id == calibrator_id, Alias.name == alias)
-            .returning(Alias.name)
-            .execution_options(synchronize_session=False)
-        ).first()
-        if deleted is None:
-            raise NotFound(f"alias '{alias}' of '{name}' not found")
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -188,19 +161,50 @@ class Repository:
         """``(artifact, batch)`` of the version with row id ``version_id``."""
         return self.get_artifact(version_id), self.get_batch(version_id)
 
-    def list_calibrators(self, limit: int, offset: int) -> tuple[list[CalibratorSummary], int]:
-        """A page of the live calibrators in name order, and how many there are in all."""
-        live = Calibrator.deleted_at.is_(None)
-        total = self._session.scalar(select(func.count()).select_from(Calibrator).where(live))
+    def list_calibrators(
+        self, limit: int, offset: int, tag: tuple[str, str] | None = None
+    ) -> tuple[list[CalibratorSummary], int]:
+        """A page of the live calibrators in name order, and how many there are in all.
+
+        With ``tag`` = (key, value), only calibrators with a live version tagged so.
+        """
+        conditions: list[ColumnElement[bool]] = [Calibrator.deleted_at.is_(None)]
+        if tag is not None:
+            key, value = tag
+            tagged = select(Version.calibrator_id).where(Version.tags[key].as_string() == value)
+            conditions.append(Calibrator.id.in_(tagged))
+        total = self._session.scalar(
+            select(func.count()).select_from(Calibrator).where(*conditions)
+        )
         page = self._session.execute(
             select(Calibrator.id, Calibrator.name, Calibrator.updated_at)
-            .where(live)
+            .where(*conditions)
             .order_by(Calibrator.name)
             .limit(limit)
             .offset(offset)
         ).all()
         items = summaries(self._session, [(r.id, r.name, r.updated_at) for r in page])
         return items, int(total or 0)
+
+    def update_version(
+        self,
+        name: str,
+        selector: Selector,
+        *,
+        description: str | None = None,
+        tags: Mapping[str, str | None] | None = None,
+    ) -> VersionRecord:
+        """Change a version's description and merge ``tags`` into its tags (a None value
+        deletes that key). The fitted numbers never change: a version is immutable."""
+        record = self.get_version(name, selector)
+        row = self._session.get_one(Version, record.id)
+        if description is not None:
+            row.description = description
+        if tags:
+            merged = {**row.tags, **{k: v for k, v in tags.items() if v is not None}}
+            row.tags = {k: v for k, v in merged.items() if tags.get(k, "") is not None}
+        self._session.flush()
+        return version_record(name, row, record.aliases)
 
     def get_calibrator(
         self, name: str, limit: int, offset: int
@@ -225,12 +229,6 @@ class Repository:
 
     # -- helpers -----------------------------------------------------------------------
 
-    def _calibrator_id(self, name: str) -> int:
-        calibrator_id = self._session.scalar(select(Calibrator.id).where(*live(name)))
-        if calibrator_id is None:
-            raise NotFound(f"calibrator '{name}' not found")
-        return calibrator_id
-
     def _blob(self, column: InstrumentedAttribute[bytes], version_id: int) -> bytes:
         blob = self._session.scalar(select(column).where(VersionBlob.version_id == version_id))
         if blob is None:
@@ -241,6 +239,6 @@ class Repository:
         self._session.execute(
             update(Calibrator)
             .where(Calibrator.id == calibrator_id)
-            .values(updated_at=_now())
+            .values(updated_at=utc_now())
             .execution_options(synchronize_session=False)
         )

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from app.errors import NotFound
+from app.errors import Conflict, NotFound
 from app.store import Database, decode_artifact, decode_batch
 
 from .conftest import MakeVersion
@@ -150,7 +150,11 @@ def test_deleting_a_version_takes_its_blobs_and_aliases(
         doomed = repo.get_version("churn", 2)
         repo.set_alias("churn", "production", 2)
         before = repo.get_calibrator("churn", 10, 0)[0].updated_at
+    with database.transaction() as repo, pytest.raises(Conflict, match="aliased as production"):
         repo.delete_version("churn", 2)
+    with database.transaction() as repo:
+        assert repo.get_version("churn", "production").version == 2
+        repo.delete_version("churn", 2, force=True)
     with database.transaction() as repo:
         with pytest.raises(NotFound):
             repo.get_blobs(doomed.id)

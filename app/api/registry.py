@@ -1,0 +1,176 @@
+"""Routes: aliases, tags and descriptions, comparing versions, exporting artifacts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from app.batch import invalid, validate_batch
+from app.comparison import compare_versions
+
+from .calibrators import version_document
+from .deps import (
+    AliasParam,
+    NameParam,
+    SelectorParam,
+    ServiceDep,
+    check_alias_name,
+    json_response,
+    parse_selector,
+    read_body,
+)
+from .payloads import (
+    JSON_TYPES,
+    number_array,
+    optional_number_array,
+    parse_json_object,
+    require_media_type,
+)
+from .requests import check_keys
+from .responses import ERRORS, body_doc
+from .schemas import AliasRequest, CompareOut, CompareRequest, VersionOut, VersionPatch
+
+router = APIRouter(prefix="/v1", tags=["registry"])
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    require_media_type(request.headers.get("content-type"), JSON_TYPES)
+    return parse_json_object(await read_body(request))
+
+
+@router.put(
+    "/calibrators/{name}/aliases/{alias}",
+    response_model=VersionOut,
+    summary="Point an alias at a version",
+    openapi_extra=body_doc(AliasRequest),
+    responses=ERRORS,
+)
+async def put_alias(
+    name: NameParam, alias: AliasParam, request: Request, service: ServiceDep
+) -> Response:
+    """Create the alias or move it, atomically; answers the version it now points to."""
+    check_alias_name(alias)
+    data = await _json_body(request)
+    check_keys(data, ("version",))
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise invalid(("body", "version"), "must be a version number (an integer >= 1)")
+    view = await run_in_threadpool(service.set_alias, name, alias, version)
+    return json_response(version_document(view))
+
+
+@router.delete(
+    "/calibrators/{name}/aliases/{alias}",
+    status_code=204,
+    summary="Delete an alias",
+    responses=ERRORS,
+)
+async def delete_alias(name: NameParam, alias: AliasParam, service: ServiceDep) -> Response:
+    """The alias no longer selects anything; its version stays."""
+    await run_in_threadpool(service.delete_alias, name, alias)
+    return Response(status_code=204)
+
+
+@router.patch(
+    "/calibrators/{name}/versions/{selector}",
+    response_model=VersionOut,
+    summary="Change a version's description and tags",
+    openapi_extra=body_doc(VersionPatch),
+    responses=ERRORS,
+)
+async def patch_version(
+    name: NameParam, selector: SelectorParam, request: Request, service: ServiceDep
+) -> Response:
+    """`description` replaces; `tags` merge, a null value deleting its key. The fitted
+    numbers of a version never change."""
+    data = await _json_body(request)
+    check_keys(data, ("description", "tags"))
+    description = data.get("description")
+    if description is not None and not isinstance(description, str):
+        raise invalid(("body", "description"), "must be a string")
+    tags = data.get("tags")
+    if tags is not None:
+        if not isinstance(tags, dict):
+            raise invalid(("body", "tags"), "must be an object of strings (null deletes a key)")
+        for key, value in tags.items():
+            if value is not None and not isinstance(value, str):
+                raise invalid(("body", "tags", key), "must be a string or null")
+    view = await run_in_threadpool(
+        service.update_version,
+        name,
+        parse_selector(name, selector),
+        description=description,
+        tags=tags,
+    )
+    return json_response(version_document(view))
+
+
+@router.post(
+    "/calibrators/{name}/compare",
+    response_model=CompareOut,
+    summary="Compare versions on a labelled batch",
+    openapi_extra=body_doc(CompareRequest),
+    responses=ERRORS,
+)
+async def compare(
+    name: NameParam,
+    request: Request,
+    service: ServiceDep,
+    by: Annotated[
+        str, Query(description="Metric to rank by: log_loss, brier, ece, auc or accuracy.")
+    ] = "log_loss",
+) -> Response:
+    """Every selected version (default: all, newest first, at most 50) predicts the batch;
+    answers their metrics, best first, with each metric's gap to the best. Nothing is stored."""
+    data = await _json_body(request)
+    check_keys(data, ("scores", "labels", "sample_weight", "versions"))
+    for key in ("scores", "labels"):
+        if key not in data:
+            raise invalid(("body", key), "is required")
+    batch = validate_batch(
+        number_array(data["scores"], "scores", matrix=True),
+        number_array(data["labels"], "labels"),
+        optional_number_array(data.get("sample_weight"), "sample_weight"),
+        max_rows=service.settings.max_batch_rows,
+        require_both_classes=False,
+    )
+    selectors = data.get("versions")
+    if selectors is not None:
+        if not isinstance(selectors, list):
+            raise invalid(("body", "versions"), "must be an array of selectors")
+        for i, item in enumerate(selectors):
+            if isinstance(item, bool) or not isinstance(item, int | str):
+                raise invalid(("body", "versions", i), "must be a version number or a name")
+        selectors = [parse_selector(name, str(item)) for item in selectors]
+    result = await run_in_threadpool(compare_versions, service, name, batch, selectors, by=by)
+    return json_response(result)
+
+
+@router.get(
+    "/calibrators/{name}/versions/{selector}/artifact",
+    summary="Download a version's artifact",
+    responses={
+        **ERRORS,
+        200: {"description": "The artifact document", "content": {"application/json": {}}},
+        304: {"description": "Not modified (If-None-Match matched the ETag)"},
+    },
+)
+async def get_artifact(
+    name: NameParam, selector: SelectorParam, request: Request, service: ServiceDep
+) -> Response:
+    """The stored artifact, byte for byte (its sha256 is the ETag), to archive or load
+    offline; the README documents its format."""
+    record, data = await run_in_threadpool(service.artifact, name, parse_selector(name, selector))
+    etag = f'"{record.artifact_sha256}"'
+    headers = {
+        "ETag": etag,
+        "Cache-Control": "private, max-age=0, must-revalidate",
+        "Content-Disposition": f'attachment; filename="{name}-v{record.version}.json"',
+    }
+    wanted = request.headers.get("if-none-match", "")
+    if etag in (tag.strip() for tag in wanted.split(",")) or wanted.strip() == "*":
+        return Response(status_code=304, headers=headers)
+    return Response(data, media_type="application/json", headers=headers)
