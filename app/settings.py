@@ -38,6 +38,9 @@ class Settings(BaseSettings):
         default=1.0, ge=0, le=60, description="How stale `latest` may be on a replica."
     )
     log_level: str = Field(default="info")
+    host: str = Field(default="127.0.0.1", description="Address `python -m app.serve` binds.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port `python -m app.serve` binds.")
+    workers: int = Field(default=2, ge=1, le=64, description="uvicorn worker processes.")
 
 
 @lru_cache(maxsize=1)

