@@ -12,6 +12,7 @@ from app import __version__
 from app.api import calibrators, health, predictions, registry
 from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
+from app.pictures import PictureCache
 from app.service import CalibrationService
 from app.settings import Settings, get_settings
 from app.store import Database
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.pictures = PictureCache()
     install_problem_handlers(app)
     app.add_middleware(RequestIdMiddleware)
     app.include_router(calibrators.router)

@@ -9,6 +9,8 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from app.batch import invalid
+from app.pictures import MEDIA_TYPES, ImageFormat, batch_diagram, stored_diagram
+from app.service import CalibrationService
 
 from .deps import NameParam, SelectorParam, ServiceDep, json_response, parse_selector, read_body
 from .requests import parse_diagnostics, parse_predict
@@ -16,6 +18,21 @@ from .responses import DIAGNOSTICS_BODY, ERRORS, PREDICT_BODY
 from .schemas import DiagnosticsOut, PredictOut
 
 router = APIRouter(prefix="/v1", tags=["predictions"])
+
+NBins = Annotated[int, Query(ge=2, le=100, description="Number of bins.")]
+StrategyQuery = Annotated[
+    Literal["uniform", "quantile"], Query(description="Equal widths or equal counts.")
+]
+ClassIndex = Annotated[
+    int | None,
+    Query(ge=0, le=100_000, description="One class against the rest (default: top label)."),
+]
+IMAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "JSON, or the diagram when Accept asks for image/png or image/svg+xml",
+        "content": {"image/png": {}, "image/svg+xml": {}},
+    }
+}
 
 
 @router.post(
@@ -79,14 +96,9 @@ async def stored_diagnostics(
     name: NameParam,
     selector: SelectorParam,
     service: ServiceDep,
-    n_bins: Annotated[int, Query(ge=2, le=100, description="Number of bins.")] = 10,
-    strategy: Annotated[
-        Literal["uniform", "quantile"], Query(description="Equal widths or equal counts.")
-    ] = "uniform",
-    class_index: Annotated[
-        int | None,
-        Query(ge=0, le=100_000, description="One class against the rest (default: top label)."),
-    ] = None,
+    n_bins: NBins = 10,
+    strategy: StrategyQuery = "uniform",
+    class_index: ClassIndex = None,
 ) -> Response:
     """Reliability bins and metrics of the version's cross-validated predictions on its
     fitting batch, next to those of the raw scores. Multiclass versions report the top label
@@ -109,16 +121,31 @@ async def stored_diagnostics(
     response_model=DiagnosticsOut,
     summary="Reliability data of a version on a fresh labelled batch",
     openapi_extra=DIAGNOSTICS_BODY,
-    responses=ERRORS,
+    responses={**ERRORS, **IMAGE_RESPONSES},
 )
 async def batch_diagnostics(
     name: NameParam, selector: SelectorParam, request: Request, service: ServiceDep
 ) -> Response:
-    """How the stored version does on today's traffic. Nothing is stored."""
+    """How the stored version does on today's traffic. Nothing is stored. With
+    `Accept: image/png` or `image/svg+xml` the answer is the reliability diagram."""
     args = parse_diagnostics(request, await read_body(request), service.settings.max_batch_rows)
     strategy: Literal["uniform", "quantile"] = (
         "quantile" if args.strategy == "quantile" else "uniform"
     )
+    picture = wanted_image(request.headers.get("accept"))
+    if picture is not None:
+        image = await run_in_threadpool(
+            batch_diagram,
+            service,
+            name,
+            parse_selector(name, selector),
+            args.batch,
+            n_bins=args.n_bins,
+            strategy=strategy,
+            class_index=args.class_index,
+            image_format=picture,
+        )
+        return Response(image, media_type=MEDIA_TYPES[picture])
     version, cal, raw = await run_in_threadpool(
         service.diagnose_batch,
         name,
@@ -130,4 +157,84 @@ async def batch_diagnostics(
     )
     return _diagnostics(
         name, version, args.n_bins, strategy, args.class_index, args.batch.n_samples, cal, raw
+    )
+
+
+def wanted_image(accept: str | None) -> ImageFormat | None:
+    """The picture format an Accept header asks for, if it prefers one over JSON."""
+    for part in (accept or "").split(","):
+        media = part.split(";", 1)[0].strip().lower()
+        if media == "image/png":
+            return "png"
+        if media == "image/svg+xml":
+            return "svg"
+        if media in ("application/json", "*/*", "application/*"):
+            return None
+    return None
+
+
+async def _stored_picture(
+    image_format: ImageFormat,
+    name: str,
+    selector: str,
+    request: Request,
+    service: CalibrationService,
+    n_bins: int,
+    strategy: Literal["uniform", "quantile"],
+    class_index: int | None,
+) -> Response:
+    image = await run_in_threadpool(
+        stored_diagram,
+        service,
+        request.app.state.pictures,
+        name,
+        parse_selector(name, selector),
+        n_bins=n_bins,
+        strategy=strategy,
+        class_index=class_index,
+        image_format=image_format,
+    )
+    return Response(image, media_type=MEDIA_TYPES[image_format])
+
+
+@router.get(
+    "/calibrators/{name}/versions/{selector}/diagnostics.png",
+    summary="Reliability diagram of a version (PNG)",
+    response_class=Response,
+    responses={**ERRORS, 200: {"content": {"image/png": {}}, "description": "The diagram"}},
+)
+async def stored_diagram_png(
+    name: NameParam,
+    selector: SelectorParam,
+    request: Request,
+    service: ServiceDep,
+    n_bins: NBins = 10,
+    strategy: StrategyQuery = "uniform",
+    class_index: ClassIndex = None,
+) -> Response:
+    """The diagonal, the calibrated and raw curves with their Wilson intervals, and beneath
+    them the histogram of predicted values (Predicting Good Probabilities, Figure 1)."""
+    return await _stored_picture(
+        "png", name, selector, request, service, n_bins, strategy, class_index
+    )
+
+
+@router.get(
+    "/calibrators/{name}/versions/{selector}/diagnostics.svg",
+    summary="Reliability diagram of a version (SVG)",
+    response_class=Response,
+    responses={**ERRORS, 200: {"content": {"image/svg+xml": {}}, "description": "The diagram"}},
+)
+async def stored_diagram_svg(
+    name: NameParam,
+    selector: SelectorParam,
+    request: Request,
+    service: ServiceDep,
+    n_bins: NBins = 10,
+    strategy: StrategyQuery = "uniform",
+    class_index: ClassIndex = None,
+) -> Response:
+    """The same diagram as SVG."""
+    return await _stored_picture(
+        "svg", name, selector, request, service, n_bins, strategy, class_index
     )

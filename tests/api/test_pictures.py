@@ -1,0 +1,75 @@
+"""Reliability diagrams over HTTP: PNG of the right size, SVG with the expected elements."""
+
+from __future__ import annotations
+
+import io
+import xml.etree.ElementTree as ET
+
+import matplotlib.image
+from fastapi.testclient import TestClient
+
+from .helpers import assert_problem, sigmoid_batch
+from .test_multiclass import logits_batch
+
+BASE = "/v1/calibrators/churn"
+
+
+def ids(svg: bytes) -> set[str]:
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg")
+    return {el.attrib["id"] for el in root.iter() if "id" in el.attrib}
+
+
+def test_png_and_svg_of_a_stored_version(client: TestClient) -> None:
+    assert (
+        client.post(f"{BASE}/fit", json={**sigmoid_batch(500), "method": "isotonic"}).status_code
+        == 201
+    )
+    r = client.get(f"{BASE}/versions/latest/diagnostics.png")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "image/png"
+    pixels = matplotlib.image.imread(io.BytesIO(r.content), format="png")
+    assert pixels.shape[:2] == (900, 800)
+    again = client.get(f"{BASE}/versions/1/diagnostics.png")
+    assert again.content == r.content  # cached per (version, query), and deterministic
+    assert client.app.state.pictures.hits >= 1  # type: ignore[attr-defined]
+    r = client.get(f"{BASE}/versions/1/diagnostics.svg?n_bins=20&strategy=quantile")
+    assert r.headers["content-type"].startswith("image/svg+xml")
+    assert {"diagonal", "calibrated-curve", "raw-curve", "histogram"} <= ids(r.content)
+    for fragment in (b"churn v1", b"isotonic", b"n = 500"):  # the title
+        assert fragment in r.content
+
+
+def test_posted_batch_as_a_picture(client: TestClient) -> None:
+    assert (
+        client.post(f"{BASE}/fit", json={**sigmoid_batch(300), "method": "platt"}).status_code
+        == 201
+    )
+    fresh = sigmoid_batch(400, seed=8)
+    r = client.post(f"{BASE}/versions/1/diagnostics", json=fresh, headers={"accept": "image/png"})
+    assert r.headers["content-type"] == "image/png"
+    assert matplotlib.image.imread(io.BytesIO(r.content), format="png").shape[:2] == (900, 800)
+    r = client.post(
+        f"{BASE}/versions/1/diagnostics", json=fresh, headers={"accept": "image/svg+xml"}
+    )
+    assert "raw-curve" in ids(r.content)
+    r = client.post(f"{BASE}/versions/1/diagnostics", json=fresh)
+    assert r.headers["content-type"] == "application/json"
+
+
+def test_multiclass_picture_and_errors(client: TestClient) -> None:
+    r = client.post(
+        "/v1/calibrators/digits/fit", json={**logits_batch(300), "method": "temperature"}
+    )
+    assert r.status_code == 201
+    r = client.get("/v1/calibrators/digits/versions/1/diagnostics.svg?class_index=1")
+    assert b"class 1" in r.content
+    assert_problem(
+        client.get("/v1/calibrators/digits/versions/1/diagnostics.png?class_index=7"),
+        422,
+        "class_index",
+    )
+    assert_problem(client.get(f"{BASE}/versions/1/diagnostics.png"), 404, "churn")
+    assert_problem(
+        client.get("/v1/calibrators/digits/versions/1/diagnostics.png?n_bins=1"), 422, "n_bins"
+    )
