@@ -60,3 +60,12 @@ test: install-test postgres lint  ## lint, types and the whole suite on SQLite a
 
 clean:  ## remove the virtualenv, caches and the local database
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+.PHONY: bench bench-smoke
+bench: install-test  ## the benchmarks: one table of ratios against scikit-learn and floors (< 10 min)
+	@command -v wrk >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk >/dev/null; }
+	$(PY) -m bench
+
+bench-smoke: install-test  ## the quick run of the benchmarks (< 30 s, small sizes, no wrk)
+	$(PY) -m bench --quick

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from joblib import Parallel, delayed
 from numpy.typing import NDArray
 
 from app.calibration.base import (
@@ -42,6 +43,8 @@ _LOSSES: dict[str, Callable[[FloatArray, FloatArray, FloatArray], float]] = {
     "log_loss": log_loss,
 }
 _FLOAT_MAX = float(np.finfo(np.float64).max)
+PARALLEL_MIN_SAMPLES = 100_000
+"""Batches at least this large run their tau x fold trial fits in threads."""
 
 FitPredict = Callable[[NDArray[np.intp], FloatArray], FloatArray]
 """fit_predict(train, eval_scores): fit the plain method on the points ``train``, predict."""
@@ -210,17 +213,48 @@ def choose_tau(
         if cross
         else np.zeros(f.size, dtype=np.intp)
     )
-    out = np.empty((taus.size, f.size))  # every tau's predictions, in `positive` order
-    for fold in range(int(folds.max()) + 1):
+    # Two sorts serve every fold and tau: a fold's trim order is the batch's with the held-out
+    # points left out (a stable sort filtered keeps its order), and each trial fit gets its
+    # kept points in score order, which makes the fit's own sort nearly free.
+    fold_of = np.full(scores.size, -1, dtype=np.intp)
+    fold_of[positive] = folds
+    by_score = positive[np.argsort(f, kind="stable")]
+    n_folds = int(folds.max()) + 1
+    # one job per fold (cv), or per kept count (trainset: a single "fold" of every point)
+    jobs: list[tuple[int, int | None]] = (
+        [(fold, None) for fold in range(n_folds)]
+        if cross
+        else [(0, m) for m in dict.fromkeys(kept_count(float(tau), f.size) for tau in taus)]
+    )
+
+    def run(fold: int, only: int | None) -> list[tuple[int, NDArray[np.bool_], FloatArray]]:
+        """Fit and predict the fold's held-out part for each kept count (``only``: one)."""
         held = folds == fold
-        train = positive[~held] if cross else positive
-        ranked = train[trim_order(scores[train], center)]
-        fitted: dict[int, FloatArray] = {}  # small n: neighbouring taus keep the same points
-        for t, tau in enumerate(taus):
-            m = kept_count(float(tau), train.size)
-            if m not in fitted:
-                fitted[m] = fit_predict(ranked[:m], f[held])
-            out[t, held] = fitted[m]
+        ranked = order[fold_of[order] != fold] if cross else order
+        train_by_score = by_score[fold_of[by_score] != fold] if cross else by_score
+        rank = np.empty(scores.size, dtype=np.intp)  # position in the fold's trim order
+        rank[ranked] = np.arange(ranked.size)
+        train_rank = rank[train_by_score]
+        # small n: neighbouring taus keep the same points, fitted once
+        wanted = dict.fromkeys(kept_count(float(tau), ranked.size) for tau in taus)
+        return [
+            (m, held, fit_predict(np.compress(train_rank < m, train_by_score), f[held]))
+            for m in wanted
+            if only is None or m == only
+        ]
+
+    if f.size >= PARALLEL_MIN_SAMPLES and len(jobs) > 1:
+        # numpy and scipy release the GIL in the sorts and array passes that dominate a fit
+        results = Parallel(n_jobs=-1, prefer="threads")(delayed(run)(*job) for job in jobs)
+    else:
+        results = [run(*job) for job in jobs]
+    out = np.empty((taus.size, f.size))  # every tau's predictions, in `positive` order
+    for fold_results in results:
+        for m, held, values in fold_results:
+            n_train = f.size - int(np.count_nonzero(held)) if cross else f.size
+            for t, tau in enumerate(taus):
+                if kept_count(float(tau), n_train) == m:
+                    out[t, held] = values
     losses = np.array([loss(p, y, w) for p in out])
     best = float(losses.min())
     ties = losses <= best + TIE_RTOL * abs(best)

@@ -1,0 +1,222 @@
+"""HTTP benchmarks on loopback: the real service under uvicorn against floors.
+
+- one-score predict with wrk (-t2 -c16 -d10s) against ``bench.bare_app`` in the same uvicorn
+  configuration: requests/s, p50 and p99 latency;
+- one request with 10^6 scores against the in-process floor orjson.loads + kernel + orjson.dumps;
+- a 10^6-pair fit over HTTP against the same fit in process (``fit_calibrator`` and the stored
+  metrics, cross-validation included in both).
+Every load loop is bounded in time (wrk's -d, timeouts on every request and process).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import httpx
+import numpy as np
+import orjson
+
+from app.calibration import fit_calibrator, load_calibrator
+from app.calibration.diagnostics import headline, raw_as_probabilities
+from bench.fits import batch
+from bench.table import Row, Target, compare_ms, median_seconds, progress
+
+P50 = Target(1.5)
+THROUGHPUT = Target(0.7, at_least=True)
+BIG_PREDICT = Target(2.0)
+BIG_FIT = Target(3.0)
+LUA = Path(__file__).with_name("predict.lua")
+UVICORN = [
+    "--workers",
+    "1",
+    "--loop",
+    "uvloop",
+    "--http",
+    "httptools",
+    "--no-access-log",
+    "--log-level",
+    "warning",
+]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serve(app: str, env: dict[str, str]) -> Iterator[str]:
+    """Run ``uvicorn app`` on a free loopback port; yield its base URL; stop it after.
+
+    The server's output goes to a file, not a pipe: a full pipe would block the server.
+    """
+    port = _free_port()
+    command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)]
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            [*command, *UVICORN], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
+        )
+        try:
+            yield _wait_ready(f"http://127.0.0.1:{port}", process, log)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: IO[bytes]) -> str:
+    """``url`` once GET /healthz answers 200 (30 s at most)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return url
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            log.seek(0)
+            raise RuntimeError(f"{url} did not start: {log.read().decode(errors='replace')}")
+        time.sleep(0.1)
+
+
+def wrk(url: str) -> tuple[float, float, float]:
+    """(requests/s, p50 ms, p99 ms) of wrk -t2 -c16 -d10s posting a one-score predict."""
+    result = subprocess.run(
+        ["wrk", "-t2", "-c16", "-d10s", "--latency", "-s", str(LUA), url],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    out = result.stdout
+    if re.search(r"Non-2xx or 3xx responses", out):
+        raise RuntimeError(f"wrk got errors from {url}:\n{out}")
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    return rps, _latency(out, "50%"), _latency(out, "99%")
+
+
+def _latency(out: str, percentile: str) -> float:
+    value, unit = re.search(rf"^\s+{percentile}\s+([\d.]+)(us|ms|s)\s*$", out, re.M).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def http_rows() -> list[Row]:
+    """Every HTTP row; needs ``wrk`` on the PATH."""
+    if shutil.which("wrk") is None:
+        raise RuntimeError("wrk is not installed: `make bench` installs it (apt-get install wrk)")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {
+            **os.environ,
+            "CALIBRATION_DATABASE_URL": f"sqlite:///{tmp}/bench.db",
+            "CALIBRATION_LOG_LEVEL": "warning",
+        }
+        subprocess.run(
+            [sys.executable, "-m", "app.store.migrate"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        with serve("bench.bare_app:app", env) as bare:
+            progress("http: wrk on the bare endpoint")
+            bare_rps, bare_p50, bare_p99 = wrk(f"{bare}/predict")
+        with serve("app.main:app", env) as ours, httpx.Client(base_url=ours, timeout=600) as client:
+            f, y, _ = batch(10**4, tied=False)
+            fitted = client.post(
+                "/v1/calibrators/bench/fit",
+                content=orjson.dumps(
+                    {"scores": f, "labels": y.astype(int), "method": "isotonic"},
+                    option=orjson.OPT_SERIALIZE_NUMPY,
+                ),
+                headers={"content-type": "application/json"},
+            )
+            fitted.raise_for_status()
+            version = fitted.json()["version"]
+            progress("http: wrk on the service")
+            rps, p50, p99 = wrk(f"{ours}/v1/calibrators/bench/predict?version={version}")
+            rows += [
+                Row("http", "one-score predict p50 latency / bare", "1", p50, bare_p50, "ms", P50),
+                Row("http", "one-score predict p99 latency / bare", "1", p99, bare_p99, "ms"),
+                Row(
+                    "http",
+                    "one-score predict requests/s / bare",
+                    "1",
+                    rps,
+                    bare_rps,
+                    "req/s",
+                    THROUGHPUT,
+                ),
+            ]
+            rows.append(_big_predict(client, version, fitted.json()))
+            rows.append(_big_fit(client))
+    return rows
+
+
+def _big_predict(client: httpx.Client, version: int, document: dict[str, object]) -> Row:
+    progress("http: 10^6 scores in one predict")
+    scores = np.random.default_rng(3).normal(scale=1.5, size=10**6)
+    body = orjson.dumps({"scores": scores}, option=orjson.OPT_SERIALIZE_NUMPY)
+    calibrator = load_calibrator(str(document["method"]), document["params"], document["fitted"])  # type: ignore[arg-type]
+
+    def over_http() -> None:
+        response = client.post(
+            f"/v1/calibrators/bench/predict?version={version}",
+            content=body,
+            headers={"content-type": "application/json"},
+        )
+        response.raise_for_status()
+
+    def floor() -> None:
+        parsed = np.asarray(orjson.loads(body)["scores"], dtype=np.float64)
+        orjson.dumps(
+            {"probabilities": calibrator.predict(parsed)}, option=orjson.OPT_SERIALIZE_NUMPY
+        )
+
+    ours, ref = compare_ms(over_http, floor, 5)
+    return Row(
+        "http", "1e6 scores in one predict / in-process floor", "1e6", ours, ref, target=BIG_PREDICT
+    )
+
+
+def _big_fit(client: httpx.Client) -> Row:
+    progress("http: 10^6-pair fit")
+    f, y, _ = batch(10**6, tied=False, seed=5)
+    labels = y.astype(np.int64)
+    body = orjson.dumps(
+        {"scores": f, "labels": labels, "method": "isotonic"}, option=orjson.OPT_SERIALIZE_NUMPY
+    )
+
+    def over_http() -> None:
+        response = client.post(
+            "/v1/calibrators/bigfit/fit", content=body, headers={"content-type": "application/json"}
+        )
+        response.raise_for_status()
+
+    def in_process() -> None:
+        outcome = fit_calibrator("isotonic", {}, f, labels, None)
+        headline(outcome.out_of_fold, labels, None)
+        headline(raw_as_probabilities(f), labels, None)
+        outcome.calibrator.state()
+
+    ours = 1e3 * median_seconds(over_http, 3, warmup=0)
+    ref = 1e3 * median_seconds(in_process, 3, warmup=0)
+    return Row("http", "1e6-pair isotonic fit / in-process fit", "1e6", ours, ref, target=BIG_FIT)

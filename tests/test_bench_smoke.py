@@ -1,0 +1,54 @@
+"""The small smoke run of bench/: ``python -m bench --quick`` prints the expected table.
+
+Only the table's shape is checked (its rows and that every ratio is a number); the values are
+timings of this machine and are read by people, never asserted (see bench/__init__.py).
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECTED = {
+    ("fit", "isotonic, distinct / sklearn", "1e4"),
+    ("fit", "isotonic, distinct / sklearn", "1e5"),
+    ("fit", "isotonic, tied / sklearn", "1e5"),
+    ("fit", "platt, distinct / sklearn", "1e5"),
+    ("fit", "platt, tied / sklearn", "1e5"),
+    ("fit", "platt trim=cv / platt", "2000"),
+    ("fit", "platt trim=trainset / platt", "2000"),
+    ("fit", "isotonic trim=cv / isotonic", "2000"),
+    ("fit", "isotonic trim=trainset / isotonic", "2000"),
+    ("fit", "auto / isotonic", "2000"),
+    ("predict", "isotonic predict / np.interp", "1e5"),
+    ("predict", "platt predict / expit", "1e5"),
+    ("predict", "isotonic predict / np.interp", "1"),
+    ("predict", "platt predict / expit", "1"),
+    ("memory", "isotonic fit peak RSS / batch alone", "1e5"),
+}
+
+
+def test_quick_bench_prints_a_table_of_numeric_ratios() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header == ["group", "benchmark", "n", "ours", "reference", "ratio", "target", "met"]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+    assert {(r[0], r[1], r[2]) for r in rows} >= EXPECTED
+    for row in rows:
+        ratio = float(row[5])
+        assert math.isfinite(ratio), row
+        assert ratio > 0, row
+        assert row[7] in ("", "pass", "FAIL"), row
+    assert not any(r[0] == "http" for r in rows)  # the smoke run needs no wrk
