@@ -13,7 +13,8 @@ from typing import Any
 from app.batch import Batch, invalid
 from app.calibration.diagnostics import headline, raw_as_probabilities
 from app.errors import InvalidInput
-from app.service import CalibrationService, Selector
+from app.resolver import Selector
+from app.service import CalibrationService
 
 MAX_COMPARED = 50
 HIGHER_IS_BETTER = frozenset({"auc", "accuracy"})

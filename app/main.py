@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from app import __version__
 from app.api import calibrators, health, predictions, registry
+from app.api.fast_predict import FastPredict
 from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
 from app.pictures import PictureCache
@@ -36,6 +37,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         try:
             yield
         finally:
+            app.state.service.close()
             if database is None:
                 db.dispose()
 
@@ -51,6 +53,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.state.settings = settings
     app.state.pictures = PictureCache()
     install_problem_handlers(app)
+    app.add_middleware(FastPredict, service=lambda: getattr(app.state, "service", None))
     app.add_middleware(RequestIdMiddleware)
     app.include_router(calibrators.router)
     app.include_router(predictions.router)

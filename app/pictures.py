@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from app.batch import Batch
 from app.diagrams import render_reliability_diagram
-from app.service import CalibrationService, Selector, Strategy
+from app.resolver import Selector
+from app.service import CalibrationService, Strategy
 
 ImageFormat = Literal["png", "svg"]
 MEDIA_TYPES: dict[ImageFormat, str] = {"png": "image/png", "svg": "image/svg+xml"}

@@ -87,6 +87,21 @@ class LoadedVersions:
             return None
         return hit[0]
 
+    def label_with_age(self, name: str, label: str) -> tuple[int, float] | None:
+        """(version, seconds since it was confirmed) for ``latest`` or an alias, if known."""
+        with self._lock:
+            hit = self._labels.get((name, label))
+        return None if hit is None else (hit[0], self._clock() - hit[1])
+
+    def entry_with_age(self, name: str, version: int) -> tuple[LoadedVersion, float] | None:
+        """(loaded version, seconds since it was confirmed), if loaded."""
+        with self._lock:
+            entry = self._entries.get((name, version))
+            if entry is None:
+                return None
+            self._entries.move_to_end((name, version))
+            return entry.loaded, self._clock() - entry.checked_at
+
     def remember_label(self, name: str, label: str, version: int) -> None:
         with self._lock:
             self._labels[(name, label)] = (version, self._clock())

@@ -21,11 +21,15 @@ from app.calibration import (
     CalibrationError,
     ParamError,
     fit_calibrator,
-    load_calibrator,
 )
 from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_report
-from app.errors import FieldError, InvalidInput, StoredDataCorrupt
-from app.predictors import LoadedVersion, LoadedVersions
+from app.errors import (
+    FieldError,
+    InvalidInput,
+    StoredDataCorrupt,
+)
+from app.predictors import LoadedVersion
+from app.resolver import Selector, VersionResolver
 from app.settings import Settings
 from app.store import (
     ArtifactError,
@@ -33,7 +37,6 @@ from app.store import (
     Database,
     NewVersion,
     VersionRecord,
-    decode_artifact,
     decode_batch,
     encode_artifact,
     encode_batch,
@@ -41,8 +44,6 @@ from app.store import (
 
 logger = logging.getLogger("app.service")
 
-Selector = int | str
-"""A version number, ``"latest"`` or an alias name."""
 Strategy = Literal["uniform", "quantile"]
 
 
@@ -74,7 +75,8 @@ class CalibrationService:
     def __init__(self, database: Database, settings: Settings) -> None:
         self.database = database
         self.settings = settings
-        self.loaded = LoadedVersions(refresh_seconds=settings.latest_refresh_seconds)
+        self.versions = VersionResolver(database, settings)
+        self.loaded = self.versions.loaded
 
     # -- fitting -------------------------------------------------------------------------
     def fit_version(
@@ -223,56 +225,20 @@ class CalibrationService:
         check_scores(scores)
         return Prediction(name, loaded.version, loaded.calibrator.predict(scores))
 
+    def cached(self, name: str, selector: Selector) -> LoadedVersion | None:
+        """See :meth:`app.resolver.VersionResolver.cached`: no database wait, or None."""
+        return self.versions.cached(name, selector)
+
     def resolve(self, name: str, selector: Selector) -> LoadedVersion:
-        """The loaded calibrator for a selector, reading the database at most once a window."""
-        if isinstance(selector, str):
-            number = self.loaded.fresh_label(name, selector)
-            if number is None:
-                with self.database.transaction() as repo:
-                    number = (
-                        repo.latest_version_number(name)
-                        if selector == "latest"
-                        else repo.get_version(name, selector).version
-                    )
-                self.loaded.remember_label(name, selector, number)
-        else:
-            number = selector
-        cached, fresh = self.loaded.get(name, number)
-        if cached is not None and fresh:
-            return cached
-        with self.database.transaction() as repo:
-            record = repo.get_version(name, number)
-        if cached is not None and cached.version_id == record.id:
-            self.loaded.put(cached)  # re-confirmed: restart its window
-            return cached
-        return self._load(record)
+        """The loaded calibrator for a selector (see :class:`app.resolver.VersionResolver`)."""
+        return self.versions.resolve(name, selector)
 
     def _load(self, record: VersionRecord) -> LoadedVersion:
-        cached, _ = self.loaded.get(record.name, record.version)
-        if cached is not None and cached.version_id == record.id:
-            return cached
-        with self.database.transaction() as repo:
-            artifact_bytes = repo.get_artifact(record.id)
-        try:
-            artifact = decode_artifact(artifact_bytes, record.artifact_sha256)
-            calibrator = load_calibrator(
-                artifact.method, artifact.params, artifact.state, n_classes=record.n_classes
-            )
-        except (ArtifactError, CalibrationError) as exc:
-            raise StoredDataCorrupt(
-                f"the artifact of {record.name!r} v{record.version} cannot be loaded: {exc}"
-            ) from None
-        loaded = LoadedVersion(
-            record.id,
-            record.name,
-            record.version,
-            artifact.method,
-            record.n_classes,
-            calibrator,
-            dict(artifact.state),
-        )
-        self.loaded.put(loaded)
-        return loaded
+        return self.versions.load(record)
+
+    def close(self) -> None:
+        """Stop background work (at shutdown)."""
+        self.versions.close()
 
     # -- diagnostics ---------------------------------------------------------------------
     def diagnose_stored(

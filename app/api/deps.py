@@ -11,7 +11,8 @@ from starlette.responses import Response
 
 from app.batch import invalid
 from app.errors import NotFound, PayloadTooLarge
-from app.service import CalibrationService, Selector
+from app.resolver import Selector
+from app.service import CalibrationService
 
 from .schemas import NAME_PATTERN
 
