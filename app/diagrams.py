@@ -91,15 +91,17 @@ def render_reliability_diagram(
     for name, value in (("width_px", width_px), ("height_px", height_px), ("dpi", dpi)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: must be a positive integer, not {value!r}")
-    cal, unc = _series(calibrated), _series(raw)
+    cal_bins, raw_bins = _series(calibrated), _series(raw)
 
-    fig = Figure(figsize=(_inches(width_px, dpi), _inches(height_px, dpi)), dpi=dpi)
+    width, height = _inches(width_px, dpi), _inches(height_px, dpi)
+    fig = Figure(figsize=(width, height), dpi=dpi)
     FigureCanvasAgg(fig)
-    fig.set_layout_engine("constrained")
-    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    top, bottom = fig.subplots(
+        2, 1, sharex=True, height_ratios=[3, 1], gridspec_kw=_margins(width, height)
+    )
     fig.suptitle(title, parse_math=False)
-    _draw_reliability(top, cal, unc)
-    _draw_histogram(bottom, cal, unc)
+    _draw_reliability(top, cal_bins, raw_bins)
+    _draw_histogram(bottom, cal_bins, raw_bins)
 
     buffer = io.BytesIO()
     if image_format == "png":
@@ -116,6 +118,19 @@ def _inches(pixels: int, dpi: int) -> float:
     while int(inches * dpi) < pixels:  # 113 / 100 * 100 is 112.99999999999999
         inches = math.nextafter(inches, math.inf)
     return inches
+
+
+def _margins(width: float, height: float) -> dict[str, float]:
+    """Fixed margins in inches as figure fractions; constrained layout would add ~50 ms."""
+    left, right, top, bottom, gap = 0.8, 0.25, 0.45, 0.6, 0.25
+    panels = max(height - top - bottom - gap, 0.1)
+    return {
+        "left": min(left / width, 0.45),
+        "right": max(1.0 - right / width, 0.55),
+        "top": max(1.0 - top / height, 0.55),
+        "bottom": min(bottom / height, 0.45),
+        "hspace": gap / (panels / 2.0),  # the gap over the mean panel height
+    }
 
 
 def _series(report: Mapping[str, Any]) -> _Series:
