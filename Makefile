@@ -33,7 +33,7 @@ migrate: install  ## apply the Alembic migrations to CALIBRATION_DATABASE_URL (d
 	$(PY) -m app.store.migrate
 
 run: migrate  ## serve on http://$(HOST):$(PORT) (docs at /docs)
-	$(PY) -m uvicorn app.main:app --host $(HOST) --port $(PORT)
+	CALIBRATION_HOST=$(HOST) $(PY) -m uvicorn app.main:app --host $(HOST) --port $(PORT)
 
 lint: install-test lint-deploy  ## ruff, mypy --strict, and the deployment files
 	$(VENV)/bin/ruff check .

@@ -7,6 +7,8 @@ Exception tree::
 
     ServiceError
     ├── MalformedBody          400  the body cannot be parsed at all
+    ├── Unauthorized           401  no valid API key (sent with WWW-Authenticate)
+    ├── Forbidden              403  the key's scope does not cover the route
     ├── NotFound               404  unknown calibrator, version or alias
     ├── Conflict               409
     ├── PayloadTooLarge        413  body or batch above the configured limits
@@ -46,6 +48,16 @@ class ServiceError(Exception):
 class MalformedBody(ServiceError):
     status = 400
     title = "Malformed request body"
+
+
+class Unauthorized(ServiceError):
+    status = 401
+    title = "Unauthorized"
+
+
+class Forbidden(ServiceError):
+    status = 403
+    title = "Forbidden"
 
 
 class NotFound(ServiceError):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,6 +12,9 @@ from app.api import calibrators, health, predictions, registry
 from app.api.fast_predict import FastPredict
 from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
+from app.api.security import install_authentication
+from app.observability import configure_logging
+from app.observability.access import install_observability
 from app.pictures import PictureCache
 from app.service import CalibrationService
 from app.settings import Settings, get_settings
@@ -41,9 +43,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
             if database is None:
                 db.dispose()
 
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
     app = FastAPI(
         title="Calibration service",
         version=__version__,
@@ -54,7 +54,9 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.state.pictures = PictureCache()
     install_problem_handlers(app)
     app.add_middleware(FastPredict, service=lambda: getattr(app.state, "service", None))
+    install_authentication(app, settings)  # added after the hot path, so it runs before it
     app.add_middleware(RequestIdMiddleware)
+    install_observability(app)  # last added, so outermost: it sees every response
     app.include_router(calibrators.router)
     app.include_router(predictions.router)
     app.include_router(registry.router)

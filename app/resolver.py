@@ -5,6 +5,11 @@
 freshness contract of API.md: a new version is served as ``latest`` by every replica within
 ``latest_refresh_seconds`` of its fit answering 201; a deleted version, a moved alias, are
 followed as fast.
+
+While the database is unavailable, pinned versions already loaded keep being served (they
+never change; only a deletion through another replica would be missed until it returns);
+``latest`` and aliases are not served past their window, since a fit or a move elsewhere
+could have changed them: those predictions answer 503.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from app.calibration import CalibrationError, load_calibrator
 from app.errors import DatabaseUnavailable, NotFound, StoredDataCorrupt
+from app.observability import record_artifact_cache
 from app.predictors import LoadedVersion, LoadedVersions
 from app.settings import Settings
 from app.store import ArtifactError, Database, VersionRecord, decode_artifact
@@ -57,11 +63,29 @@ class VersionResolver:
         else:
             number = selector
         entry = self.loaded.entry_with_age(name, number)
-        if entry is None or entry[1] >= window:
+        if entry is None:
             return None
+        if entry[1] >= window:
+            if isinstance(selector, str) or not self._database_in_doubt(name, number):
+                return None
+            self._revalidate(name, number)  # a pinned version, while the database is away
+            return entry[0]
         if entry[1] >= window / 2:
             self._revalidate(name, number)
+        record_artifact_cache(hit=True)
         return entry[0]
+
+    def _database_in_doubt(self, name: str, number: int) -> bool:
+        """Whether the database is failing, or slow to re-confirm this version.
+
+        Pinned versions never change, so while the database cannot say whether one was
+        deleted, the loaded one keeps being served (the outage contract of the service);
+        ``latest`` and aliases may move, so they are not served past their window.
+        """
+        if self.database.unavailable:
+            return True
+        with self._pending_lock:
+            return (name, number) in self._pending
 
     def _revalidate(self, name: str, selector: Selector) -> None:
         key = (name, selector)
@@ -123,11 +147,19 @@ class VersionResolver:
             number = selector
         cached, fresh = self.loaded.get(name, number)
         if cached is not None and fresh:
+            record_artifact_cache(hit=True)
             return cached
-        with self.database.transaction() as repo:
-            record = repo.get_version(name, number)
+        try:
+            with self.database.transaction() as repo:
+                record = repo.get_version(name, number)
+        except DatabaseUnavailable:
+            if cached is None or isinstance(selector, str):
+                raise
+            logger.info("serving %s v%d as loaded: the database is unavailable", name, number)
+            return cached
         if cached is not None and cached.version_id == record.id:
             self.loaded.put(cached)  # re-confirmed: restart its window
+            record_artifact_cache(hit=True)
             return cached
         return self.load(record)
 
@@ -135,7 +167,9 @@ class VersionResolver:
         """The version's calibrator, from the cache or decoded from its artifact."""
         cached, _ = self.loaded.get(record.name, record.version)
         if cached is not None and cached.version_id == record.id:
+            record_artifact_cache(hit=True)
             return cached
+        record_artifact_cache(hit=False)
         with self.database.transaction() as repo:
             artifact_bytes = repo.get_artifact(record.id)
         try:

@@ -10,21 +10,29 @@
    ``CALIBRATION_HOST:CALIBRATION_PORT``, trusting ``X-Forwarded-*`` from the reverse proxy.
    SIGTERM (``docker stop``) closes the listening sockets and lets requests in flight finish
    for up to :data:`GRACEFUL_SHUTDOWN_SECONDS` before the workers exit; the process exits 0.
+   The workers' metrics meet in ``PROMETHEUS_MULTIPROC_DIR`` (:func:`metrics_directory`), and
+   uvicorn's access log is off: the app writes its own JSON line per request.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import uvicorn
+from pydantic import ValidationError
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.pool import NullPool
 
+from app.observability import configure_logging
 from app.settings import Settings, get_settings
 from app.store.db import normalize_url
 from app.store.migrate import upgrade
@@ -43,6 +51,9 @@ MIGRATION_LOCK_ID = 0x63616C6962726174
 GRACEFUL_SHUTDOWN_SECONDS = 30
 """How long requests in flight may run after SIGTERM. Keep it below the orchestrator's grace
 period (``stop_grace_period`` in docker-compose.yml), or they are killed mid-way."""
+
+METRICS_DIRECTORY_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus-client's multiprocess mode: where the worker processes write their samples."""
 
 _UNREACHABLE = (OperationalError, InterfaceError)
 
@@ -113,24 +124,58 @@ def migrate_when_ready(
             return
 
 
+@contextmanager
+def metrics_directory(workers: int) -> Iterator[None]:
+    """Give the workers a shared, empty :data:`METRICS_DIRECTORY_VARIABLE` while serving.
+
+    Each worker writes its metric samples there and ``/metrics`` sums them all. A directory
+    the operator set is emptied first (an earlier run's samples would be summed in); with
+    several workers and none set, a fresh temporary one is used and removed afterwards; a
+    single worker without one keeps its metrics in memory.
+    """
+    given = os.environ.get(METRICS_DIRECTORY_VARIABLE)
+    if given:
+        directory = Path(given)
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):
+            stale.unlink()
+        yield
+        return
+    if workers == 1:
+        yield
+        return
+    created = tempfile.mkdtemp(prefix="calibration-metrics-")
+    os.environ[METRICS_DIRECTORY_VARIABLE] = created
+    try:
+        yield
+    finally:
+        os.environ.pop(METRICS_DIRECTORY_VARIABLE, None)
+        shutil.rmtree(created, ignore_errors=True)
+
+
 def main() -> None:
     """Migrate the configured database, then serve until SIGTERM or SIGINT."""
-    settings = get_settings()
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    try:
+        settings = get_settings()
+    except ValidationError as exc:  # e.g. bound to 0.0.0.0 without API keys: refuse to start
+        reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        raise SystemExit(f"invalid settings, not starting: {reasons}") from exc
+    configure_logging(settings.log_level, settings.log_format)
     migrate_when_ready(settings)
     logger.info("serving on %s:%d with %d workers", settings.host, settings.port, settings.workers)
-    uvicorn.run(
-        "app.main:app",
-        host=settings.host,
-        port=settings.port,
-        workers=settings.workers,
-        log_level=settings.log_level.lower(),
-        proxy_headers=True,
-        forwarded_allow_ips="*",
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-    )
+    with metrics_directory(settings.workers):
+        uvicorn.run(
+            "app.main:app",
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_level=settings.log_level.lower(),
+            log_config=None,  # the app's own handler formats uvicorn's lines too
+            access_log=False,  # the app writes one access line per request itself
+            proxy_headers=True,
+            forwarded_allow_ips="*",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ or not at all and no lock is held while numbers are crunched.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from app.errors import (
     InvalidInput,
     StoredDataCorrupt,
 )
+from app.observability import record_fit, record_predictions
 from app.predictors import LoadedVersion
 from app.resolver import Selector, VersionResolver
 from app.settings import Settings
@@ -90,6 +92,7 @@ class CalibrationService:
         tags: Mapping[str, str] | None = None,
     ) -> VersionView:
         """Fit ``method`` on the batch, cross-validate it, and store the next version."""
+        started = time.perf_counter()
         check_method_fits_batch(method, batch)
         n_jobs = (
             self.settings.cv_jobs if batch.n_samples >= self.settings.cv_parallel_min_samples else 1
@@ -141,6 +144,7 @@ class CalibrationService:
             )
         )
         self.loaded.remember_label(name, "latest", record.version)
+        record_fit(method, time.perf_counter() - started)
         logger.info(
             "fitted %s v%d with %s on %d pairs",
             name,
@@ -219,11 +223,19 @@ class CalibrationService:
 
     # -- predicting ----------------------------------------------------------------------
     def predict(self, name: str, selector: Selector, scores: NDArray[np.float64]) -> Prediction:
-        """Calibrated probabilities from the selected version, in input order."""
+        """Calibrated probabilities from the selected version, in input order (counted as
+        served: ``calibration_predictions_total``)."""
+        loaded, probabilities = self._calibrate(name, selector, scores)
+        record_predictions(loaded.method, len(scores))
+        return Prediction(name, loaded.version, probabilities)
+
+    def _calibrate(
+        self, name: str, selector: Selector, scores: NDArray[np.float64]
+    ) -> tuple[LoadedVersion, NDArray[np.float64]]:
         loaded = self.resolve(name, selector)
         loaded.check_shape(scores)
         check_scores(scores)
-        return Prediction(name, loaded.version, loaded.calibrator.predict(scores))
+        return loaded, loaded.calibrator.predict(scores)
 
     def cached(self, name: str, selector: Selector) -> LoadedVersion | None:
         """See :meth:`app.resolver.VersionResolver.cached`: no database wait, or None."""
@@ -282,9 +294,9 @@ class CalibrationService:
         class_index: int | None = None,
     ) -> tuple[int, dict[str, Any], dict[str, Any]]:
         """The same reliability data, on a fresh labelled batch; nothing is stored."""
-        prediction = self.predict(name, selector, batch.scores)
+        loaded, probabilities = self._calibrate(name, selector, batch.scores)
         calibrated, raw = _reports(
-            prediction.probabilities,
+            probabilities,
             batch.scores,
             batch.labels,
             batch.weights,
@@ -292,7 +304,7 @@ class CalibrationService:
             strategy=strategy,
             class_index=class_index,
         )
-        return prediction.version, calibrated, raw
+        return loaded.version, calibrated, raw
 
 
 def _reports(

@@ -152,7 +152,7 @@ def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, se
     # The answer was sent after the shutdown began: drained, not finished before the signal.
     log = served.output()
     assert log.index("Received SIGTERM") < log.rindex(
-        '"POST /v1/calibrators/churn/fit HTTP/1.1" 201'
+        '"msg":"POST /v1/calibrators/churn/fit 201","request_id":"drain-check"'
     )
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.observability import record_predictions
 from app.resolver import Selector
 from app.service import CalibrationService
 
@@ -39,7 +40,10 @@ class FastPredict:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        match = _PATH.match(scope["path"])
+        # Answer only what app.api.security.ApiKeyAuth (outside this one) has let through: were
+        # the middleware order ever changed, the hot path would answer nothing unchecked.
+        authorised = "api_key" in scope.get("state", {})
+        match = _PATH.match(scope["path"]) if authorised else None
         service = self._service()
         length = _content_length(scope) if match else None
         if match is None or service is None or length is None or length > FAST_MAX_BYTES:
@@ -133,6 +137,7 @@ def _answer(service: CalibrationService, name: str, scope: Scope, body: bytes) -
     if not np.isfinite(array).all():
         return None
     probabilities = loaded.calibrator.predict(array)
+    record_predictions(loaded.method, len(array))
     return orjson.dumps(
         {"name": name, "version": loaded.version, "probabilities": probabilities},
         option=orjson.OPT_SERIALIZE_NUMPY,

@@ -1,10 +1,12 @@
-"""Routes: liveness and readiness."""
+"""Routes: liveness, readiness and metrics."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
+
+from app.observability import CONTENT_TYPE_LATEST, exposition
 
 from .deps import ServiceDep, json_response
 from .problems import problem_response
@@ -25,3 +27,14 @@ async def readyz(service: ServiceDep) -> Response:
     if await run_in_threadpool(service.ready):
         return json_response({"status": "ready"})
     return problem_response(503, "the database does not answer", headers={"Retry-After": "5"})
+
+
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    summary="Prometheus metrics",
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+def metrics() -> Response:
+    """Requests, latencies, fits, predictions and cache lookups, summed over every worker."""
+    return Response(exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -7,6 +7,8 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.observability import current_request_id
+
 _SANE = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
 
 
@@ -28,6 +30,7 @@ class RequestIdMiddleware:
         if not request_id:
             request_id = uuid.uuid4().hex.encode()
         scope.setdefault("state", {})["request_id"] = request_id.decode()
+        token = current_request_id.set(request_id.decode())  # for every log line of the request
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -36,4 +39,7 @@ class RequestIdMiddleware:
                 message["headers"] = headers
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            current_request_id.reset(token)

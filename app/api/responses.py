@@ -12,6 +12,8 @@ _PROBLEM = {"application/problem+json": {"schema": Problem.model_json_schema()}}
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Malformed body (not JSON, not an object)", "content": _PROBLEM},
+    401: {"description": "No valid API key (with WWW-Authenticate)", "content": _PROBLEM},
+    403: {"description": "A read key on a route that writes", "content": _PROBLEM},
     404: {"description": "Unknown calibrator, version or alias", "content": _PROBLEM},
     413: {"description": "Body or batch too large", "content": _PROBLEM},
     415: {"description": "Unsupported Content-Type", "content": _PROBLEM},

@@ -5,24 +5,47 @@
 normally and rolls back when it raises, so a fit is stored completely or not at all. Lost
 connections, refused connections and timeouts become :class:`~app.errors.DatabaseUnavailable`
 (503 with ``Retry-After``).
+
+On PostgreSQL every wait for the server is bounded on the client, so a hung server (frozen,
+or behind a partition that drops packets) gives a 503 in bounded time rather than a request
+that never ends. ``statement_timeout`` is enforced by the server, so it cannot help when the
+server does not run; TCP keepalives and ``tcp_user_timeout`` cannot either, because the frozen
+server's kernel still acknowledges every packet. The bounds, with C the connect timeout and S
+the statement timeout:
+
+- connecting (a new pooled connection): C, enforced by psycopg (at least 2 s, as libpq does);
+- the pool pre-ping of an idle connection: C; when it fails the pool is invalidated and one
+  new connection is tried, so a checkout gives up after at most 2 C;
+- waiting for a free pooled connection: ``db_pool_timeout_seconds``;
+- each statement, commit or rollback: S + :data:`CLIENT_GRACE_SECONDS` (the server cancels at
+  S; the client gives up a little later, when the server did not even do that).
+
+A connection that timed out on the client is closed (its protocol state is unknown), which
+SQLAlchemy takes for a disconnect: it is discarded, and the pool with it.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
+import psycopg
+from psycopg.abc import RV, PQGen
+from psycopg.errors import _WaitTimeout
+from psycopg.rows import TupleRow
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from app.errors import DatabaseUnavailable
 from app.settings import Settings
@@ -55,6 +78,73 @@ def normalize_url(url: str) -> str:
     return url
 
 
+CLIENT_GRACE_SECONDS = 1.0
+"""How long after the server's statement timeout the client stops waiting for an answer."""
+
+_WAIT_INTERVAL_SECONDS = 0.1
+"""psycopg's polling interval while it waits for the server (its own default)."""
+
+
+class BoundedConnection(psycopg.Connection[TupleRow]):
+    """A psycopg connection that stops waiting for a server that does not answer.
+
+    :attr:`wait_timeout` bounds every wait of the connection for its server (sending a
+    statement and reading its result, commit, rollback). When it expires the connection is
+    closed, since the server may still be in the middle of the statement, and a
+    :class:`psycopg.OperationalError` is raised, which SQLAlchemy treats as a disconnect.
+    """
+
+    wait_timeout: float | None = None
+
+    def wait(
+        self,
+        gen: PQGen[RV],
+        interval: float = _WAIT_INTERVAL_SECONDS,
+        timeout: float | None = None,
+    ) -> RV:
+        bound = self.wait_timeout if timeout is None else None
+        try:
+            return super().wait(gen, interval, timeout if bound is None else bound)
+        except _WaitTimeout:
+            if bound is None:
+                raise  # the caller's own timeout (e.g. notifies): theirs to handle
+            self.pgconn.finish()
+            raise psycopg.OperationalError(
+                f"the database did not answer within {bound:g} s; connection closed"
+            ) from None
+
+
+def _set_postgres_bounds(engine: Engine, settings: Settings) -> None:
+    """Bound every wait of the engine's connections (see the module docstring)."""
+    statement_seconds = settings.db_statement_timeout_seconds + CLIENT_GRACE_SECONDS
+    ping_seconds = max(2.0, settings.db_connect_timeout_seconds)
+
+    def connect(
+        _dialect: Dialect,
+        _record: ConnectionPoolEntry,
+        cargs: tuple[Any, ...],
+        cparams: dict[str, Any],
+    ) -> BoundedConnection:
+        connection = BoundedConnection.connect(*cargs, **cparams)
+        connection.wait_timeout = statement_seconds
+        return connection
+
+    def checkin(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        # The next use of an idle pooled connection is the pre-ping: bound it like a connect.
+        if isinstance(dbapi_connection, BoundedConnection):
+            dbapi_connection.wait_timeout = ping_seconds
+
+    def checkout(
+        dbapi_connection: Any, _record: ConnectionPoolEntry, _proxy: PoolProxiedConnection
+    ) -> None:
+        if isinstance(dbapi_connection, BoundedConnection):
+            dbapi_connection.wait_timeout = statement_seconds
+
+    event.listen(engine, "do_connect", connect)
+    event.listen(engine, "checkin", checkin)
+    event.listen(engine, "checkout", checkout)
+
+
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
     """WAL (readers never block the writer), a busy timeout, and enforced foreign keys."""
     cursor = dbapi_connection.cursor()
@@ -78,14 +168,22 @@ def make_engine(url: str, settings: Settings) -> Engine:
     if backend == "postgresql":
         statement_ms = round(settings.db_statement_timeout_seconds * 1000)
         options["pool_pre_ping"] = True
+        options["pool_timeout"] = settings.db_pool_timeout_seconds
         options["connect_args"] = {
             # libpq takes whole seconds, and treats anything below 2 as 2.
             "connect_timeout": max(2, math.ceil(settings.db_connect_timeout_seconds)),
             "options": f"-c statement_timeout={statement_ms}",
+            # Idle pooled connections to a host that vanished are noticed by the kernel.
+            "keepalives": 1,
+            "keepalives_idle": 30,
+            "keepalives_interval": 10,
+            "keepalives_count": 3,
         }
     engine = create_engine(url, **options)
     if backend == "sqlite":
         event.listen(engine, "connect", _set_sqlite_pragmas)
+    elif backend == "postgresql":
+        _set_postgres_bounds(engine, settings)
     return engine
 
 
@@ -95,6 +193,24 @@ class Database:
     def __init__(self, url: str, settings: Settings) -> None:
         self.engine = make_engine(url, settings)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._failing_since: float | None = None
+
+    @property
+    def unavailable(self) -> bool:
+        """Whether the last unit of work or ping found the database unavailable (and none
+        has succeeded since): callers may then prefer what they have cached to a wait."""
+        return self._failing_since is not None
+
+    def _succeeded(self) -> None:
+        if self._failing_since is not None:
+            logger.info(
+                "database available again after %.1f s", time.monotonic() - self._failing_since
+            )
+            self._failing_since = None
+
+    def _failed(self) -> None:
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
 
     @contextmanager
     def transaction(self) -> Iterator[Repository]:
@@ -111,11 +227,13 @@ class Database:
                 session.commit()
             except _UNAVAILABLE_ERRORS as exc:
                 _rollback_quietly(session)
+                self._failed()
                 logger.warning("database unavailable: %s", exc)
                 raise DatabaseUnavailable("the database is unavailable; retry later") from exc
             except BaseException:
                 _rollback_quietly(session)
                 raise
+            self._succeeded()
 
     def ping(self) -> bool:
         """Whether the database answers ``SELECT 1`` (the readiness check)."""
@@ -123,8 +241,10 @@ class Database:
             with self.engine.connect() as connection:
                 connection.execute(text("SELECT 1"))
         except SQLAlchemyError as exc:
+            self._failed()
             logger.warning("database ping failed: %s", exc)
             return False
+        self._succeeded()
         return True
 
     def dispose(self) -> None:

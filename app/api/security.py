@@ -1,0 +1,111 @@
+"""API-key authentication for every request, before routing (see :mod:`app.auth`).
+
+:class:`ApiKeyAuth` is a plain ASGI middleware placed outside the predict hot path and the
+router, so one check covers every ``/v1`` route, unknown routes (401 before any 404) and the
+hot path alike. A refused request is answered here as problem+json with ``WWW-Authenticate``
+(RFC 6750); an accepted one carries the key's name in ``scope["state"]["api_key"]`` (``None``
+when the service runs open), which the hot path also takes as proof the check ran.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.auth import ApiKey, Decision, decide
+from app.errors import Forbidden, ServiceError, Unauthorized
+from app.settings import Settings
+
+from .problems import problem_response
+
+logger = logging.getLogger("app.auth")
+
+REALM = 'Bearer realm="calibration"'
+SCHEME_NAME = "bearer"
+
+
+class ApiKeyAuth:
+    """Refuse requests without a key of the scope their route needs; with no keys, run open."""
+
+    def __init__(self, app: ASGIApp, keys: tuple[ApiKey, ...]) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, send)
+            return
+        if not self.keys:
+            scope.setdefault("state", {})["api_key"] = None
+            await self.app(scope, receive, send)
+            return
+        authorization = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value
+                break
+        method = scope.get("method", "GET")  # a websocket handshake is a GET
+        decision = decide(self.keys, method, scope["path"], authorization)
+        if decision.verdict in ("open", "granted"):
+            scope.setdefault("state", {})["api_key"] = decision.key.name if decision.key else None
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # no websocket routes exist; refuse the handshake
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        error, challenge = refusal(decision)
+        response = problem_response(
+            error.status, error.detail, title=error.title, headers={"WWW-Authenticate": challenge}
+        )
+        await response(scope, receive, send)
+
+
+def refusal(decision: Decision) -> tuple[ServiceError, str]:
+    """The error and the ``WWW-Authenticate`` challenge for a refused request."""
+    if decision.verdict == "missing":
+        detail = "this route needs an API key: send Authorization: Bearer <key>"
+        return Unauthorized(detail), REALM
+    if decision.verdict == "invalid":
+        return Unauthorized("the API key is not valid"), f'{REALM}, error="invalid_token"'
+    name = decision.key.name if decision.key else "?"
+    detail = f"the API key {name!r} may only read; this route needs a write key"
+    return Forbidden(detail), f'{REALM}, error="insufficient_scope", scope="{decision.needed}"'
+
+
+def install_authentication(app: FastAPI, settings: Settings) -> None:
+    """Add :class:`ApiKeyAuth` (call it after the hot path's middleware, so it runs first)."""
+    keys = settings.api_keys
+    if settings.auth == "disabled":
+        logger.warning("CALIBRATION_AUTH=disabled: every route is open to anyone who can connect")
+        keys = ()
+    elif not keys:
+        logger.info("no CALIBRATION_API_KEYS: serving without authentication on %s", settings.host)
+    app.add_middleware(ApiKeyAuth, keys=keys)
+    document_bearer_scheme(app)
+
+
+def document_bearer_scheme(app: FastAPI) -> None:
+    """Declare the bearer scheme in the OpenAPI description (/docs' Authorize button), on /v1."""
+
+    describe = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = describe()  # FastAPI's own, which it caches in app.openapi_schema
+            schemes = spec.setdefault("components", {}).setdefault("securitySchemes", {})
+            schemes[SCHEME_NAME] = {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key (`python -m app.keys`), of scope read or write.",
+            }
+            for path, operations in spec.get("paths", {}).items():
+                if path.startswith("/v1/"):
+                    for operation in operations.values():
+                        operation["security"] = [{SCHEME_NAME: []}]
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

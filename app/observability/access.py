@@ -1,0 +1,158 @@
+"""Every HTTP request counted, timed and logged once, by a pure ASGI middleware.
+
+Installed last, it is the outermost middleware: it sees the predict hot path, answers the
+authentication and limit checks give before routing, and unhandled errors (recorded as 500,
+which Starlette's outer error middleware then sends). The ``route`` label is the route
+*template* (``/v1/calibrators/{name}/predict``), never the raw path, whose calibrator names
+would make the label set unbounded: the router leaves the matched route in ``scope["route"]``;
+for a request answered without routing, the path is matched against the OpenAPI paths once
+and remembered; anything else is ``unmatched``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.routing import compile_path
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .metrics import record_request
+
+UNMATCHED = "unmatched"
+"""The route label of a path no route template matches (a 404)."""
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_REMEMBERED_PATHS = 4096
+"""At most this many (method, path) → template answers are kept; then they start over."""
+
+access_logger = logging.getLogger("app.access")
+
+Templates = Mapping[str, frozenset[str]]
+"""Route templates and the methods each answers."""
+
+
+def route_templates(app: FastAPI) -> Templates:
+    """The app's route templates: its OpenAPI paths, and the documentation pages."""
+    templates = {
+        path: frozenset(method.upper() for method in operations)
+        for path, operations in app.openapi().get("paths", {}).items()
+    }
+    docs = (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
+    for path in docs:
+        if path:
+            templates.setdefault(path, frozenset({"GET", "HEAD"}))
+    return templates
+
+
+class RouteTemplates:
+    """The template of a path that was answered before (or without) routing."""
+
+    def __init__(self, templates: Callable[[], Templates]) -> None:
+        self._templates = templates
+        self._compiled: list[tuple[re.Pattern[str], str, frozenset[str]]] | None = None
+        self._remembered: dict[tuple[str, str], str] = {}
+
+    def __call__(self, method: str, path: str) -> str:
+        key = (method, path)
+        template = self._remembered.get(key)
+        if template is None:
+            template = self._match(method, path)
+            if len(self._remembered) >= _REMEMBERED_PATHS:
+                self._remembered.clear()
+            self._remembered[key] = template
+        return template
+
+    def _match(self, method: str, path: str) -> str:
+        if self._compiled is None:
+            try:
+                templates = self._templates()
+            except Exception:  # never fail a response over a label
+                access_logger.exception("cannot list the route templates")
+                templates = {}
+            self._compiled = [
+                (compile_path(template)[0], template, methods)
+                for template, methods in templates.items()
+            ]
+        matching = [(t, methods) for regex, t, methods in self._compiled if regex.match(path)]
+        for template, methods in matching:
+            if method in methods:
+                return template
+        return matching[0][0] if matching else UNMATCHED  # a 405 keeps its template
+
+
+class RequestTelemetry:
+    """Count, time and log every HTTP request (one access line each)."""
+
+    def __init__(self, app: ASGIApp, templates: Callable[[], Templates]) -> None:
+        self.app = app
+        self._route_of = RouteTemplates(templates)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # what Starlette sends when an exception escapes before a response
+        counted: tuple[str, float] | None = None  # (route, seconds)
+
+        async def send_counting(message: Message) -> None:
+            nonlocal status, counted
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                # Counted before the last byte leaves: a client that has its answer and
+                # scrapes /metrics next finds the request counted.
+                counted = self._count(scope, status, time.perf_counter() - started)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_counting)
+        finally:
+            if counted is None:
+                counted = self._count(scope, status, time.perf_counter() - started)
+            if access_logger.isEnabledFor(logging.INFO):
+                self._log(scope, status, *counted)
+
+    def _count(self, scope: Scope, status: int, seconds: float) -> tuple[str, float]:
+        route = getattr(scope.get("route"), "path", None)
+        if not isinstance(route, str):
+            route = self._route_of(_method(scope), scope["path"])
+        record_request(_method(scope), route, status, seconds)
+        return route, seconds
+
+    @staticmethod
+    def _log(scope: Scope, status: int, route: str, seconds: float) -> None:
+        state: dict[str, Any] = scope.get("state") or {}
+        fields: dict[str, Any] = {
+            "method": _method(scope),
+            "route": route,
+            "path": scope["path"],
+            "status": status,
+            "duration_ms": round(seconds * 1000, 3),
+        }
+        api_key = state.get("api_key")
+        if api_key is not None:
+            fields["api_key"] = str(getattr(api_key, "name", api_key))
+        access_logger.info(
+            "%s %s %d",
+            fields["method"],
+            scope["path"],
+            status,
+            extra={"fields": fields, "request_id": state.get("request_id")},
+        )
+
+
+def _method(scope: Scope) -> str:
+    """The request method as a bounded label: a known one, or ``other``."""
+    method: str = scope["method"]
+    return method if method in _METHODS else "other"
+
+
+def install_observability(app: FastAPI) -> None:
+    """Add :class:`RequestTelemetry`; call it after every other ``add_middleware``."""
+    app.add_middleware(RequestTelemetry, templates=lambda: route_templates(app))
