@@ -29,7 +29,7 @@ from .payloads import (
     parse_json_object,
     require_media_type,
 )
-from .requests import check_keys
+from .requests import MAX_DESCRIPTION, MAX_TAGS, check_keys
 from .responses import ERRORS, body_doc
 from .schemas import AliasRequest, CompareOut, CompareRequest, VersionOut, VersionPatch
 
@@ -91,13 +91,24 @@ async def patch_version(
     description = data.get("description")
     if description is not None and not isinstance(description, str):
         raise invalid(("body", "description"), "must be a string")
+    if description is not None and len(description) > MAX_DESCRIPTION:
+        raise invalid(
+            ("body", "description"),
+            f"has {len(description)} characters; the limit is {MAX_DESCRIPTION}",
+        )
     tags = data.get("tags")
     if tags is not None:
         if not isinstance(tags, dict):
             raise invalid(("body", "tags"), "must be an object of strings (null deletes a key)")
+        if len(tags) > MAX_TAGS:
+            raise invalid(("body", "tags"), f"has {len(tags)} entries; the limit is {MAX_TAGS}")
         for key, value in tags.items():
             if value is not None and not isinstance(value, str):
                 raise invalid(("body", "tags", key), "must be a string or null")
+            if len(key) > 128 or (value is not None and len(value) > 1024):
+                raise invalid(
+                    ("body", "tags", key), "is too long (keys 128, values 1024 characters)"
+                )
     view = await run_in_threadpool(
         service.update_version,
         name,

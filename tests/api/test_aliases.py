@@ -128,3 +128,8 @@ def test_patch_merges_tags_and_filters_the_list(client: TestClient) -> None:
     assert_problem(client.patch(f"{BASE}/versions/1", json={"tags": {"a": 1}}), 422, "tags.a")
     assert_problem(client.patch(f"{BASE}/versions/1", json={"fitted": {}}), 422, "fitted")
     assert_problem(client.patch(f"{BASE}/versions/7", json={}), 404, "7")
+    long = "x" * 10_001
+    assert_problem(client.patch(f"{BASE}/versions/1", json={"description": long}), 422, "limit")
+    assert_problem(client.patch(f"{BASE}/versions/1", json={"tags": {"k": long}}), 422, "too long")
+    many = {f"k{i}": "v" for i in range(101)}
+    assert_problem(client.patch(f"{BASE}/versions/1", json={"tags": many}), 422, "limit")
