@@ -11,7 +11,15 @@ from starlette.responses import Response
 from app.service import VersionView
 from app.store import VersionRecord
 
-from .deps import NameParam, SelectorParam, ServiceDep, json_response, parse_selector, read_body
+from .deps import (
+    NameParam,
+    SelectorParam,
+    ServiceDep,
+    existing_version_number,
+    json_response,
+    parse_selector,
+    read_body,
+)
 from .requests import parse_fit
 from .responses import ERRORS, FIT_BODY, FIT_DESCRIPTION
 from .schemas import CalibratorList, CalibratorOut, VersionOut
@@ -19,7 +27,7 @@ from .schemas import CalibratorList, CalibratorOut, VersionOut
 router = APIRouter(prefix="/v1", tags=["calibrators"])
 
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size.")]
-Offset = Annotated[int, Query(ge=0, description="Items to skip.")]
+Offset = Annotated[int, Query(ge=0, le=2**62, description="Items to skip.")]
 
 
 def version_summary(record: VersionRecord) -> dict[str, Any]:
@@ -106,7 +114,7 @@ async def list_calibrators(
     tag: Annotated[
         str | None,
         Query(
-            pattern=r"^[^:]{1,128}:.{0,1024}$",
+            pattern=r"^[^:\x00]{1,128}:[^\x00\n]{0,1024}$",
             description="Only calibrators with a version tagged `key:value`.",
             examples=["team:risk"],
         ),
@@ -177,6 +185,7 @@ async def delete_version(
 ) -> Response:
     """The version is no longer served; its number is never given out again. A version that
     an alias points to is 409 unless `force=true`."""
+    version = existing_version_number(name, version)
     await run_in_threadpool(service.delete_version, name, version, force=force)
     return Response(status_code=204)
 

@@ -33,6 +33,7 @@ AliasParam = Annotated[
 ]
 
 _DIGITS = re.compile(r"^[0-9]+$")
+_ALIAS = re.compile(NAME_PATTERN)
 
 
 def get_service(request: Request) -> CalibrationService:
@@ -43,13 +44,25 @@ def get_service(request: Request) -> CalibrationService:
 ServiceDep = Annotated[CalibrationService, Depends(get_service)]
 
 
+MAX_VERSION = 2**31 - 1
+"""The largest version number the store's columns hold: any larger one cannot exist."""
+
+
+def existing_version_number(name: str, number: int) -> int:
+    """``number``, or 404 when no version can have it (before the database sees it)."""
+    if number < 1 or number > MAX_VERSION:
+        raise NotFound(f"calibrator {name!r} has no version {number}")
+    return number
+
+
 def parse_selector(name: str, selector: str) -> Selector:
     """``"7"`` → 7; ``"latest"`` and alias names stay strings (resolved by the store)."""
     if _DIGITS.match(selector):
-        number = int(selector)
-        if number < 1 or number > 2**62:
-            raise NotFound(f"calibrator {name!r} has no version {selector}")
-        return number
+        if len(selector.lstrip("0")) > 18:  # and int() refuses past 4300 digits
+            raise NotFound(f"calibrator {name!r} has no version {selector[:24]}...")
+        return existing_version_number(name, int(selector))
+    if not _ALIAS.fullmatch(selector):  # e.g. from a body: no alias can have this name
+        raise NotFound(f"alias {selector!r} of {name!r} not found")
     return selector
 
 

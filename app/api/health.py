@@ -10,6 +10,7 @@ from app.observability import CONTENT_TYPE_LATEST, exposition
 
 from .deps import ServiceDep, json_response
 from .problems import problem_response
+from .responses import ERRORS
 from .schemas import Health
 
 router = APIRouter(tags=["operations"])
@@ -21,7 +22,7 @@ async def healthz() -> Response:
     return json_response({"status": "ok"})
 
 
-@router.get("/readyz", response_model=Health, summary="Readiness")
+@router.get("/readyz", response_model=Health, summary="Readiness", responses={503: ERRORS[503]})
 async def readyz(service: ServiceDep) -> Response:
     """200 when the database answers, else 503 with Retry-After."""
     if await run_in_threadpool(service.ready):

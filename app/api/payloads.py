@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,9 +45,26 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
             data = json.loads(body)
         except (ValueError, RecursionError):
             raise MalformedBody(f"the body is not valid JSON: {exc}") from None
+        try:
+            orjson.dumps(data)  # json reads lone surrogates ("\ud800"), which nothing can encode
+        except TypeError as unencodable:
+            raise MalformedBody(f"the body is not valid JSON: {unencodable}") from None
     if not isinstance(data, dict):
         raise MalformedBody(f"the body must be a JSON object, not {type(data).__name__}")
+    if b"\\u0000" in body and _ESCAPED_NUL.search(body):
+        raise invalid(("body",), NO_NUL)
     return data
+
+
+NO_NUL = "holds the character U+0000 (NUL), which no text may contain"
+_ESCAPED_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+"""A ``\\u0000`` escape in JSON text (not an escaped backslash followed by ``u0000``)."""
+
+
+def check_text(value: str, loc: tuple[str | int, ...]) -> None:
+    """422 when ``value`` holds NUL, which PostgreSQL's text and jsonb cannot store."""
+    if "\x00" in value:
+        raise invalid(loc, NO_NUL)
 
 
 def number_array(value: object, field: str, *, matrix: bool = False) -> NDArray[np.float64]:

@@ -18,6 +18,7 @@ from .deps import (
     SelectorParam,
     ServiceDep,
     check_alias_name,
+    existing_version_number,
     json_response,
     parse_selector,
     read_body,
@@ -58,6 +59,7 @@ async def put_alias(
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise invalid(("body", "version"), "must be a version number (an integer >= 1)")
+    version = existing_version_number(name, version)
     view = await run_in_threadpool(service.set_alias, name, alias, version)
     return json_response(version_document(view))
 

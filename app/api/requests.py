@@ -18,6 +18,7 @@ from .payloads import (
     CSV_TYPES,
     JSON_TYPES,
     MULTIPART,
+    check_text,
     number_array,
     optional_number_array,
     parse_csv,
@@ -114,6 +115,7 @@ def _string(value: object, name: str, limit: int) -> str:
         raise invalid(("body", name), "must be a string")
     if len(value) > limit:
         raise invalid(("body", name), f"has {len(value)} characters; the limit is {limit}")
+    check_text(value, ("body", name))
     return value
 
 
@@ -132,6 +134,7 @@ def _tags(value: object) -> dict[str, str]:
             raise invalid(("body", "tags", key), "must be a string")
         if len(key) > 128 or len(item) > 1024:
             raise invalid(("body", "tags", key), "is too long (keys 128, values 1024 characters)")
+        check_text(key + item, ("body", "tags", key))
     return tags
 
 

@@ -15,6 +15,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "No valid API key (with WWW-Authenticate)", "content": _PROBLEM},
     403: {"description": "A read key on a route that writes", "content": _PROBLEM},
     404: {"description": "Unknown calibrator, version or alias", "content": _PROBLEM},
+    409: {"description": "A version an alias points to (delete with force)", "content": _PROBLEM},
     413: {"description": "Body or batch too large", "content": _PROBLEM},
     415: {"description": "Unsupported Content-Type", "content": _PROBLEM},
     422: {"description": "Invalid content; the detail names field and index", "content": _PROBLEM},
