@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from app.batch import invalid, validate_batch
+from app.batch import invalid
 from app.comparison import compare_versions
 
 from .calibrators import version_document
@@ -25,12 +25,10 @@ from .deps import (
 )
 from .payloads import (
     JSON_TYPES,
-    number_array,
-    optional_number_array,
     parse_json_object,
     require_media_type,
 )
-from .requests import MAX_DESCRIPTION, MAX_TAGS, check_keys
+from .requests import MAX_DESCRIPTION, MAX_TAGS, check_keys, labelled_batch
 from .responses import ERRORS, body_doc
 from .schemas import AliasRequest, CompareOut, CompareRequest, VersionOut, VersionPatch
 
@@ -140,16 +138,7 @@ async def compare(
     answers their metrics, best first, with each metric's gap to the best. Nothing is stored."""
     data = await _json_body(request)
     check_keys(data, ("scores", "labels", "sample_weight", "versions"))
-    for key in ("scores", "labels"):
-        if key not in data:
-            raise invalid(("body", key), "is required")
-    batch = validate_batch(
-        number_array(data["scores"], "scores", matrix=True),
-        number_array(data["labels"], "labels"),
-        optional_number_array(data.get("sample_weight"), "sample_weight"),
-        max_rows=service.settings.max_batch_rows,
-        require_both_classes=False,
-    )
+    batch = labelled_batch(data, service.settings.max_batch_rows)
     selectors = data.get("versions")
     if selectors is not None:
         if not isinstance(selectors, list):

@@ -157,6 +157,21 @@ def parse_predict(request: Request, body: bytes) -> PredictArgs:
     return PredictArgs(scores, None if version is None else str(version))
 
 
+def labelled_batch(data: Mapping[str, Any], max_rows: int) -> Batch:
+    """``scores``, ``labels`` and ``sample_weight`` of a JSON body that judges stored versions
+    (diagnostics, compare): one class alone is fine there."""
+    for key in ("scores", "labels"):
+        if key not in data:
+            raise invalid(("body", key), "is required")
+    return validate_batch(
+        number_array(data["scores"], "scores", matrix=True),
+        number_array(data["labels"], "labels"),
+        optional_number_array(data.get("sample_weight"), "sample_weight"),
+        max_rows=max_rows,
+        require_both_classes=False,
+    )
+
+
 @dataclass(frozen=True)
 class DiagnosticsArgs:
     batch: Batch
@@ -169,16 +184,7 @@ def parse_diagnostics(request: Request, body: bytes, max_rows: int) -> Diagnosti
     require_media_type(request.headers.get("content-type"), JSON_TYPES)
     data = parse_json_object(body)
     check_keys(data, ("scores", "labels", "sample_weight", "n_bins", "strategy", "class_index"))
-    for key in ("scores", "labels"):
-        if key not in data:
-            raise invalid(("body", key), "is required")
-    batch = validate_batch(
-        number_array(data["scores"], "scores", matrix=True),
-        number_array(data["labels"], "labels"),
-        optional_number_array(data.get("sample_weight"), "sample_weight"),
-        max_rows=max_rows,
-        require_both_classes=False,
-    )
+    batch = labelled_batch(data, max_rows)
     n_bins = data.get("n_bins", 10)
     if not isinstance(n_bins, int) or isinstance(n_bins, bool) or not 2 <= n_bins <= 100:
         raise invalid(("body", "n_bins"), "must be an integer from 2 to 100")
