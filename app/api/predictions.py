@@ -197,44 +197,38 @@ async def _stored_picture(
     return Response(image, media_type=MEDIA_TYPES[image_format])
 
 
-@router.get(
-    "/calibrators/{name}/versions/{selector}/diagnostics.png",
-    summary="Reliability diagram of a version (PNG)",
-    response_class=Response,
-    responses={**ERRORS, 200: {"content": {"image/png": {}}, "description": "The diagram"}},
-)
-async def stored_diagram_png(
-    name: NameParam,
-    selector: SelectorParam,
-    request: Request,
-    service: ServiceDep,
-    n_bins: NBins = 10,
-    strategy: StrategyQuery = "uniform",
-    class_index: ClassIndex = None,
-) -> Response:
-    """The diagonal, the calibrated and raw curves with their Wilson intervals, and beneath
-    them the histogram of predicted values (Predicting Good Probabilities, Figure 1)."""
-    return await _stored_picture(
-        "png", name, selector, request, service, n_bins, strategy, class_index
+def _picture_route(image_format: ImageFormat) -> None:
+    """``GET .../diagnostics.png`` and ``.svg``: one endpoint, registered once per format."""
+
+    async def stored_diagram(
+        name: NameParam,
+        selector: SelectorParam,
+        request: Request,
+        service: ServiceDep,
+        n_bins: NBins = 10,
+        strategy: StrategyQuery = "uniform",
+        class_index: ClassIndex = None,
+    ) -> Response:
+        return await _stored_picture(
+            image_format, name, selector, request, service, n_bins, strategy, class_index
+        )
+
+    stored_diagram.__name__ = f"stored_diagram_{image_format}"
+    router.add_api_route(
+        f"/calibrators/{{name}}/versions/{{selector}}/diagnostics.{image_format}",
+        stored_diagram,
+        methods=["GET"],
+        summary=f"Reliability diagram of a version ({image_format.upper()})",
+        description="The diagonal, the calibrated and raw curves with their Wilson intervals, "
+        "and beneath them the histogram of predicted values (Predicting Good Probabilities, "
+        "Figure 1). Same query parameters as the JSON diagnostics; cached per version and query.",
+        response_class=Response,
+        responses={
+            **ERRORS,
+            200: {"content": {MEDIA_TYPES[image_format]: {}}, "description": "The diagram"},
+        },
     )
 
 
-@router.get(
-    "/calibrators/{name}/versions/{selector}/diagnostics.svg",
-    summary="Reliability diagram of a version (SVG)",
-    response_class=Response,
-    responses={**ERRORS, 200: {"content": {"image/svg+xml": {}}, "description": "The diagram"}},
-)
-async def stored_diagram_svg(
-    name: NameParam,
-    selector: SelectorParam,
-    request: Request,
-    service: ServiceDep,
-    n_bins: NBins = 10,
-    strategy: StrategyQuery = "uniform",
-    class_index: ClassIndex = None,
-) -> Response:
-    """The same diagram as SVG."""
-    return await _stored_picture(
-        "svg", name, selector, request, service, n_bins, strategy, class_index
-    )
+_picture_route("png")
+_picture_route("svg")

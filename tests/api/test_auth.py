@@ -21,7 +21,7 @@ from app.main import create_app
 from app.settings import Settings, get_settings
 from app.store import Database
 
-from .helpers import assert_problem, sigmoid_batch
+from .helpers import assert_problem, sigmoid_batch, spy_on_regular_predict
 
 BASE = "/v1/calibrators/churn"
 REALM = 'Bearer realm="calibration"'
@@ -54,16 +54,7 @@ def secured(database_url: str, database: Database) -> Iterator[TestClient]:
 @pytest.fixture
 def regular_calls(secured: TestClient, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Records every call of the regular predict route (the hot path does not call it)."""
-    service = secured.app.state.service  # type: ignore[attr-defined]
-    calls: list[Any] = []
-    original = service.predict
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(service, "predict", spy)
-    return calls
+    return spy_on_regular_predict(secured, monkeypatch)
 
 
 def fit(client: TestClient, headers: dict[str, str]) -> Any:

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from app.settings import Settings
 
-from .helpers import assert_problem, sigmoid_batch
+from .helpers import assert_problem, sigmoid_batch, spy_on_regular_predict
 from .test_multiclass import logits_batch
 
 BASE = "/v1/calibrators/churn"
@@ -25,16 +25,7 @@ def settings(database_url: str) -> Settings:
 @pytest.fixture
 def regular_calls(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Records every call of the regular route's ``service.predict``."""
-    service = client.app.state.service  # type: ignore[attr-defined]
-    calls: list[Any] = []
-    original = service.predict
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(service, "predict", spy)
-    return calls
+    return spy_on_regular_predict(client, monkeypatch)
 
 
 def test_fast_and_regular_paths_answer_the_same(
