@@ -11,7 +11,8 @@ scores clipped to [eps, 1 - eps] with eps float64's machine epsilon, a logistic 
 the same negligible ridge (scikit-learn's ``C = 99999999999`` on the two slopes, none on the
 intercept), and when a slope comes out negative, a refit without that feature (a = 0 when a < 0,
 otherwise b = 0 when b < 0). Here the refit is by Newton's method on tie-pooled scores, not
-lbfgs; and should the remaining slope still be negative (scores that rank the classes the wrong
+lbfgs (:func:`~app.calibration.newton.fit_logistic`, the solver Platt scaling uses); and should
+the remaining slope still be negative (scores that rank the classes the wrong
 way round), it is dropped too, leaving a constant map, so a, b >= 0 always holds.
 """
 
@@ -28,20 +29,18 @@ from app.calibration.base import (
     FloatArray,
     JSONValue,
     StateError,
-    WithoutParams,
+    check_param_keys,
     check_state_keys,
     pool_ties,
     state_float,
 )
+from app.calibration.bounds import BOUND_KEY, OutputBound
+from app.calibration.newton import fit_logistic
 
 EPS = float(np.finfo(np.float64).eps)
 """Scores are clipped to [EPS, 1 - EPS] (fit and predict alike), as ``betacal`` does."""
 _RIDGE = 1.0 / 99999999999.0  # betacal's LogisticRegression(C=99999999999): ||w||^2 / (2 C)
-_GRADIENT_TOL = 1e-10
-_DECREASE_RTOL = 1e-15
 _MAX_ITER = 200
-_ARMIJO = 1e-4
-_MIN_STEP = 1e-12
 
 
 def require_open_unit_interval(scores: FloatArray, method: str) -> None:
@@ -66,10 +65,17 @@ def beta_features(scores: FloatArray) -> tuple[FloatArray, FloatArray]:
     return np.log(f), -np.log1p(-f)
 
 
-class BetaCalibrator(WithoutParams):
+class BetaCalibrator:
     """p(f) = expit(a ln f - b ln(1 - f) + c), the "abm" beta calibration map.
 
-    No parameters. Fitting needs every score strictly in (0, 1) (:class:`CalibrationError`
+    Parameters
+    ----------
+    bound : {"none", "laplace"}, default "none"
+        ``"laplace"`` clips the outputs into [1 / (n + 2), (n + 1) / (n + 2)]
+        (:class:`~app.calibration.bounds.OutputBound`). Listed in ``params`` and the state
+        only when bounded.
+
+    Fitting needs every score strictly in (0, 1) (:class:`CalibrationError`
     naming the first index otherwise); prediction accepts any finite score, clipping to
     [EPS, 1 - EPS] first, so 0 and 1 map to finite, extreme probabilities.
 
@@ -83,23 +89,50 @@ class BetaCalibrator(WithoutParams):
 
     method: ClassVar[str] = "beta"
 
-    def __init__(self) -> None:
+    def __init__(self, bound: OutputBound | None = None) -> None:
+        self.bound = OutputBound() if bound is None else bound
         self.a = 1.0
         self.b = 1.0
         self.c = 0.0
 
+    @classmethod
+    def from_params(cls, params: Mapping[str, object]) -> Self:
+        """Validate ``params``: only ``bound``; :class:`ParamError` names a bad or unknown key."""
+        check_param_keys(cls.method, params, (BOUND_KEY,))
+        return cls(OutputBound.from_params(params))
+
+    @property
+    def params(self) -> dict[str, JSONValue]:
+        """``{"bound": ...}`` when bounded, else ``{}``."""
+        return self.bound.params
+
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Fit a, b, c by weighted maximum likelihood, dropping a negative slope; ``self``."""
         require_open_unit_interval(scores, self.method)
+        self.bound = self.bound.fitted(sample_weight)
         f, weight, positive = pool_ties(scores, labels, sample_weight)
         log_f, log_1mf = beta_features(f)
         # Weights rescaled to mean 1 per point so the tolerances mean the same whatever their
         # scale; the ridge is rescaled with them so the optimum is betacal's.
         scale = np.count_nonzero(sample_weight) / float(weight.sum())
-        features = np.stack([log_f, log_1mf], axis=1)
+        features = (log_f, log_1mf)
         kept = [0, 1]
+        total, n_pos = float(weight.sum()), float(positive.sum())
         while True:
-            coef, self.c = _logistic_fit(features[:, kept], scale * weight, scale * positive, scale)
+            # from slopes 0 and the log-odds of the base rate (finite for a one-class fold)
+            start = np.zeros(len(kept) + 1)
+            start[-1] = np.log((n_pos + 0.5) / (total - n_pos + 0.5))
+            ridge = np.zeros(len(kept) + 1)
+            ridge[:-1] = scale * _RIDGE
+            theta = fit_logistic(
+                [features[j] for j in kept],
+                scale * weight,
+                scale * positive,
+                start,
+                ridge=ridge,
+                max_iter=_MAX_ITER,
+            ).theta
+            coef, self.c = theta[:-1], float(theta[-1])
             slopes = dict(zip(kept, coef, strict=True))
             negative = [j for j in kept if slopes[j] < 0.0]
             if not negative:
@@ -114,73 +147,21 @@ class BetaCalibrator(WithoutParams):
         # a, b >= 0 and |ln| <= 37 keep z finite for any finite a, b, c below ~1e306
         z = np.clip(self.a * log_f + self.b * log_1mf + self.c, -800.0, 800.0)
         p: FloatArray = expit(z)
-        return p
+        return self.bound.apply(p)
 
     def state(self) -> dict[str, JSONValue]:
-        """``{"a", "b", "c"}``."""
-        return {"a": self.a, "b": self.b, "c": self.c}
+        """``{"a", "b", "c"}``, and ``"bound"`` when bounded."""
+        return {"a": self.a, "b": self.b, "c": self.c, **self.bound.state()}
 
     @classmethod
     def from_state(cls, params: Mapping[str, object], state: Mapping[str, object]) -> Self:
         """Rebuild a fitted calibrator; :class:`StateError` unless a, b >= 0 and c are finite."""
         calibrator = cls.from_params(params)
-        check_state_keys(state, ("a", "b", "c"))
+        bounded, calibrator.bound = calibrator.bound.read_state(state)
+        check_state_keys(state, ("a", "b", "c", *bounded))
         a, b, c = (state_float(state, key) for key in ("a", "b", "c"))
         for key, value in (("a", a), ("b", b)):
             if value < 0.0 or abs(value) > 1e300:
                 raise StateError(f"state.{key}: must be between 0 and 1e300, not {value!r}")
         calibrator.a, calibrator.b, calibrator.c = a, b, c
         return calibrator
-
-
-def _logistic_fit(
-    x: FloatArray, weight: FloatArray, positive: FloatArray, scale: float
-) -> tuple[FloatArray, float]:
-    """Weighted logistic regression of pooled counts on the columns of ``x`` plus intercept.
-
-    Minimises sum_k weight_k log(1 + e^z_k) - positive_k z_k + scale * ridge/2 * ||coef||^2,
-    z = x coef + intercept: Newton steps with Armijo backtracking (as Lin, Lin & Weng's for
-    Platt), stopping at a tiny gradient or once the predicted decrease is below the resolution
-    of the loss. Returns (coef, intercept).
-    """
-    n_coef = x.shape[1]
-    design = np.hstack([x, np.ones((x.shape[0], 1))])
-    ridge = np.zeros(n_coef + 1)
-    ridge[:n_coef] = scale * _RIDGE
-    total, n_pos = float(weight.sum()), float(positive.sum())
-    theta = np.zeros(n_coef + 1)
-    # start at the log-odds of the base rate (kept finite for a single-class fold)
-    theta[-1] = np.log((n_pos + 0.5) / (total - n_pos + 0.5))
-
-    def loss(t: FloatArray) -> float:
-        z = design @ t
-        return float(weight @ np.logaddexp(0.0, z) - positive @ z + 0.5 * ridge @ (t * t))
-
-    value = loss(theta)
-    for _ in range(_MAX_ITER):
-        p = expit(design @ theta)
-        gradient = design.T @ (weight * p - positive) + ridge * theta
-        if np.max(np.abs(gradient)) < _GRADIENT_TOL:
-            break
-        hessian = (design.T * (weight * p * (1.0 - p))) @ design + np.diag(ridge)
-        try:
-            step = -np.linalg.solve(hessian, gradient)
-        except np.linalg.LinAlgError:
-            break
-        decrease = float(gradient @ step)
-        if not np.isfinite(decrease) or decrease >= 0.0:
-            break
-        if -decrease < _DECREASE_RTOL * max(1.0, abs(value)):
-            theta = theta + step
-            break
-        length = 1.0
-        while length >= _MIN_STEP:
-            candidate = theta + length * step
-            new_value = loss(candidate)
-            if new_value < value + _ARMIJO * length * decrease:
-                theta, value = candidate, new_value
-                break
-            length /= 2.0
-        else:
-            break
-    return theta[:n_coef], float(theta[-1])

@@ -29,6 +29,7 @@ from app.calibration.base import (
     state_floats,
     state_int,
 )
+from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.crossval import effective_folds, predict_folds, stratified_folds
 from app.calibration.metrics import log_loss
 
@@ -55,6 +56,11 @@ class HistogramBinning:
         A bin's value: ``"none"`` is pos / n, ``"laplace"`` is (pos + 1) / (n + 2) (Laplace's
         rule of succession, pulling small bins toward 1/2), where n and pos are the bin's
         summed weight and summed weight of positives.
+    bound : {"none", "laplace"}, default "none"
+        ``"laplace"`` clips the outputs into [1 / (n + 2), (n + 1) / (n + 2)]
+        (:class:`~app.calibration.bounds.OutputBound`): without smoothing, a bin holding one
+        class otherwise answers exactly 0 or 1. Listed in ``params`` and the state
+        (``"bound": [low, high]``) only when bounded.
 
     Attributes
     ----------
@@ -71,9 +77,15 @@ class HistogramBinning:
 
     method: ClassVar[str] = "histogram_binning"
 
-    def __init__(self, n_bins: int | str = DEFAULT_BINS, smoothing: str = "none") -> None:
+    def __init__(
+        self,
+        n_bins: int | str = DEFAULT_BINS,
+        smoothing: str = "none",
+        bound: OutputBound | None = None,
+    ) -> None:
         self.n_bins = n_bins
         self.smoothing = smoothing
+        self.bound = OutputBound() if bound is None else bound
         self.bins_requested = DEFAULT_BINS if n_bins == "cv" else int(n_bins)
         self.edges: FloatArray = np.zeros(2)
         self.values: FloatArray = np.full(1, 0.5)
@@ -81,13 +93,14 @@ class HistogramBinning:
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> Self:
         """Validate ``params``; :class:`ParamError` names a bad or unknown key."""
-        check_param_keys(cls.method, params, ("n_bins", "smoothing"))
+        check_param_keys(cls.method, params, ("n_bins", "smoothing", BOUND_KEY))
         n_bins = params.get("n_bins", DEFAULT_BINS)
         smoothing = choice_param(params, "smoothing", SMOOTHINGS, "none")
+        bound = OutputBound.from_params(params)
         if n_bins == "cv":
-            return cls("cv", smoothing)
+            return cls("cv", smoothing, bound)
         try:
-            return cls(int_param(params, "n_bins", 2, MAX_BINS, DEFAULT_BINS), smoothing)
+            return cls(int_param(params, "n_bins", 2, MAX_BINS, DEFAULT_BINS), smoothing, bound)
         except ParamError:
             raise ParamError(
                 "n_bins", f"must be an integer in 2..{MAX_BINS} or 'cv', not {n_bins!r}"
@@ -96,12 +109,15 @@ class HistogramBinning:
     @property
     def params(self) -> dict[str, JSONValue]:
         """Every parameter with its effective value."""
-        return {"n_bins": self.n_bins, "smoothing": self.smoothing}
+        return {"n_bins": self.n_bins, "smoothing": self.smoothing, **self.bound.params}
 
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Choose the bin count if ``n_bins`` is ``"cv"``, then bin the batch; ``self``."""
+        self.bound = self.bound.fitted(sample_weight)
         if self.n_bins == "cv":
-            self.bins_requested = _choose_bins(self.smoothing, scores, labels, sample_weight)
+            self.bins_requested = _choose_bins(
+                self.smoothing, self.bound, scores, labels, sample_weight
+            )
         f, weight, positive = pool_ties(scores, labels, sample_weight)
         # weighted equal-frequency cuts: the pooled score at which the weight before it first
         # reaches j/n_bins of the total starts bin j (Zadrozny & Elkan's equal-frequency bins)
@@ -124,7 +140,7 @@ class HistogramBinning:
         """The value of each score's bin; scores outside the training range get an end bin."""
         f = np.asarray(scores, dtype=np.float64)
         p: FloatArray = self.values[np.searchsorted(self.edges[1:-1], f, side="right")]
-        return p
+        return self.bound.apply(p)
 
     def state(self) -> dict[str, JSONValue]:
         """``{"edges": [...], "values": [...], "n_bins": int}``."""
@@ -132,13 +148,15 @@ class HistogramBinning:
             "edges": self.edges.tolist(),
             "values": self.values.tolist(),
             "n_bins": self.bins_requested,
+            **self.bound.state(),
         }
 
     @classmethod
     def from_state(cls, params: Mapping[str, object], state: Mapping[str, object]) -> Self:
         """Rebuild a fitted calibrator; :class:`StateError` unless the bins are consistent."""
         calibrator = cls.from_params(params)
-        check_state_keys(state, ("edges", "values", "n_bins"))
+        bounded, calibrator.bound = calibrator.bound.read_state(state)
+        check_state_keys(state, ("edges", "values", "n_bins", *bounded))
         edges, values = state_floats(state, "edges"), state_floats(state, "values")
         n_bins = state_int(state, "n_bins")
         if edges.size != values.size + 1:
@@ -155,9 +173,14 @@ class HistogramBinning:
 
 
 def _choose_bins(
-    smoothing: str, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray
+    smoothing: str,
+    bound: OutputBound,
+    scores: FloatArray,
+    labels: FloatArray,
+    sample_weight: FloatArray,
 ) -> int:
-    """The bin count of :data:`CV_GRID` with the lowest cross-validated log loss."""
+    """The bin count of :data:`CV_GRID` with the lowest cross-validated log loss (each fold's
+    fit bounded by the same rule as the final one)."""
     if np.count_nonzero(sample_weight) < 2:
         return DEFAULT_BINS
     k = effective_folds(labels, CV_FOLDS)
@@ -165,7 +188,7 @@ def _choose_bins(
     best, best_loss = CV_GRID[0], np.inf
     for n_bins in CV_GRID:
         p = predict_folds(
-            partial(HistogramBinning, n_bins, smoothing),
+            partial(HistogramBinning, n_bins, smoothing, bound),
             scores,
             labels,
             sample_weight,

@@ -27,6 +27,7 @@ from app.calibration.base import (
     choice_param,
     state_float,
 )
+from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.multiclass_metrics import IntArray, probability_rows
 
 MODES = ("sigmoid", "constant")
@@ -44,6 +45,10 @@ class BostromCalibrator:
         1 / (1 + exp(-(a p_top + b))) with a >= 0 (non-decreasing, as the paper requires for
         the arg max to hold), fitted by L-BFGS-B with the analytic gradient rather than the
         paper's integer grid {0, ..., 50} for its two parameters (footnote 1).
+    bound : {"none", "laplace"}, default "none"
+        ``"laplace"``: every probability at least 1 / (n + k), rows renormalised
+        (:class:`~app.calibration.bounds.OutputBound`); a forest's zeros otherwise stay zeros.
+        Listed in ``params`` and the state only when bounded.
 
     Attributes
     ----------
@@ -55,8 +60,9 @@ class BostromCalibrator:
 
     method: ClassVar[str] = "bostrom"
 
-    def __init__(self, r: str = "sigmoid") -> None:
+    def __init__(self, r: str = "sigmoid", bound: OutputBound | None = None) -> None:
         self.mode = r
+        self.bound = OutputBound() if bound is None else bound
         self.r = 0.0
         self.a = 0.0
         self.b = 0.0
@@ -64,17 +70,18 @@ class BostromCalibrator:
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> Self:
         """Validate ``params``; :class:`ParamError` names a bad or unknown key."""
-        check_param_keys(cls.method, params, ("r",))
-        return cls(r=choice_param(params, "r", MODES, "sigmoid"))
+        check_param_keys(cls.method, params, ("r", BOUND_KEY))
+        return cls(choice_param(params, "r", MODES, "sigmoid"), OutputBound.from_params(params))
 
     @property
     def params(self) -> dict[str, JSONValue]:
         """Every parameter with its effective value."""
-        return {"r": self.mode}
+        return {"r": self.mode, **self.bound.params}
 
     def fit(self, scores: FloatArray, labels: IntArray, sample_weight: FloatArray) -> Self:
         """Fit r (or a and b) to minimise the weighted multiclass Brier score; return ``self``."""
         p, top, p_top = _rows(scores)
+        self.bound = self.bound.fitted(sample_weight, n_classes=p.shape[1])
         rows = np.arange(labels.size)
         w = sample_weight / sample_weight.sum()
         # With d = e_top - p the corrected row is p + r d, and its Brier score
@@ -110,13 +117,16 @@ class BostromCalibrator:
         r = np.full(p_top.size, self.r) if self.mode == "constant" else self._sigmoid(p_top)
         corrected: FloatArray = p * (1.0 - r)[:, None]
         corrected[np.arange(top.size), top] += r
-        return corrected
+        return self.bound.apply(corrected)
 
     def state(self) -> dict[str, JSONValue]:
         """``{"mode": "constant", "r"}`` or ``{"mode": "sigmoid", "a", "b"}``."""
-        if self.mode == "constant":
-            return {"mode": "constant", "r": self.r}
-        return {"mode": "sigmoid", "a": self.a, "b": self.b}
+        fitted: dict[str, JSONValue] = (
+            {"mode": "constant", "r": self.r}
+            if self.mode == "constant"
+            else {"mode": "sigmoid", "a": self.a, "b": self.b}
+        )
+        return {**fitted, **self.bound.state()}
 
     @classmethod
     def from_state(cls, params: Mapping[str, object], state: Mapping[str, object]) -> Self:
@@ -126,13 +136,14 @@ class BostromCalibrator:
             raise StateError(f"state: must be an object, not {type(state).__name__}")
         if state.get("mode") != calibrator.mode:
             raise StateError(f"state.mode: must be {calibrator.mode!r} for params.r")
+        bounded, calibrator.bound = calibrator.bound.read_state(state)
         if calibrator.mode == "constant":
-            check_state_keys(state, ("mode", "r"))
+            check_state_keys(state, ("mode", "r", *bounded))
             calibrator.r = state_float(state, "r")
             if not 0.0 <= calibrator.r <= 1.0:
                 raise StateError(f"state.r: must lie in [0, 1], not {calibrator.r!r}")
         else:
-            check_state_keys(state, ("mode", "a", "b"))
+            check_state_keys(state, ("mode", "a", "b", *bounded))
             calibrator.a, calibrator.b = state_float(state, "a"), state_float(state, "b")
             if calibrator.a < 0.0:
                 raise StateError(f"state.a: must be >= 0 (r non-decreasing), not {calibrator.a!r}")

@@ -25,6 +25,7 @@ from app.calibration.base import (
     pool_ties,
     state_floats,
 )
+from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.trimming import TRIM_KEYS, TrimSpec, read_trim_state, trim_batch, trim_state
 
 INTERPOLATIONS = ("linear", "step")
@@ -48,6 +49,11 @@ class IsotonicCalibrator:
         :class:`~app.calibration.trimming.TrimSpec`; ``trim="none"`` by default. The paper
         found ``trim="trainset"`` best for isotonic regression (cross-validation leaves PAV
         too few points). Listed in ``params`` only when trimming.
+    bound : {"none", "laplace"}, default "none"
+        ``"none"`` keeps scikit-learn's outputs, which reach exactly 0 and 1 at end blocks
+        holding one class; ``"laplace"`` clips them into [1 / (n + 2), (n + 1) / (n + 2)]
+        (:class:`~app.calibration.bounds.OutputBound`), as ``auto`` does. Listed in
+        ``params`` and the state (``"bound": [low, high]``) only when bounded.
 
     Attributes
     ----------
@@ -61,9 +67,15 @@ class IsotonicCalibrator:
 
     method: ClassVar[str] = "isotonic"
 
-    def __init__(self, interpolation: str = "linear", trim: TrimSpec | None = None) -> None:
+    def __init__(
+        self,
+        interpolation: str = "linear",
+        trim: TrimSpec | None = None,
+        bound: OutputBound | None = None,
+    ) -> None:
         self.interpolation = interpolation
         self.trim = TrimSpec() if trim is None else trim
+        self.bound = OutputBound() if bound is None else bound
         self.trim_info: dict[str, JSONValue] | None = None
         self.thresholds: FloatArray = np.zeros(1)
         self.values: FloatArray = np.full(1, 0.5)
@@ -72,19 +84,21 @@ class IsotonicCalibrator:
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> Self:
         """Validate ``params``; :class:`ParamError` names a bad or unknown key."""
-        check_param_keys(cls.method, params, ("interpolation", *TRIM_KEYS))
+        check_param_keys(cls.method, params, ("interpolation", *TRIM_KEYS, BOUND_KEY))
         return cls(
             interpolation=choice_param(params, "interpolation", INTERPOLATIONS, "linear"),
             trim=TrimSpec.from_params(params),
+            bound=OutputBound.from_params(params),
         )
 
     @property
     def params(self) -> dict[str, JSONValue]:
         """Every parameter with its effective value."""
-        return {"interpolation": self.interpolation, **self.trim.params}
+        return {"interpolation": self.interpolation, **self.trim.params, **self.bound.params}
 
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Fit the isotonic map on the batch; return ``self``."""
+        self.bound = self.bound.fitted(sample_weight)
         # Trimmed isotonic regression: PAV on the kept points only (Robust Probabilistic
         # Calibration, section 3.1); each trial fit is a plain IsotonicCalibrator.fit.
         scores, labels, sample_weight, self.trim_info = trim_batch(
@@ -106,7 +120,10 @@ class IsotonicCalibrator:
 
     def predict(self, scores: FloatArray) -> FloatArray:
         """The fitted map at ``scores``, clipped to the end values outside the fitted range."""
-        f = np.asarray(scores, dtype=np.float64)
+        return self.bound.apply(self._predict_map(np.asarray(scores, dtype=np.float64)))
+
+    def _predict_map(self, f: FloatArray) -> FloatArray:
+        """The fitted map at ``f``, before the bound."""
         x, v = self.thresholds, self.values
         if self.interpolation == "linear" and x.size > 1 and self._interp_is_exact():
             interpolated: FloatArray = np.interp(f, x, v)
@@ -125,11 +142,12 @@ class IsotonicCalibrator:
         return checked[2]
 
     def state(self) -> dict[str, JSONValue]:
-        """``{"thresholds": [...], "values": [...]}`` as lists of floats, and ``"trim"``."""
+        """``{"thresholds": [...], "values": [...]}`` (floats), plus ``"trim"`` and ``"bound"``."""
         return {
             "thresholds": self.thresholds.tolist(),
             "values": self.values.tolist(),
             **trim_state(self.trim_info),
+            **self.bound.state(),
         }
 
     @classmethod
@@ -137,7 +155,8 @@ class IsotonicCalibrator:
         """Rebuild a fitted calibrator; :class:`StateError` unless the state is a valid map."""
         calibrator = cls.from_params(params)
         extra, calibrator.trim_info = read_trim_state(state)
-        check_state_keys(state, ("thresholds", "values", *extra))
+        bounded, calibrator.bound = calibrator.bound.read_state(state)
+        check_state_keys(state, ("thresholds", "values", *extra, *bounded))
         thresholds, values = state_floats(state, "thresholds"), state_floats(state, "values")
         if thresholds.size != values.size:
             raise StateError(

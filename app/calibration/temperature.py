@@ -1,40 +1,51 @@
 """Temperature scaling: softmax(z / T), one temperature T > 0 fitted by maximum likelihood.
 
-Guo, Pleiss, Sun & Weinberger (2017), *On Calibration of Modern Neural Networks*, section 4.2;
-scikit-learn's ``CalibratedClassifierCV(method="temperature")`` fits the same model (through
-the inverse temperature beta = 1 / T, bounded to log beta in [-10, 10]). Rows that are
-probability vectors are read as log-probabilities, as scikit-learn does.
+Guo, Pleiss, Sun & Weinberger (2017), *On Calibration of Modern Neural Networks*, section 4.2.
+Fitted as scikit-learn's ``CalibratedClassifierCV(method="temperature")`` fits it: bounded
+Brent minimisation (``scipy.optimize.minimize_scalar``) of the log loss over the log of the
+inverse temperature beta = 1 / T, within [-10, 10], to 64 machine epsilons. Rows that are
+probability vectors are read as log-probabilities, as scikit-learn does, except for zeros:
+scikit-learn takes log(p + 1e-12), which moves every entry; here only a zero is replaced
+(by 1e-300), so rows without zeros are read exactly.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import ClassVar, Self
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 
 from app.calibration.base import (
     CalibrationError,
     FloatArray,
     JSONValue,
     StateError,
-    WithoutParams,
+    check_param_keys,
     check_state_keys,
     state_float,
 )
+from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.multiclass_metrics import IntArray, is_probability_matrix
 
 INPUTS = ("logits", "probabilities")
 LOG_BETA_BOUNDS = (-10.0, 10.0)  # scikit-learn's bounds on log(1 / T)
 _SMALLEST_P = 1e-300  # log(p) of a zero probability stays finite
 _FLOOR = -1e300  # centred logits below this give exp(...) = 0 anyway; keeps p * z finite
-_XTOL = 1e-12  # relative, on beta
-_MAX_ITER = 200
+_XATOL = 64 * float(np.finfo(np.float64).eps)  # on log beta, scikit-learn's tolerance
 
 
-class TemperatureScaling(WithoutParams):
-    """p = softmax(z / T) with T minimising the weighted multiclass log loss; no parameters.
+class TemperatureScaling:
+    """p = softmax(z / T) with T minimising the weighted multiclass log loss.
+
+    Parameters
+    ----------
+    bound : {"none", "laplace"}, default "none"
+        ``"laplace"``: every probability at least 1 / (n + k), rows renormalised
+        (:class:`~app.calibration.bounds.OutputBound`); softmax otherwise underflows to
+        exactly 0 for a class far below the others. Listed in ``params`` and the state only
+        when bounded.
 
     Attributes
     ----------
@@ -47,44 +58,45 @@ class TemperatureScaling(WithoutParams):
 
     method: ClassVar[str] = "temperature"
 
-    def __init__(self) -> None:
+    def __init__(self, bound: OutputBound | None = None) -> None:
+        self.bound = OutputBound() if bound is None else bound
         self.T = 1.0
         self.input = "logits"
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, object]) -> Self:
+        """Validate ``params``: only ``bound``; :class:`ParamError` names a bad or unknown key."""
+        check_param_keys(cls.method, params, (BOUND_KEY,))
+        return cls(OutputBound.from_params(params))
+
+    @property
+    def params(self) -> dict[str, JSONValue]:
+        """``{"bound": ...}`` when bounded, else ``{}``."""
+        return self.bound.params
 
     def fit(self, scores: FloatArray, labels: IntArray, sample_weight: FloatArray) -> Self:
         """Fit T on the n x k batch; return ``self``.
 
-        The loss L(beta) = sum_i w_i (logsumexp(beta z_i) - beta z_{i, y_i}) is convex in
-        beta = 1 / T: L' = sum_i w_i (E_softmax(beta z_i)[z] - z_{i, y_i}) is increasing
-        (L'' = sum_i w_i Var(z)), so its root is found by Newton steps safeguarded by bisection
-        in log beta within :data:`LOG_BETA_BOUNDS`; a root outside them gives the bound.
+        Minimises L(log beta) = sum_i w_i (logsumexp(beta z_i) - beta z_{i, y_i}) over
+        log beta in :data:`LOG_BETA_BOUNDS` with bounded Brent, as scikit-learn does. L is
+        convex in beta (its second derivative is a weighted variance), so the minimiser is
+        unique; one outside the bounds gives the bound.
         """
+        self.bound = self.bound.fitted(sample_weight, n_classes=scores.shape[1])
         self.input = "probabilities" if is_probability_matrix(scores) else "logits"
-        z = self._centred_logits(scores)
+        z = self._centred_logits(scores)  # row maxima 0: exp(beta z) <= 1 never overflows
         true = z[np.arange(labels.size), labels]
         w = sample_weight / sample_weight.sum()
 
-        # The moments are taken of u = z / 2^e (exact) with |u| <= 1, so z * z cannot overflow;
-        # L' is returned divided by 2^e (its sign is all bisection needs) and L'' by 4^e, so
-        # their ratio, the Newton step, is the true one.
-        exponent = math.frexp(float(np.max(np.abs(z))))[1]
-        u, u_true = np.ldexp(z, -exponent), np.ldexp(true, -exponent)
+        def loss(log_beta: float) -> float:
+            beta = np.exp(log_beta)
+            normaliser = np.log(np.exp(beta * z).sum(axis=1))  # >= 0: each row holds a 1
+            return float(w @ (normaliser - beta * true))
 
-        def derivatives(beta: float) -> tuple[float, float]:
-            e = np.exp(beta * z)
-            p = e / e.sum(axis=1, keepdims=True)
-            mean = np.einsum("ij,ij->i", p, u)
-            var = np.maximum(np.einsum("ij,ij->i", p, u * u) - mean * mean, 0.0)
-            return float(w @ (mean - u_true)), math.ldexp(float(w @ var), exponent)
-
-        low, high = (math.exp(bound) for bound in LOG_BETA_BOUNDS)
-        if derivatives(low)[0] >= 0.0:
-            beta = low
-        elif derivatives(high)[0] <= 0.0:
-            beta = high
-        else:
-            beta = _safeguarded_newton(derivatives, low, high)
-        self.T = 1.0 / beta
+        found = minimize_scalar(
+            loss, bounds=LOG_BETA_BOUNDS, method="bounded", options={"xatol": _XATOL}
+        )
+        self.T = float(np.exp(-found.x))
         return self
 
     def predict(self, scores: FloatArray) -> FloatArray:
@@ -92,17 +104,18 @@ class TemperatureScaling(WithoutParams):
         z = self._centred_logits(np.asarray(scores, dtype=np.float64)) / self.T
         e = np.exp(z)
         p: FloatArray = e / e.sum(axis=1, keepdims=True)
-        return p
+        return self.bound.apply(p)
 
     def state(self) -> dict[str, JSONValue]:
-        """``{"T", "input"}``."""
-        return {"T": self.T, "input": self.input}
+        """``{"T", "input"}``, and ``"bound"`` when bounded."""
+        return {"T": self.T, "input": self.input, **self.bound.state()}
 
     @classmethod
     def from_state(cls, params: Mapping[str, object], state: Mapping[str, object]) -> Self:
         """Rebuild; :class:`StateError` unless T is a positive number and input is known."""
         calibrator = cls.from_params(params)
-        check_state_keys(state, ("T", "input"))
+        bounded, calibrator.bound = calibrator.bound.read_state(state)
+        check_state_keys(state, ("T", "input", *bounded))
         T = state_float(state, "T")
         if not T > 0.0:
             raise StateError(f"state.T: must be positive, not {T!r}")
@@ -120,25 +133,3 @@ class TemperatureScaling(WithoutParams):
             centred = z - z.max(axis=1, keepdims=True)
         floored: FloatArray = np.maximum(centred, _FLOOR)
         return floored
-
-
-def _safeguarded_newton(
-    derivatives: Callable[[float], tuple[float, float]], low: float, high: float
-) -> float:
-    """The root of the increasing L'(beta) in [low, high], with L'(low) < 0 < L'(high)."""
-    beta = 1.0 if low < 1.0 < high else math.sqrt(low * high)
-    for _ in range(_MAX_ITER):
-        g, h = derivatives(beta)
-        if g == 0.0:
-            return beta
-        if g < 0.0:
-            low = beta
-        else:
-            high = beta
-        step = beta - g / h if h > 0.0 else math.nan
-        # outside the bracket (or no curvature): bisect in log beta instead
-        new = step if low < step < high else math.sqrt(low * high)
-        if abs(new - beta) <= _XTOL * beta or high - low <= _XTOL * low:
-            return new
-        beta = new
-    return beta

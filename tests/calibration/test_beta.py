@@ -87,7 +87,8 @@ def test_single_class_and_identical_scores_still_fit() -> None:
     np.testing.assert_allclose(p, 0.6, atol=1e-6)
 
 
-def test_no_params() -> None:
+def test_only_the_bound_is_a_param() -> None:
     assert BetaCalibrator.from_params({}).params == {}
-    with pytest.raises(ParamError, match="beta takes no parameters"):
+    assert BetaCalibrator.from_params({"bound": "laplace"}).params == {"bound": "laplace"}
+    with pytest.raises(ParamError, match=r"params\.parameters: unknown parameter; expected one"):
         BetaCalibrator.from_params({"parameters": "abm"})

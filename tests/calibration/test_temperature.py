@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
+from sklearn.calibration import _TemperatureScaling
 
 from app.calibration import ParamError
 from app.calibration.temperature import TemperatureScaling
@@ -52,20 +53,24 @@ def test_is_the_minimiser_of_the_weighted_log_loss() -> None:
 
 
 def test_bounds_and_stability() -> None:
-    # perfectly separable: the loss falls as T -> 0, which stops at scikit-learn's bound
+    # perfectly separable: the loss falls as T -> 0 until it is flat in float64, where bounded
+    # Brent stops; the same minimize_scalar call as scikit-learn's, so the same T
     z = np.array([[2.0, 0.0], [0.0, 2.0], [3.0, 1.0]])
     y = np.array([0, 1, 0])
     ts = TemperatureScaling().fit(z, y, np.ones(3))
-    np.testing.assert_allclose(ts.T, np.exp(-10.0), rtol=1e-9)
-    # anti-correlated: T at the upper bound, predictions near uniform
+    np.testing.assert_allclose(ts.T, 1.0 / _TemperatureScaling().fit(z, y).beta_, rtol=1e-9)
+    assert ts.T < 0.05
+    # anti-correlated: T at the upper bound exp(10) (to Brent's tolerance), as scikit-learn's
     ts.fit(z, 1 - y, np.ones(3))
-    np.testing.assert_allclose(ts.T, np.exp(10.0), rtol=1e-9)
+    np.testing.assert_allclose(ts.T, 1.0 / _TemperatureScaling().fit(z, 1 - y).beta_, rtol=1e-9)
+    np.testing.assert_allclose(ts.T, np.exp(10.0), rtol=1e-6)
     p = ts.predict(np.array([[1e308, -1e308], [0.0, 0.0]]))
     assert np.all(np.isfinite(p))
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
 
 
-def test_takes_no_params() -> None:
+def test_takes_only_the_bound() -> None:
     assert TemperatureScaling.from_params({}).params == {}
-    with pytest.raises(ParamError, match="temperature takes no parameters"):
+    assert TemperatureScaling.from_params({"bound": "laplace"}).params == {"bound": "laplace"}
+    with pytest.raises(ParamError, match="unknown parameter; expected one of bound"):
         TemperatureScaling.from_params({"T": 1.0})
