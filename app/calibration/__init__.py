@@ -19,10 +19,6 @@ from app.calibration.base import (
 from app.calibration.beta import BetaCalibrator, require_open_unit_interval
 from app.calibration.binning import HistogramBinning
 from app.calibration.fitting import (
-    BINARY_ONLY,
-    CALIBRATOR_METHODS,
-    METHODS,
-    PROBABILITY_METHODS,
     FitOutcome,
     fit_calibrator,
     load_calibrator,
@@ -30,8 +26,15 @@ from app.calibration.fitting import (
 )
 from app.calibration.isotonic import IsotonicCalibrator
 from app.calibration.logistic import LogisticCorrection
+from app.calibration.methods import (
+    BINARY_ONLY,
+    CALIBRATOR_METHODS,
+    METHODS,
+    MULTICLASS_ONLY,
+    PROBABILITY_METHODS,
+)
 from app.calibration.minmax import MinMaxScaling
-from app.calibration.multiclass import MULTICLASS_ONLY, MulticlassCalibrator
+from app.calibration.multiclass import MulticlassCalibrator
 from app.calibration.platt import PlattCalibrator
 
 __all__ = [

@@ -12,7 +12,8 @@ Nothing in :mod:`app.calibration` imports FastAPI, pydantic or SQLAlchemy.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Protocol, Self, TypeAlias
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol, Self, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
@@ -43,6 +44,27 @@ class StateError(CalibrationError):
     """A stored state that does not describe a valid fitted calibrator of this method."""
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a method accepts, declared once on its class; the catalogues derive from these.
+
+    Attributes
+    ----------
+    vector : bool
+        Fits a binary batch: one score per row, labels 0/1.
+    matrix : {"native", "one_vs_rest", "none"}
+        How it fits a k-class batch (an n x k score matrix): by itself, one class against the
+        rest with the rows renormalised, or not at all.
+    probabilities : bool
+        Its scores must be probabilities: strictly inside (0, 1) for a binary method (also
+        one-vs-rest), rows of a probability matrix for a k-class one.
+    """
+
+    vector: bool = True
+    matrix: Literal["native", "one_vs_rest", "none"] = "one_vs_rest"
+    probabilities: bool = False
+
+
 class Calibrator(Protocol):
     """A calibration method: ``from_params`` → ``fit`` → ``predict``; ``state``/``from_state``.
 
@@ -52,6 +74,7 @@ class Calibrator(Protocol):
     """
 
     method: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
 
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> Self:

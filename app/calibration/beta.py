@@ -26,6 +26,7 @@ from scipy.special import expit
 
 from app.calibration.base import (
     CalibrationError,
+    Capabilities,
     FloatArray,
     JSONValue,
     StateError,
@@ -88,6 +89,7 @@ class BetaCalibrator:
     """
 
     method: ClassVar[str] = "beta"
+    capabilities: ClassVar[Capabilities] = Capabilities(probabilities=True)
 
     def __init__(self, bound: OutputBound | None = None) -> None:
         self.bound = OutputBound() if bound is None else bound

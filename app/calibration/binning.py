@@ -17,6 +17,7 @@ from typing import ClassVar, Self
 import numpy as np
 
 from app.calibration.base import (
+    Capabilities,
     FloatArray,
     JSONValue,
     ParamError,
@@ -76,6 +77,7 @@ class HistogramBinning:
     """
 
     method: ClassVar[str] = "histogram_binning"
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from scipy.special import expit, logit
 
 from app.calibration.base import (
     CalibrationError,
+    Capabilities,
     FloatArray,
     JSONValue,
     StateError,
@@ -59,6 +60,9 @@ class BostromCalibrator:
     """
 
     method: ClassVar[str] = "bostrom"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        vector=False, matrix="native", probabilities=True
+    )
 
     def __init__(self, r: str = "sigmoid", bound: OutputBound | None = None) -> None:
         self.mode = r

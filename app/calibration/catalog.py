@@ -18,6 +18,12 @@ class MethodDoc:
     scores: str = "vector or n x k matrix (one-vs-rest)"
 
 
+_BOUND = {
+    "bound": '"none" (default) or "laplace": outputs clipped into [1/(n+2), (n+1)/(n+2)] '
+    "(k classes: each probability at least 1/(n+k), rows renormalised), n the effective "
+    "batch size; what auto uses",
+}
+
 _TRIM = {
     "trim": '"none" (default), "trainset" or "cv": drop the most extreme scores (Rüping)',
     "trim_tau_min": "smallest kept fraction tau of the grid, in (0, 1]; default 0.9",
@@ -36,6 +42,7 @@ METHOD_DOCS: dict[str, MethodDoc] = {
             "targets": '"platt" (smoothed targets, default) or "hard" (0/1)',
             "max_iter": "Newton iterations at most, 1..10000; default 100",
             **_TRIM,
+            **_BOUND,
         },
     ),
     "isotonic": MethodDoc(
@@ -44,6 +51,7 @@ METHOD_DOCS: dict[str, MethodDoc] = {
         {
             "interpolation": '"linear" (default, as scikit-learn) or "step" between thresholds',
             **_TRIM,
+            **_BOUND,
         },
     ),
     "logistic_correction": MethodDoc(
@@ -54,6 +62,7 @@ METHOD_DOCS: dict[str, MethodDoc] = {
     "beta": MethodDoc(
         "p = 1 / (1 + 1 / (e^c f^a / (1 - f)^b)), a, b >= 0; scores strictly in (0, 1)",
         "Kull, Silva Filho & Flach (2017)",
+        _BOUND,
     ),
     "histogram_binning": MethodDoc(
         "equal-frequency bins, each mapped to its fraction of positives",
@@ -61,6 +70,7 @@ METHOD_DOCS: dict[str, MethodDoc] = {
         {
             "n_bins": 'bins, 2..1000, or "cv" to choose among 5..50; default 10',
             "smoothing": '"none" (default) or "laplace": (positives + 1) / (count + 2)',
+            **_BOUND,
         },
     ),
     "minmax": MethodDoc(
@@ -71,6 +81,7 @@ METHOD_DOCS: dict[str, MethodDoc] = {
     "temperature": MethodDoc(
         "softmax(z / T) of logits (probability rows are turned into log-probabilities)",
         "Guo et al. (2017)",
+        _BOUND,
         scores="n x k matrix",
     ),
     "bostrom": MethodDoc(
@@ -78,17 +89,23 @@ METHOD_DOCS: dict[str, MethodDoc] = {
         "Boström (2008), Calibrating Random Forests",
         {
             "r": '"sigmoid" (r a non-decreasing sigmoid of the top probability, default) or '
-            '"constant"'
+            '"constant"',
+            **_BOUND,
         },
         scores="n x k matrix of probabilities",
     ),
     "auto": MethodDoc(
-        "the candidate with the lowest k-fold cross-validated log loss, refitted; ties go to "
-        "the simpler. Binary: platt, beta (probabilities only), histogram_binning, isotonic, "
-        "trimmed platt (cv) and isotonic (trainset). Multiclass: temperature, bostrom "
-        "(probabilities only), one-vs-rest platt and isotonic",
+        "the candidate with the lowest k-fold cross-validated log loss (each fitted with "
+        'bound "laplace", so never exactly 0 or 1), refitted on the whole batch; ties go to '
+        "the simpler. Default candidates: binary platt, beta (probabilities only) and "
+        "isotonic; k classes temperature, bostrom (probabilities only), one-vs-rest platt, "
+        "beta and isotonic. Every candidate's CV log loss and standard error are recorded",
         "Niculescu-Mizil & Caruana (2005), learning curves",
-        {"cv": "folds, 2..20; default 5"},
+        {
+            "cv": "folds, 2..20; default 5",
+            "candidates": "names to try instead of the defaults, from: temperature, bostrom, "
+            "platt, beta, histogram_binning, isotonic, platt_trim_cv, isotonic_trim_trainset",
+        },
     ),
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -16,52 +17,17 @@ from app.calibration.base import (
     StateError,
     check_batch,
 )
-from app.calibration.beta import BetaCalibrator, require_open_unit_interval
-from app.calibration.binning import HistogramBinning
-from app.calibration.crossval import out_of_fold_predictions
-from app.calibration.isotonic import IsotonicCalibrator
-from app.calibration.logistic import LogisticCorrection
-from app.calibration.minmax import MinMaxScaling
-from app.calibration.multiclass import (
+from app.calibration.beta import require_open_unit_interval
+from app.calibration.crossval import effective_class_folds, predict_folds, stratified_class_folds
+from app.calibration.methods import (
+    BINARY,
+    BINARY_ONLY,
     MULTICLASS_ONLY,
-    MulticlassCalibrator,
-    fit_multiclass,
-    load_multiclass,
+    PROBABILITY_METHODS,
 )
-from app.calibration.platt import PlattCalibrator
-from app.calibration.selection import auto_params, make_candidate, select_method
-
-_CalibratorClass = type[
-    PlattCalibrator
-    | IsotonicCalibrator
-    | LogisticCorrection
-    | BetaCalibrator
-    | HistogramBinning
-    | MinMaxScaling
-]
-_CALIBRATORS: dict[str, _CalibratorClass] = {
-    cls.method: cls
-    for cls in (
-        PlattCalibrator,
-        IsotonicCalibrator,
-        LogisticCorrection,
-        BetaCalibrator,
-        HistogramBinning,
-        MinMaxScaling,
-    )
-}
-CALIBRATOR_METHODS: tuple[str, ...] = tuple(_CALIBRATORS)
-"""Methods with a calibrator of their own: what a stored version's ``method`` can be."""
-METHODS: tuple[str, ...] = (*CALIBRATOR_METHODS, *MULTICLASS_ONLY, "auto")
-"""The methods :func:`fit_calibrator` accepts; ``auto`` resolves to one of its candidates."""
-BINARY_ONLY: tuple[str, ...] = ("logistic_correction", "minmax")
-"""Methods that make no sense one-vs-rest on a multiclass batch."""
-_ONE_VS_REST: dict[str, _CalibratorClass] = {
-    name: cls for name, cls in _CALIBRATORS.items() if name not in BINARY_ONLY
-}
-"""Binary methods that calibrate a multiclass batch one class against the rest."""
-PROBABILITY_METHODS: tuple[str, ...] = ("beta",)
-"""Methods whose scores must lie strictly between 0 and 1."""
+from app.calibration.multiclass import MulticlassCalibrator, load_multiclass, make_multiclass
+from app.calibration.multiclass_metrics import check_multiclass_batch
+from app.calibration.selection import AutoSpec, Candidate, eligible_candidates, select
 
 
 @dataclass(frozen=True)
@@ -83,15 +49,15 @@ class FitOutcome:
 
 
 def make_calibrator(method: str, params: Mapping[str, object]) -> Calibrator:
-    """An unfitted calibrator of ``method`` with validated ``params``.
+    """An unfitted binary calibrator of ``method`` with validated ``params``.
 
     :class:`CalibrationError` for an unknown method (``auto`` included: it has no calibrator
     of its own), :class:`ParamError` for bad params.
     """
-    cls = _CALIBRATORS.get(method)
+    cls = BINARY.get(method)
     if cls is None:
         raise CalibrationError(
-            f"method: unknown method {method!r}; expected one of {', '.join(CALIBRATOR_METHODS)}"
+            f"method: unknown method {method!r}; expected one of {', '.join(BINARY)}"
         )
     return cls.from_params(params)
 
@@ -109,12 +75,10 @@ def load_calibrator(
     :class:`StateError` when ``state`` is not a valid state of ``method``.
     """
     if n_classes > 2:
-        return load_multiclass(method, params, state, _ONE_VS_REST)
-    cls = _CALIBRATORS.get(method)
+        return load_multiclass(method, params, state)
+    cls = BINARY.get(method)
     if cls is None:
-        raise StateError(
-            f"method: unknown method {method!r}; expected one of {', '.join(CALIBRATOR_METHODS)}"
-        )
+        raise StateError(f"method: unknown method {method!r}; expected one of {', '.join(BINARY)}")
     if not isinstance(state, Mapping):
         raise StateError(f"state: must be an object, not {type(state).__name__}")
     return cls.from_state(params, state)
@@ -135,79 +99,91 @@ def fit_calibrator(
     Parameters
     ----------
     method : str
-        One of :data:`METHODS`.
+        One of :data:`~app.calibration.methods.METHODS`.
     params : mapping
         The method's parameters, validated before any work (:class:`ParamError`).
     scores, labels, sample_weight : ndarray
         The batch: finite scores, a vector with 0/1 labels (binary) or an n x k matrix with
-        labels 0..k-1 (multiclass: :func:`~app.calibration.multiclass.fit_multiclass`, with
-        one-vs-rest for the binary methods); both classes, n >= 2; weights non-negative
-        with a positive sum, ``None`` for all ones.
+        labels 0..k-1 (multiclass: temperature, bostrom, or a binary method one-vs-rest);
+        both classes, n >= 2; weights non-negative with a positive sum, ``None`` for all ones.
     n_folds : int
         Folds of the out-of-fold predictions (reduced for a rare class, see
-        :func:`~app.calibration.crossval.effective_folds`).
+        :func:`~app.calibration.crossval.effective_class_folds`).
     n_jobs : int
         joblib workers (threads) for the folds.
 
     Returns
     -------
     FitOutcome
-        ``out_of_fold`` comes from :func:`out_of_fold_predictions` with the same method and
-        params. For ``auto`` (params ``{"cv": 2..20}``) the selection's ``cv`` folds decide
-        and ``out_of_fold`` reuses them: the chosen candidate's predictions from the
-        selection, not a second run (``n_folds`` does not apply to ``auto``).
+        ``out_of_fold`` are the k-fold predictions of the same method and params. For
+        ``auto`` (:class:`~app.calibration.selection.AutoSpec`) its ``cv`` folds decide and
+        ``out_of_fold`` reuses them: the chosen candidate's predictions from the selection,
+        not a second run (``n_folds`` does not apply to ``auto``).
 
     Raises
     ------
     CalibrationError
         An unknown method or an invalid batch; :class:`ParamError` for bad params.
     """
+    matrix = np.ndim(scores) == 2
     if method in PROBABILITY_METHODS:
         # checked on the whole batch, so that the error names the batch's index, not a fold's
         require_open_unit_interval(np.asarray(scores, dtype=np.float64), method)
-    if np.ndim(scores) == 2:
-        if method in BINARY_ONLY:
-            raise CalibrationError(
-                f"scores: is an n x k matrix but method {method!r} is binary; send a vector"
-            )
-        fitted = fit_multiclass(
-            method,
-            params,
-            scores,
-            np.asarray(labels, dtype=np.int64),
-            sample_weight,
-            binary=_ONE_VS_REST,
-            n_folds=n_folds,
-            n_jobs=n_jobs,
+    if matrix and method in BINARY_ONLY:
+        raise CalibrationError(
+            f"scores: is an n x k matrix but method {method!r} is binary; send a vector"
         )
-        return FitOutcome(
-            fitted.calibrator, fitted.method, fitted.params, fitted.out_of_fold, fitted.selection
-        )
-    if method in MULTICLASS_ONLY:
+    if not matrix and method in MULTICLASS_ONLY:
         raise CalibrationError(
             f"scores: is a vector but method {method!r} is multiclass; send an n x k matrix"
         )
-    if method == "auto":
-        cv = auto_params(params)["cv"]
+    spec = AutoSpec.from_params(params) if method == "auto" else None
+    effective = {} if spec else _build(method, params, matrix).params
+    if matrix:
+        s, classes, w = check_multiclass_batch(scores, labels, sample_weight)
+        y: NDArray[Any] = classes
     else:
-        calibrator = make_calibrator(method, params)
-    f, y, w = check_batch(scores, np.asarray(labels, dtype=np.float64), sample_weight)
-    n_pos = int(y.sum())
-    if f.size < 2 or n_pos in (0, f.size):
-        raise CalibrationError("labels: calibration needs at least 2 points and both classes")
-    if method == "auto":
-        selection = select_method(f, y, w, cv=cv, n_jobs=n_jobs)
-        chosen = selection.chosen
-        calibrator = make_candidate(chosen).fit(f, y, w)
-        return FitOutcome(
-            calibrator,
-            chosen.method,
-            calibrator.params,
-            selection.out_of_fold[chosen.label],
-            selection.record(),
+        s, y, w = check_batch(scores, np.asarray(labels, dtype=np.float64), sample_weight)
+        classes = y.astype(np.int64)
+    if s.shape[0] < 2 or np.count_nonzero(np.bincount(classes)) < 2:
+        what = "of 2 classes" if matrix else "and both classes"
+        raise CalibrationError(f"labels: calibration needs at least 2 points {what}")
+    k = effective_class_folds(classes, spec.cv if spec else n_folds)
+    folds = stratified_class_folds(classes, k, sample_weight=w)
+    if spec is None:
+        out_of_fold = predict_folds(
+            lambda: _build(method, effective, matrix), s, y, w, folds, n_jobs
         )
-    effective = calibrator.params
-    out_of_fold = out_of_fold_predictions(
-        lambda: make_calibrator(method, effective), f, y, w, n_folds, n_jobs
+        calibrator = _build(method, effective, matrix).fit(s, y, w)
+        return FitOutcome(calibrator, method, effective, out_of_fold, None)
+    candidates, skipped = eligible_candidates(spec, s)
+    if not candidates:
+        raise CalibrationError(
+            "params.candidates: none of them can fit this batch ("
+            + "; ".join(f"{label} {why}" for label, why in skipped.items())
+            + ")"
+        )
+    selection = select(
+        candidates,
+        lambda c: _build(c.method, c.params, matrix),
+        s,
+        y,
+        w,
+        folds,
+        skipped=skipped,
+        n_jobs=n_jobs,
     )
-    return FitOutcome(calibrator.fit(f, y, w), method, effective, out_of_fold, None)
+    chosen: Candidate = selection.chosen
+    calibrator = _build(chosen.method, chosen.params, matrix).fit(s, y, w)
+    return FitOutcome(
+        calibrator,
+        chosen.method,
+        calibrator.params,
+        selection.out_of_fold[chosen.label],
+        selection.record(),
+    )
+
+
+def _build(method: str, params: Mapping[str, object], matrix: bool) -> Any:
+    """An unfitted calibrator of ``method``: binary, or k-class (natively or one-vs-rest)."""
+    return make_multiclass(method, params) if matrix else make_calibrator(method, params)

@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from scipy.optimize import isotonic_regression
 
 from app.calibration.base import (
+    Capabilities,
     FloatArray,
     JSONValue,
     StateError,
@@ -66,6 +67,7 @@ class IsotonicCalibrator:
     """
 
     method: ClassVar[str] = "isotonic"
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ import numpy as np
 from scipy.special import expit
 
 from app.calibration.base import (
+    Capabilities,
     FloatArray,
     JSONValue,
     WithoutParams,
@@ -27,6 +28,7 @@ class LogisticCorrection(WithoutParams):
     """p = expit(2F) for a boosting margin F; no parameters, empty state ``{}``."""
 
     method: ClassVar[str] = "logistic_correction"
+    capabilities: ClassVar[Capabilities] = Capabilities(matrix="none")
 
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Nothing to fit: the correction is fixed by the theory. Returns ``self``."""

@@ -14,6 +14,7 @@ from typing import ClassVar, Self
 import numpy as np
 
 from app.calibration.base import (
+    Capabilities,
     FloatArray,
     JSONValue,
     StateError,
@@ -33,6 +34,7 @@ class MinMaxScaling(WithoutParams):
     """
 
     method: ClassVar[str] = "minmax"
+    capabilities: ClassVar[Capabilities] = Capabilities(matrix="none")
 
     def __init__(self) -> None:
         self.low = 0.0

@@ -1,4 +1,4 @@
-"""Multiclass calibration: the protocol, one-vs-rest, and the fitting entry points.
+"""Multiclass calibration: the protocol, one-vs-rest, and building a k-class calibrator.
 
 Scores are an n x k matrix (logits or probability vectors), labels class indices 0..k-1.
 Any binary method extends to k classes one-vs-rest: fitted per class on column j against
@@ -10,8 +10,6 @@ Temperature scaling and Boström's correction are multiclass by construction.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import partial
 from typing import Protocol, Self
 
 import numpy as np
@@ -22,42 +20,12 @@ from app.calibration.base import (
     FloatArray,
     JSONValue,
     StateError,
-    check_param_keys,
     check_state_keys,
-    int_param,
 )
-from app.calibration.bostrom import BostromCalibrator
-from app.calibration.crossval import (
-    effective_class_folds,
-    predict_folds,
-    stratified_class_folds,
-)
-from app.calibration.multiclass_metrics import (
-    IntArray,
-    check_multiclass_batch,
-    is_probability_matrix,
-    multiclass_log_loss,
-)
-from app.calibration.temperature import TemperatureScaling
+from app.calibration.methods import NATIVE_MULTICLASS, ONE_VS_REST
+from app.calibration.multiclass_metrics import IntArray
 
-__all__ = [
-    "MULTICLASS_ONLY",
-    "MulticlassCalibrator",
-    "MulticlassFit",
-    "OneVsRest",
-    "check_multiclass_batch",
-    "fit_multiclass",
-    "is_probability_matrix",
-    "load_multiclass",
-    "make_multiclass",
-]
-
-MULTICLASS_ONLY = ("temperature", "bostrom")
-"""Methods that exist only for k classes; every binary method also runs one-vs-rest."""
-AUTO_ORDER = ("temperature", "bostrom", "platt", "isotonic")
-"""``auto``'s candidates, simplest first: a tie (relative 1e-12) goes to the earlier one."""
-TIE_RTOL = 1e-12
-METRIC = "log_loss"
+__all__ = ["MulticlassCalibrator", "OneVsRest", "load_multiclass", "make_multiclass"]
 
 
 class MulticlassCalibrator(Protocol):
@@ -158,115 +126,31 @@ class OneVsRest:
         return calibrator
 
 
-@dataclass(frozen=True)
-class MulticlassFit:
-    """A fitted k-class calibrator with its out-of-fold predictions (n x k) on the batch.
-
-    ``method``/``params`` describe ``calibrator`` (for ``auto``: the chosen candidate with
-    default params); ``selection`` is ``auto``'s record, ``None`` otherwise.
-    """
-
-    calibrator: MulticlassCalibrator
-    method: str
-    params: dict[str, JSONValue]
-    out_of_fold: FloatArray
-    selection: dict[str, JSONValue] | None
-
-
-def make_multiclass(
-    method: str, params: Mapping[str, object], binary: Mapping[str, type[Calibrator]]
-) -> MulticlassCalibrator:
-    """An unfitted k-class calibrator: temperature, bostrom, or a ``binary`` method one-vs-rest.
+def make_multiclass(method: str, params: Mapping[str, object]) -> MulticlassCalibrator:
+    """An unfitted k-class calibrator: temperature, bostrom, or a binary method one-vs-rest.
 
     :class:`CalibrationError` for an unknown method (``auto`` too), :class:`ParamError` for
     bad params.
     """
-    if method == TemperatureScaling.method:
-        return TemperatureScaling.from_params(params)
-    if method == BostromCalibrator.method:
-        return BostromCalibrator.from_params(params)
-    if method in binary:
-        return OneVsRest(binary[method], params)
-    known = ", ".join((*MULTICLASS_ONLY, *binary))
+    if method in NATIVE_MULTICLASS:
+        calibrator: MulticlassCalibrator = NATIVE_MULTICLASS[method].from_params(params)
+        return calibrator
+    if method in ONE_VS_REST:
+        return OneVsRest(ONE_VS_REST[method], params)
+    known = ", ".join((*NATIVE_MULTICLASS, *ONE_VS_REST))
     raise CalibrationError(f"method: unknown method {method!r}; expected one of {known}")
 
 
 def load_multiclass(
-    method: str,
-    params: Mapping[str, object],
-    state: Mapping[str, object],
-    binary: Mapping[str, type[Calibrator]],
+    method: str, params: Mapping[str, object], state: Mapping[str, object]
 ) -> MulticlassCalibrator:
     """Rebuild a fitted k-class calibrator; :class:`StateError` for an unknown method or state."""
     if not isinstance(state, Mapping):
         raise StateError(f"state: must be an object, not {type(state).__name__}")
-    if method == TemperatureScaling.method:
-        return TemperatureScaling.from_state(params, state)
-    if method == BostromCalibrator.method:
-        return BostromCalibrator.from_state(params, state)
-    if method in binary:
-        return OneVsRest.from_state(binary[method], params, state)
-    known = ", ".join((*MULTICLASS_ONLY, *binary))
+    if method in NATIVE_MULTICLASS:
+        calibrator: MulticlassCalibrator = NATIVE_MULTICLASS[method].from_state(params, state)
+        return calibrator
+    if method in ONE_VS_REST:
+        return OneVsRest.from_state(ONE_VS_REST[method], params, state)
+    known = ", ".join((*NATIVE_MULTICLASS, *ONE_VS_REST))
     raise StateError(f"method: unknown method {method!r}; expected one of {known}")
-
-
-def fit_multiclass(
-    method: str,
-    params: Mapping[str, object],
-    scores: object,
-    labels: object,
-    sample_weight: object,
-    *,
-    binary: Mapping[str, type[Calibrator]],
-    n_folds: int = 5,
-    n_jobs: int = 1,
-) -> MulticlassFit:
-    """Fit ``method`` on an n x k batch with ``n_folds`` out-of-fold predictions.
-
-    ``auto`` (params ``{"cv": 2..20, default 5}``) scores temperature, bostrom (only when the
-    rows are probability vectors), one-vs-rest platt and isotonic (when in ``binary``) by
-    ``cv``-fold weighted multiclass log loss on shared stratified folds, refits the best
-    (ties to the simpler, :data:`AUTO_ORDER`) and reuses its out-of-fold predictions.
-    :class:`CalibrationError` for an invalid batch: n >= 2 rows and 2 classes present.
-    """
-    if method == "auto":
-        check_param_keys("auto", params, ("cv",))
-        cv = int_param(params, "cv", 2, 20, 5)
-    else:
-        effective = make_multiclass(method, params, binary).params
-    s, y, w = check_multiclass_batch(scores, labels, sample_weight)
-    if np.count_nonzero(np.bincount(y)) < 2:
-        raise CalibrationError("labels: calibration needs at least 2 points of 2 classes")
-    if method != "auto":
-        folds = stratified_class_folds(y, effective_class_folds(y, n_folds), sample_weight=w)
-        oof = predict_folds(
-            partial(make_multiclass, method, effective, binary), s, y, w, folds, n_jobs
-        )
-        calibrator = make_multiclass(method, effective, binary).fit(s, y, w)
-        return MulticlassFit(calibrator, method, effective, oof, None)
-    k_folds = effective_class_folds(y, cv)
-    folds = stratified_class_folds(y, k_folds, sample_weight=w)
-    candidates = [
-        name
-        for name in AUTO_ORDER
-        if (name in MULTICLASS_ONLY or name in binary)
-        and (name != BostromCalibrator.method or is_probability_matrix(s))
-    ]
-    out_of_fold = {
-        name: predict_folds(partial(make_multiclass, name, {}, binary), s, y, w, folds, n_jobs)
-        for name in candidates
-    }
-    losses = {name: multiclass_log_loss(p, y, w) for name, p in out_of_fold.items()}
-    chosen = candidates[0]
-    for name in candidates[1:]:
-        best = losses[chosen]
-        if losses[name] < best - TIE_RTOL * max(abs(losses[name]), abs(best)):
-            chosen = name
-    calibrator = make_multiclass(chosen, {}, binary).fit(s, y, w)
-    record: dict[str, JSONValue] = {
-        "chosen": chosen,
-        "cv_folds": k_folds,
-        "metric": METRIC,
-        "candidates": {name: {METRIC: loss} for name, loss in losses.items()},
-    }
-    return MulticlassFit(calibrator, chosen, calibrator.params, out_of_fold[chosen], record)

@@ -16,6 +16,7 @@ import numpy as np
 from scipy.special import expit
 
 from app.calibration.base import (
+    Capabilities,
     FloatArray,
     JSONValue,
     check_param_keys,
@@ -68,6 +69,7 @@ class PlattCalibrator:
     """
 
     method: ClassVar[str] = "platt"
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(
         self,

@@ -1,149 +1,179 @@
-"""Method ``auto``: choose a calibration method by cross-validated log loss on the batch.
+"""Method ``auto``: choose a calibration method by cross-validated log loss, for any batch.
 
 *Predicting Good Probabilities With Supervised Learning* (section 6, learning curves) finds
 Platt scaling better on small calibration sets and isotonic regression better once there are
-enough points; which side of that line a batch falls on is decided on the batch itself, by
-k-fold cross-validated log loss over the candidates of :data:`CANDIDATES`.
+enough points; which side of that line a batch falls on is decided on the batch itself. One
+selector serves binary and k-class batches: every eligible candidate is cross-validated on
+the same stratified folds, scored by its mean out-of-fold log loss with a standard error,
+and the winner is refitted on the whole batch by the caller.
+
+Every candidate is fitted with bounded outputs (:mod:`app.calibration.bounds`): measured on
+real classifiers (``make bench-quality``), candidates that answer exactly 0 or 1 win a
+cross-validation of a few hundred points by luck and then lose heavily on new data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any
 
 import numpy as np
 from joblib import Parallel, delayed
+from numpy.typing import NDArray
 
-from app.calibration.base import (
-    CalibrationError,
-    Calibrator,
-    FloatArray,
-    JSONValue,
-    ParamError,
-    check_param_keys,
-    int_param,
-)
-from app.calibration.beta import BetaCalibrator
-from app.calibration.binning import HistogramBinning
-from app.calibration.crossval import effective_folds, stratified_folds
-from app.calibration.isotonic import IsotonicCalibrator
-from app.calibration.metrics import log_loss
-from app.calibration.platt import PlattCalibrator
+from app.calibration.base import FloatArray, JSONValue, ParamError, check_param_keys, int_param
+from app.calibration.bounds import effective_size
+from app.calibration.methods import CAPABILITIES
+from app.calibration.multiclass_metrics import is_probability_matrix
+
+LOG_EPS = 1e-15
+"""Probabilities are clipped to [eps, 1 - eps] in the log loss, as everywhere else."""
+TIE_RTOL = 1e-12
+"""Losses this close (relative) are equal, whatever the rule."""
 
 
-class Candidate(NamedTuple):
-    """One entry of ``auto``'s table: a label for the record, a method and its params."""
+@dataclass(frozen=True)
+class Candidate:
+    """One entry of ``auto``'s catalogue: a label for the record, a method and its params."""
 
     label: str
     method: str
     params: dict[str, JSONValue]
 
 
-# Simplest first: a tie goes to the earlier candidate. "beta" is a candidate only when every
-# score lies in (0, 1). The trimmed variants (Rüping's trimming, a parameter of platt and
-# isotonic) are left out for as long as their method rejects the ``trim`` parameter.
-CANDIDATES: tuple[Candidate, ...] = (
-    Candidate("platt", "platt", {}),
-    Candidate("beta", "beta", {}),
-    Candidate("histogram_binning", "histogram_binning", {}),
-    Candidate("isotonic", "isotonic", {}),
-    Candidate("platt_trim_cv", "platt", {"trim": "cv"}),
-    Candidate("isotonic_trim_trainset", "isotonic", {"trim": "trainset"}),
+_LAPLACE: dict[str, JSONValue] = {"bound": "laplace"}
+CATALOGUE: tuple[Candidate, ...] = (
+    Candidate("temperature", "temperature", _LAPLACE),
+    Candidate("bostrom", "bostrom", _LAPLACE),
+    Candidate("platt", "platt", _LAPLACE),
+    Candidate("beta", "beta", _LAPLACE),
+    Candidate("histogram_binning", "histogram_binning", _LAPLACE),
+    Candidate("isotonic", "isotonic", _LAPLACE),
+    Candidate("platt_trim_cv", "platt", {"trim": "cv", **_LAPLACE}),
+    Candidate("isotonic_trim_trainset", "isotonic", {"trim": "trainset", **_LAPLACE}),
 )
-_CANDIDATE_CLASSES: dict[
-    str, type[PlattCalibrator | BetaCalibrator | HistogramBinning | IsotonicCalibrator]
-] = {
-    cls.method: cls
-    for cls in (PlattCalibrator, BetaCalibrator, HistogramBinning, IsotonicCalibrator)
-}
-TIE_RTOL = 1e-12
-METRIC = "log_loss"
+"""Every candidate ``auto`` knows, simplest first: a near-tie goes to the earlier one."""
+DEFAULT_CANDIDATES: tuple[str, ...] = ("temperature", "platt", "bostrom", "beta", "isotonic")
+"""The candidates tried unless ``params.candidates`` names others (see the README's
+benchmark: the trimmed variants cost 10-100x the others and never won on real data)."""
+_BY_LABEL = {candidate.label: candidate for candidate in CATALOGUE}
 
 
-def make_candidate(candidate: Candidate) -> Calibrator:
-    """An unfitted calibrator for ``candidate``; :class:`ParamError` if its params are invalid."""
-    return _CANDIDATE_CLASSES[candidate.method].from_params(candidate.params)
+@dataclass(frozen=True)
+class AutoSpec:
+    """The validated parameters of ``auto``."""
+
+    cv: int = 5
+    candidates: tuple[str, ...] = DEFAULT_CANDIDATES
+    explicit: bool = False
+    """Whether ``params.candidates`` named the candidates (then every skip is recorded)."""
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, object]) -> AutoSpec:
+        """``cv``: folds, 2..20 (default 5); ``candidates``: labels of :data:`CATALOGUE`."""
+        check_param_keys("auto", params, ("cv", "candidates"))
+        cv = int_param(params, "cv", 2, 20, 5)
+        explicit = "candidates" in params
+        labels = params.get("candidates", list(DEFAULT_CANDIDATES))
+        if not isinstance(labels, list) or not labels:
+            raise ParamError("candidates", "must be a non-empty list of candidate names")
+        for index, label in enumerate(labels):
+            if label not in _BY_LABEL:
+                known = ", ".join(_BY_LABEL)
+                raise ParamError(f"candidates[{index}]", f"unknown {label!r}; expected {known}")
+        return cls(cv, tuple(dict.fromkeys(labels)), explicit)
+
+    @property
+    def params(self) -> dict[str, JSONValue]:
+        """Every parameter with its effective value."""
+        return {"cv": self.cv, "candidates": list(self.candidates)}
+
+
+def eligible_candidates(
+    spec: AutoSpec, scores: FloatArray
+) -> tuple[tuple[Candidate, ...], dict[str, str]]:
+    """The candidates of ``spec`` that can take this batch, in catalogue order, and why each
+    other one was skipped: it needs probabilities (scores strictly inside (0, 1) for a binary
+    method, also one-vs-rest; probability rows for a k-class one) and the batch holds none, or
+    it fits no vector (no matrix) of scores, which is recorded only for a candidate named in
+    ``params.candidates``: the default set holds both kinds."""
+    matrix = scores.ndim == 2
+    in_open_interval = bool(np.all((scores > 0.0) & (scores < 1.0)))
+    chosen, skipped = [], {}
+    for candidate in CATALOGUE:
+        if candidate.label not in spec.candidates:
+            continue
+        can = CAPABILITIES[candidate.method]
+        if (can.matrix == "none") if matrix else not can.vector:
+            if spec.explicit:
+                skipped[candidate.label] = f"fits no {'matrix' if matrix else 'vector'} of scores"
+        elif can.probabilities and not (
+            is_probability_matrix(scores) if can.matrix == "native" else in_open_interval
+        ):
+            skipped[candidate.label] = "needs probabilities"
+        else:
+            chosen.append(candidate)
+    return tuple(chosen), skipped
 
 
 @dataclass(frozen=True)
 class Selection:
-    """The outcome of ``auto``: the chosen candidate, each candidate's CV log loss and OOF."""
+    """The outcome of ``auto``: the chosen candidate and every candidate's CV record."""
 
     chosen: Candidate
     cv_folds: int
     candidates: tuple[Candidate, ...]
     log_losses: dict[str, float]
+    standard_errors: dict[str, float]
     out_of_fold: dict[str, FloatArray]
+    skipped: dict[str, str]
 
     def record(self) -> dict[str, JSONValue]:
         """What a version stores as ``selection``."""
         return {
             "chosen": self.chosen.label,
             "cv_folds": self.cv_folds,
-            "metric": METRIC,
+            "metric": "log_loss",
+            "rule": "lowest mean out-of-fold log loss; a tie within 1e-12 goes to the simpler",
             "candidates": {
-                c.label: {METRIC: self.log_losses[c.label], "method": c.method, "params": c.params}
+                c.label: {
+                    "log_loss": self.log_losses[c.label],
+                    "log_loss_se": self.standard_errors[c.label],
+                    "method": c.method,
+                    "params": c.params,
+                }
                 for c in self.candidates
             },
+            **({"skipped": dict(self.skipped)} if self.skipped else {}),
         }
 
 
-def auto_params(params: Mapping[str, object]) -> dict[str, JSONValue]:
-    """Validate the parameters of ``auto``: ``{"cv": int in 2..20, default 5}``."""
-    check_param_keys("auto", params, ("cv",))
-    return {"cv": int_param(params, "cv", 2, 20, 5)}
-
-
-def eligible_candidates(scores: FloatArray) -> tuple[Candidate, ...]:
-    """The candidates for this batch: beta only for scores in (0, 1), and only those whose
-    method accepts their params (the trimmed variants need the ``trim`` parameter)."""
-    in_unit_interval = bool(np.all((scores > 0.0) & (scores < 1.0)))
-    eligible = []
-    for candidate in CANDIDATES:
-        if candidate.method == "beta" and not in_unit_interval:
-            continue
-        try:
-            make_candidate(candidate)
-        except ParamError:
-            continue
-        eligible.append(candidate)
-    return tuple(eligible)
-
-
-def select_method(
+def select(
+    candidates: Sequence[Candidate],
+    make: Callable[[Candidate], Any],
     scores: FloatArray,
-    labels: FloatArray,
+    labels: NDArray[Any],
     sample_weight: FloatArray,
+    folds: NDArray[np.intp],
     *,
-    cv: int = 5,
+    skipped: Mapping[str, str] | None = None,
     n_jobs: int = 1,
 ) -> Selection:
-    """Score every eligible candidate by weighted ``cv``-fold log loss; pick the best.
+    """Cross-validate every candidate on ``folds`` and choose the one of lowest log loss.
 
-    All candidates see the same folds (:func:`stratified_folds`, k from
-    :func:`effective_folds`); with ``n_jobs != 1`` the candidate x fold fits run in joblib
-    threads. A candidate wins only when its loss is lower by more than a relative 1e-12;
-    otherwise the earlier, simpler one is kept.
+    ``make(candidate)`` builds an unfitted calibrator; ``labels`` are what it fits on (0.0/1.0
+    for a binary batch, class indices for a k-class one). The candidate x fold fits run in
+    joblib threads when ``n_jobs != 1``.
     """
-    candidates = eligible_candidates(scores)
-    k = effective_folds(labels, cv)
-    folds = stratified_folds(labels, k, sample_weight=sample_weight)
-    train_weight = float(sample_weight.sum()) - np.bincount(
-        folds, weights=sample_weight, minlength=k
-    )
-    if np.any(train_weight <= 0):
-        raise CalibrationError(
-            "sample_weight: cross-validation needs positive weight outside every fold; "
-            "give at least two points a positive weight"
-        )
+    k = int(folds.max()) + 1
+    masks = [folds == fold for fold in range(k)]
 
     def fit_fold(candidate: Candidate, fold: int) -> FloatArray:
-        train = folds != fold
-        calibrator = make_candidate(candidate).fit(
-            scores[train], labels[train], sample_weight[train]
-        )
-        return calibrator.predict(scores[~train])
+        train = ~masks[fold]
+        calibrator = make(candidate).fit(scores[train], labels[train], sample_weight[train])
+        predicted: FloatArray = calibrator.predict(scores[masks[fold]])
+        return predicted
 
     jobs = [(c, fold) for c in candidates for fold in range(k)]
     if n_jobs == 1:
@@ -152,13 +182,38 @@ def select_method(
         predicted = Parallel(n_jobs=n_jobs, prefer="threads")(
             delayed(fit_fold)(c, fold) for c, fold in jobs
         )
-    out_of_fold = {c.label: np.empty(scores.size, dtype=np.float64) for c in candidates}
+    out_of_fold = {c.label: np.empty(scores.shape, dtype=np.float64) for c in candidates}
     for (c, fold), values in zip(jobs, predicted, strict=True):
-        out_of_fold[c.label][folds == fold] = values
-    losses = {label: log_loss(p, labels, sample_weight) for label, p in out_of_fold.items()}
+        out_of_fold[c.label][masks[fold]] = values
+    losses, errors = {}, {}
+    for label, p in out_of_fold.items():
+        losses[label], errors[label] = mean_and_error(point_log_loss(p, labels), sample_weight)
     chosen = candidates[0]
-    for candidate in candidates:
+    for candidate in candidates[1:]:
         loss, best = losses[candidate.label], losses[chosen.label]
         if loss < best - TIE_RTOL * max(abs(loss), abs(best)):
             chosen = candidate
-    return Selection(chosen, k, candidates, losses, out_of_fold)
+    return Selection(chosen, k, tuple(candidates), losses, errors, out_of_fold, dict(skipped or {}))
+
+
+def point_log_loss(p: FloatArray, labels: NDArray[Any]) -> FloatArray:
+    """-log of the probability given to each point's label (clipped to [eps, 1 - eps]).
+
+    ``p`` is a vector of P(label 1) for a binary batch (labels 0/1), or an n x k matrix
+    (labels 0..k-1).
+    """
+    if p.ndim == 1:
+        given = np.where(labels == 1, p, 1.0 - p)
+    else:
+        given = p[np.arange(labels.size), labels.astype(np.intp)]
+    loss: FloatArray = -np.log(np.clip(given, LOG_EPS, 1.0 - LOG_EPS))
+    return loss
+
+
+def mean_and_error(values: FloatArray, weights: FloatArray) -> tuple[float, float]:
+    """The weighted mean of ``values`` and its standard error, sqrt(var_w / (n_eff - 1)), with
+    n_eff Kish's effective size (the usual s / sqrt(n) for equal weights)."""
+    total = float(weights.sum())
+    mean = float(weights @ values) / total
+    variance = float(weights @ (values - mean) ** 2) / total
+    return mean, float(np.sqrt(variance / max(effective_size(weights) - 1.0, 1.0)))

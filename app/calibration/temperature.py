@@ -19,6 +19,7 @@ from scipy.optimize import minimize_scalar
 
 from app.calibration.base import (
     CalibrationError,
+    Capabilities,
     FloatArray,
     JSONValue,
     StateError,
@@ -57,6 +58,7 @@ class TemperatureScaling:
     """
 
     method: ClassVar[str] = "temperature"
+    capabilities: ClassVar[Capabilities] = Capabilities(vector=False, matrix="native")
 
     def __init__(self, bound: OutputBound | None = None) -> None:
         self.bound = OutputBound() if bound is None else bound

@@ -7,6 +7,8 @@ from fastapi.testclient import TestClient
 from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
+from app.calibration.selection import AutoSpec, eligible_candidates
+
 from .helpers import as_csv, sigmoid_batch
 
 FIT = "/v1/calibrators/churn/fit"
@@ -89,20 +91,20 @@ def test_auto_records_every_candidate_and_refits_the_winner(client: TestClient) 
     assert r.status_code == 201, r.text
     v = r.json()
     selection = v["selection"]
-    # margins, not probabilities: beta is no candidate
-    assert list(selection["candidates"]) == [
-        "platt",
-        "histogram_binning",
-        "isotonic",
-        "platt_trim_cv",
-        "isotonic_trim_trainset",
-    ]
+    # the default candidates that take margins (beta needs probabilities, and says so)
+    eligible, _ = eligible_candidates(AutoSpec(), np.zeros(2) - 1.0)
+    assert list(selection["candidates"]) == [c.label for c in eligible]
+    assert selection["skipped"] == {"beta": "needs probabilities"}
+    assert all(c["log_loss_se"] > 0 for c in selection["candidates"].values())
     losses = [c["log_loss"] for c in selection["candidates"].values()]
     # the lowest cross-validated log loss wins; a tie goes to the earlier (simpler) candidate
     assert selection["chosen"] == list(selection["candidates"])[losses.index(min(losses))]
     chosen = selection["candidates"][selection["chosen"]]
     assert v["method"] == chosen["method"]
     assert chosen["params"].items() <= v["params"].items()
+    # the version records the bound that auto applied: Laplace's, from its 300 points
+    assert v["params"]["bound"] == "laplace"
+    assert v["fitted"]["bound"] == [1 / 302, 301 / 302]
 
 
 def test_logistic_correction_is_expit_of_twice_the_margin(client: TestClient) -> None:

@@ -6,10 +6,12 @@ import pytest
 
 from app.calibration import METHODS, make_calibrator
 from app.calibration.catalog import METHOD_DOCS, params_markdown
-from app.calibration.multiclass import MULTICLASS_ONLY, make_multiclass
-from app.calibration.selection import auto_params
+from app.calibration.methods import MULTICLASS_ONLY
+from app.calibration.multiclass import make_multiclass
+from app.calibration.selection import AutoSpec
 
 TRIMMABLE = ("platt", "isotonic")
+BOUNDED = ("platt", "isotonic", "beta", "histogram_binning", "temperature", "bostrom")
 
 
 def test_every_method_is_documented() -> None:
@@ -19,12 +21,14 @@ def test_every_method_is_documented() -> None:
 @pytest.mark.parametrize("method", METHODS)
 def test_documented_params_are_the_accepted_ones(method: str) -> None:
     documented = set(METHOD_DOCS[method].params)
+    # trimming and the bound list their keys only when on
+    params = {"trim": "cv"} if method in TRIMMABLE else {}
+    params |= {"bound": "laplace"} if method in BOUNDED else {}
     if method == "auto":
-        accepted = set(auto_params({}))
+        accepted = set(AutoSpec.from_params({}).params)
     elif method in MULTICLASS_ONLY:
-        accepted = set(make_multiclass(method, {}, {}).params)
+        accepted = set(make_multiclass(method, params).params)
     else:
-        params = {"trim": "cv"} if method in TRIMMABLE else {}
         accepted = set(make_calibrator(method, params).params)
     assert documented == accepted
 

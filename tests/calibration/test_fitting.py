@@ -8,8 +8,11 @@ import pytest
 from scipy.special import expit
 
 from app.calibration import (
+    BINARY_ONLY,
     CALIBRATOR_METHODS,
     METHODS,
+    MULTICLASS_ONLY,
+    PROBABILITY_METHODS,
     CalibrationError,
     ParamError,
     StateError,
@@ -23,8 +26,11 @@ from tests.calibration.batches import random_weights, sigmoid_batch
 
 def test_method_names() -> None:
     binary = ("platt", "isotonic", "logistic_correction", "beta", "histogram_binning", "minmax")
-    assert binary == CALIBRATOR_METHODS
+    assert (*binary, "temperature", "bostrom") == CALIBRATOR_METHODS
     assert (*binary, "temperature", "bostrom", "auto") == METHODS
+    assert BINARY_ONLY == ("logistic_correction", "minmax")
+    assert MULTICLASS_ONLY == ("temperature", "bostrom")
+    assert PROBABILITY_METHODS == ("beta",)
 
 
 @pytest.mark.parametrize("method", [m for m in METHODS if m not in ("temperature", "bostrom")])

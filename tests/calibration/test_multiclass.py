@@ -20,19 +20,14 @@ from app.calibration import (
     ParamError,
     PlattCalibrator,
     StateError,
+    fit_calibrator,
 )
 from app.calibration.crossval import effective_class_folds, stratified_class_folds
-from app.calibration.multiclass import (
-    MULTICLASS_ONLY,
-    OneVsRest,
-    fit_multiclass,
-    load_multiclass,
-    make_multiclass,
-)
+from app.calibration.methods import MULTICLASS_ONLY
+from app.calibration.multiclass import OneVsRest, load_multiclass, make_multiclass
 from app.calibration.multiclass_metrics import multiclass_log_loss
 
-BINARY: dict[str, Any] = {"platt": PlattCalibrator, "isotonic": IsotonicCalibrator}
-METHODS = (*MULTICLASS_ONLY, *BINARY)
+METHODS = (*MULTICLASS_ONLY, "platt", "isotonic")
 
 
 class _Logits(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
@@ -93,7 +88,11 @@ def test_one_vs_rest_matches_sklearn(name: str, sk_method: str, weighted: bool) 
     z, y, w = logit_batch(0)
     if weighted:
         w = np.random.default_rng(1).uniform(0.1, 3.0, size=y.size)
-    ours = OneVsRest(BINARY[name], {}).fit(z, y, w).predict(z)
+    ours = (
+        OneVsRest({"platt": PlattCalibrator, "isotonic": IsotonicCalibrator}[name], {})
+        .fit(z, y, w)
+        .predict(z)
+    )
     theirs = sklearn_calibrated(sk_method, z, y, w if weighted else None, proba=False)
     atol = 1e-6 if name == "platt" else 1e-12  # Platt: two optimisers, both near the optimum
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=atol)
@@ -129,15 +128,15 @@ def test_state_round_trip_predicts_identically(method: str, proba: bool) -> None
     scores = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True) if proba else z
     if method == "bostrom" and not proba:
         with pytest.raises(CalibrationError, match="probability vector"):
-            fit_multiclass(method, {}, scores, y, w, binary=BINARY)
+            fit_calibrator(method, {}, scores, y, w)
         return
-    fit = fit_multiclass(method, {}, scores, y, w, binary=BINARY, n_folds=3)
+    fit = fit_calibrator(method, {}, scores, y, w, n_folds=3)
     assert fit.out_of_fold.shape == scores.shape
     assert fit.selection is None
     np.testing.assert_allclose(fit.out_of_fold.sum(axis=1), 1.0, atol=1e-9)
     state = orjson.loads(orjson.dumps(fit.calibrator.state()))
     params = orjson.loads(orjson.dumps(fit.params))
-    loaded = load_multiclass(method, params, state, BINARY)
+    loaded = load_multiclass(method, params, state)
     np.testing.assert_array_equal(loaded.predict(scores), fit.calibrator.predict(scores))
     assert loaded.method == method
 
@@ -162,36 +161,41 @@ def test_state_round_trip_predicts_identically(method: str, proba: bool) -> None
 )
 def test_from_state_rejects_bad_states(method: str, params: dict[str, Any], state: Any) -> None:
     with pytest.raises(StateError):
-        load_multiclass(method, params, state, BINARY)
+        load_multiclass(method, params, state)
 
 
 def test_make_multiclass_validates() -> None:
-    assert make_multiclass("platt", {"targets": "hard"}, BINARY).params["targets"] == "hard"
+    assert make_multiclass("platt", {"targets": "hard"}).params["targets"] == "hard"
     with pytest.raises(ParamError, match=r"params\.r"):
-        make_multiclass("bostrom", {"r": "isotonic"}, BINARY)
+        make_multiclass("bostrom", {"r": "isotonic"})
     with pytest.raises(ParamError, match=r"params\.T"):
-        make_multiclass("temperature", {"T": 2.0}, BINARY)
+        make_multiclass("temperature", {"T": 2.0})
     with pytest.raises(CalibrationError, match="unknown method 'auto'"):
-        make_multiclass("auto", {}, BINARY)
+        make_multiclass("auto", {})
     with pytest.raises(ParamError, match=r"params\.cv"):
-        fit_multiclass("auto", {"cv": 1}, np.eye(3), [0, 1, 2], None, binary=BINARY)
+        fit_calibrator("auto", {"cv": 1}, np.eye(3), [0, 1, 2], None)
     with pytest.raises(CalibrationError, match="2 classes"):
-        fit_multiclass("platt", {}, np.eye(3), [1, 1, 1], None, binary=BINARY)
+        fit_calibrator("platt", {}, np.eye(3), [1, 1, 1], None)
 
 
 @pytest.mark.parametrize("proba", [False, True])
 def test_auto_picks_the_lowest_cv_log_loss(proba: bool) -> None:
     z, y, w = logit_batch(4, n=600)
     scores = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True) if proba else z
-    fit = fit_multiclass("auto", {"cv": 4}, scores, y, w, binary=BINARY)
+    fit = fit_calibrator("auto", {"cv": 4}, scores, y, w)
     record = fit.selection
     assert record is not None
     assert record["metric"] == "log_loss"
     assert record["cv_folds"] == 4
-    expected = ["temperature", "bostrom", "platt", "isotonic"] if proba else [
+    expected = ["temperature", "bostrom", "platt", "beta", "isotonic"] if proba else [
         "temperature", "platt", "isotonic"
     ]  # fmt: skip
     assert list(record["candidates"]) == expected
+    if not proba:
+        assert record["skipped"] == {
+            "bostrom": "needs probabilities",
+            "beta": "needs probabilities",
+        }
     losses = {name: c["log_loss"] for name, c in record["candidates"].items()}
     assert record["chosen"] == fit.method == min(losses, key=losses.__getitem__)
     # the labels follow softmax(z / 1.7): temperature scaling is the right model
@@ -201,8 +205,8 @@ def test_auto_picks_the_lowest_cv_log_loss(proba: bool) -> None:
 
 def test_n_jobs_gives_the_same_out_of_fold() -> None:
     z, y, w = logit_batch(5, n=200)
-    one = fit_multiclass("isotonic", {}, z, y, w, binary=BINARY, n_jobs=1)
-    two = fit_multiclass("isotonic", {}, z, y, w, binary=BINARY, n_jobs=2)
+    one = fit_calibrator("isotonic", {}, z, y, w, n_jobs=1)
+    two = fit_calibrator("isotonic", {}, z, y, w, n_jobs=2)
     np.testing.assert_array_equal(one.out_of_fold, two.out_of_fold)
 
 
@@ -240,7 +244,7 @@ def test_fit_multiclass_fails_only_with_calibration_error(
     scores, labels, weights = batch
     params = {"cv": cv} if method == "auto" else {}
     try:
-        fit = fit_multiclass(method, params, scores, labels, weights, binary=BINARY, n_folds=cv)
+        fit = fit_calibrator(method, params, scores, labels, weights, n_folds=cv)
     except CalibrationError:
         return
     for p in (fit.out_of_fold, fit.calibrator.predict(scores)):

@@ -1,19 +1,15 @@
-"""Method ``auto``: the papers' learning-curve result, the record, the tie rule."""
+"""Method ``auto``: the papers' learning-curve result, the record, the tie rule, the bound."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from app.calibration import ParamError, PlattCalibrator, fit_calibrator
-from app.calibration import selection as selection_module
+from app.calibration import CalibrationError, ParamError, PlattCalibrator, fit_calibrator
+from app.calibration.crossval import stratified_class_folds
+from app.calibration.fitting import make_calibrator
 from app.calibration.metrics import log_loss
-from app.calibration.selection import (
-    Candidate,
-    auto_params,
-    eligible_candidates,
-    select_method,
-)
+from app.calibration.selection import AutoSpec, Candidate, eligible_candidates, select
 from tests.calibration.batches import sigmoid_batch
 
 
@@ -41,38 +37,58 @@ def test_isotonic_wins_on_a_large_step_batch(seed: int) -> None:
     f, y, w = _step_batch(np.random.default_rng(seed), 5000)
     outcome = fit_calibrator("auto", {"cv": 4}, f, y, w)
     assert outcome.method == "isotonic"
-    assert outcome.params == {"interpolation": "linear"}
+    assert outcome.params == {"interpolation": "linear", "bound": "laplace"}
     assert outcome.selection is not None
     assert outcome.selection["chosen"] == "isotonic"
     assert outcome.selection["cv_folds"] == 4
 
 
-def test_record_holds_every_candidate_and_reuses_the_selection_folds() -> None:
+def test_record_holds_every_candidate_with_its_standard_error() -> None:
     f, y, w = sigmoid_batch(np.random.default_rng(9), 400)
     outcome = fit_calibrator("auto", {}, f, y, w)
-    assert outcome.selection is not None
-    assert outcome.selection["metric"] == "log_loss"
-    assert outcome.selection["cv_folds"] == 5
-    candidates = outcome.selection["candidates"]
-    # margins, not probabilities: beta is no candidate (the trimmed variants are not asserted)
-    assert list(candidates)[:3] == ["platt", "histogram_binning", "isotonic"]
-    assert "beta" not in candidates
-    assert candidates["isotonic"]["method"] == "isotonic"
-    assert candidates["isotonic"]["params"] == {}
-    chosen = outcome.selection["chosen"]
-    # the stored out-of-fold predictions are the chosen candidate's from the selection CV
-    assert log_loss(outcome.out_of_fold, y, w) == candidates[chosen]["log_loss"]
-    direct = select_method(f, y, w, cv=5)
-    np.testing.assert_array_equal(outcome.out_of_fold, direct.out_of_fold[chosen])
+    record = outcome.selection
+    assert record is not None
+    assert record["metric"] == "log_loss"
+    assert record["cv_folds"] == 5
+    candidates = record["candidates"]
+    # margins, not probabilities: beta is skipped, and says why
+    assert list(candidates) == ["platt", "isotonic"]
+    assert record["skipped"] == {"beta": "needs probabilities"}
+    assert candidates["isotonic"]["params"] == {"bound": "laplace"}
+    # the stored out-of-fold predictions are the chosen candidate's from the selection CV,
+    # and the recorded loss is scikit-learn-equivalent log loss of them
+    chosen = record["chosen"]
+    assert log_loss(outcome.out_of_fold, y, w) == pytest.approx(
+        candidates[chosen]["log_loss"], rel=1e-12
+    )
+    # the standard error of the mean per-point loss, s / sqrt(n), computed independently
+    p = outcome.out_of_fold
+    per_point = -np.log(np.clip(np.where(y == 1, p, 1 - p), 1e-15, 1 - 1e-15))
+    expected = per_point.std(ddof=1) / np.sqrt(y.size)
+    assert candidates[chosen]["log_loss_se"] == pytest.approx(expected, rel=1e-10)
 
 
-def test_a_tie_goes_to_the_simpler_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_select_reproduces_each_candidates_own_cross_validation() -> None:
+    f, y, w = sigmoid_batch(np.random.default_rng(10), 300)
+    folds = stratified_class_folds(y.astype(np.int64), 5, sample_weight=w)
+    table = (Candidate("platt", "platt", {}), Candidate("isotonic", "isotonic", {}))
+    chosen = select(table, lambda c: make_calibrator(c.method, c.params), f, y, w, folds)
+    for candidate in table:
+        expected = np.empty_like(f)
+        for fold in range(5):
+            train = folds != fold
+            fitted = make_calibrator(candidate.method, {}).fit(f[train], y[train], w[train])
+            expected[~train] = fitted.predict(f[~train])
+        np.testing.assert_array_equal(chosen.out_of_fold[candidate.label], expected)
+
+
+def test_a_tie_goes_to_the_simpler_candidate() -> None:
     # two candidates computing the very same thing: the first (simpler) one must be kept
-    table = (Candidate("platt", "platt", {}), Candidate("isotonic", "platt", {}))
-    monkeypatch.setattr(selection_module, "CANDIDATES", table)
     f, y, w = sigmoid_batch(np.random.default_rng(1), 300)
-    chosen = select_method(f, y, w)
-    assert chosen.log_losses["platt"] == chosen.log_losses["isotonic"]
+    folds = stratified_class_folds(y.astype(np.int64), 5, sample_weight=w)
+    table = (Candidate("platt", "platt", {}), Candidate("copy", "platt", {}))
+    chosen = select(table, lambda c: make_calibrator(c.method, c.params), f, y, w, folds)
+    assert chosen.log_losses["platt"] == chosen.log_losses["copy"]
     assert chosen.chosen.label == "platt"
 
 
@@ -81,19 +97,26 @@ def test_beta_is_a_candidate_only_for_scores_in_the_open_unit_interval() -> None
     probabilities = 1 / (1 + np.exp(-f))
     outcome = fit_calibrator("auto", {}, probabilities, y, w, n_jobs=2)
     assert outcome.selection is not None
-    assert list(outcome.selection["candidates"])[:4] == [
+    assert list(outcome.selection["candidates"]) == ["platt", "beta", "isotonic"]
+    # threads over candidates x folds give the very same numbers as one thread
+    serial = fit_calibrator("auto", {}, probabilities, y, w, n_jobs=1)
+    assert serial.selection == outcome.selection
+    spec = AutoSpec()
+    assert [c.label for c in eligible_candidates(spec, np.array([0.0, 0.5]))[0]] == [
         "platt",
-        "beta",
-        "histogram_binning",
         "isotonic",
     ]
-    # threads over candidates x folds give the very same numbers as one thread
-    serial = select_method(probabilities, y, w, n_jobs=1)
-    assert serial.log_losses == {
-        label: c["log_loss"] for label, c in outcome.selection["candidates"].items()
-    }
-    assert [c.label for c in eligible_candidates(np.array([0.0, 0.5]))][:1] == ["platt"]
-    assert "beta" not in [c.label for c in eligible_candidates(np.array([0.0, 0.5]))]
+
+
+def test_named_candidates_include_the_trimmed_variants() -> None:
+    f, y, w = sigmoid_batch(np.random.default_rng(4), 200)
+    params = {"candidates": ["isotonic_trim_trainset", "platt", "temperature"]}
+    outcome = fit_calibrator("auto", params, f, y, w)
+    assert outcome.selection is not None
+    assert list(outcome.selection["candidates"]) == ["platt", "isotonic_trim_trainset"]
+    assert outcome.selection["skipped"] == {"temperature": "fits no vector of scores"}
+    with pytest.raises(CalibrationError, match="none of them can fit this batch"):
+        fit_calibrator("auto", {"candidates": ["temperature"]}, f, y, w)
 
 
 def test_cv_reduced_for_a_rare_class() -> None:
@@ -105,12 +128,42 @@ def test_cv_reduced_for_a_rare_class() -> None:
     assert outcome.selection["cv_folds"] == 3
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_auto_never_answers_exactly_zero_or_one(seed: int) -> None:
+    # separable small batches: unbounded isotonic and histogram binning answer 0 and 1 there
+    rng = np.random.default_rng(seed)
+    f = np.sort(rng.normal(size=40))
+    y = (f > 0).astype(np.float64)
+    extremes = np.array([-1e300, -1e3, f[0], 0.0, f[-1], 1e3, 1e300])
+    for params in ({}, {"candidates": ["histogram_binning", "isotonic", "platt"]}):
+        outcome = fit_calibrator("auto", params, f, y, None)
+        p = outcome.calibrator.predict(extremes)
+        assert np.all((p > 0.0) & (p < 1.0)), (params, p)
+        assert outcome.calibrator.state()["bound"] == [1 / 42, 41 / 42]
+    logits = rng.normal(scale=30.0, size=(60, 3))
+    labels = np.argmax(logits, axis=1)
+    rows = fit_calibrator("auto", {}, logits, labels, None).calibrator.predict(logits * 100)
+    assert np.all((rows > 0.0) & (rows < 1.0))
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
-    [({"cv": 1}, "cv"), ({"cv": 21}, "cv"), ({"cv": "5"}, "cv"), ({"folds": 5}, "folds")],
+    [
+        ({"cv": 1}, "cv"),
+        ({"cv": 21}, "cv"),
+        ({"cv": "5"}, "cv"),
+        ({"folds": 5}, "folds"),
+        ({"candidates": []}, "candidates"),
+        ({"candidates": "platt"}, "candidates"),
+        ({"candidates": ["platt", "svm"]}, "candidates[1]"),
+    ],
 )
 def test_auto_params(params: dict[str, object], field: str) -> None:
-    assert auto_params({}) == {"cv": 5}
+    assert AutoSpec.from_params({}).params == {
+        "cv": 5,
+        "candidates": ["temperature", "platt", "bostrom", "beta", "isotonic"],
+    }
+    assert AutoSpec.from_params({"candidates": ["platt", "platt"]}).candidates == ("platt",)
     with pytest.raises(ParamError) as info:
-        auto_params(params)
+        AutoSpec.from_params(params)
     assert info.value.field == field
