@@ -252,6 +252,10 @@ def pool_ties(
         scores, labels, sample_weight = (
             np.compress(keep, a) for a in (scores, labels, sample_weight)
         )
+    if is_sorted(scores):
+        # Already in score order (the cross-validation sorts a batch once for all its folds
+        # and candidates): one linear pass.
+        return _pool_sorted(scores, labels, sample_weight, min_gap)
     if scores.size and bool(np.all(sample_weight == sample_weight[0])):
         return _pool_equal_weights(scores, labels != 0.0, float(sample_weight[0]), min_gap)
     order = np.argsort(scores)
@@ -265,6 +269,27 @@ def pool_ties(
     weight = np.bincount(pool, weights=w).astype(np.float64, copy=False)
     w_positive = np.bincount(pool, weights=w_positive).astype(np.float64, copy=False)
     return np.compress(starts, f), weight, w_positive
+
+
+def is_sorted(values: FloatArray) -> bool:
+    """Whether ``values`` is non-decreasing (a linear check, far cheaper than a sort)."""
+    return not bool(np.any(values[1:] < values[:-1]))
+
+
+def _pool_sorted(
+    f: FloatArray, labels: FloatArray, weight: FloatArray, min_gap: float
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """:func:`pool_ties` for scores already sorted: pools are runs, summed by reduceat."""
+    positive = weight * labels
+    starts = _pool_starts(f, min_gap)
+    if starts.all():
+        return f, weight, positive
+    firsts = np.flatnonzero(starts)
+    return (
+        np.compress(starts, f),
+        np.add.reduceat(weight, firsts),
+        np.add.reduceat(positive, firsts),
+    )
 
 
 def _pool_starts(f: FloatArray, min_gap: float) -> NDArray[np.bool_]:

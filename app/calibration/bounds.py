@@ -109,8 +109,11 @@ class OutputBound:
 def effective_size(sample_weight: FloatArray) -> float:
     """Kish's effective sample size (sum w)^2 / sum w^2: n for equal weights, scale-free.
 
-    Computed on w / max(w), so that neither the square of a tiny weight underflows nor that of
-    a huge one overflows.
+    Weights far from 1 (whose squares would underflow or overflow) are divided by the largest
+    first.
     """
-    w = sample_weight / float(np.max(sample_weight))
-    return float(w.sum()) ** 2 / float(np.dot(w, w))
+    total, squares = float(sample_weight.sum()), float(np.dot(sample_weight, sample_weight))
+    if not (np.isfinite(squares) and squares > 1e-250 and total < 1e150):
+        w = sample_weight / float(np.max(sample_weight))
+        total, squares = float(w.sum()), float(np.dot(w, w))
+    return total * total / squares

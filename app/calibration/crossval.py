@@ -95,11 +95,14 @@ def predict_folds(
             "give at least two points a positive weight"
         )
 
+    held_out = [np.flatnonzero(folds == fold) for fold in range(k)]
+
     def fit_fold(fold: int) -> FloatArray:
         train = folds != fold
         calibrator = make()
-        calibrator.fit(scores[train], labels[train], weights[train])
-        return calibrator.predict(scores[~train])
+        calibrator.fit(*(np.compress(train, a, axis=0) for a in (scores, labels, weights)))
+        predicted: FloatArray = calibrator.predict(np.take(scores, held_out[fold], axis=0))
+        return predicted
 
     if n_jobs == 1:
         predicted = [fit_fold(fold) for fold in range(k)]
@@ -108,8 +111,8 @@ def predict_folds(
             delayed(fit_fold)(fold) for fold in range(k)
         )
     out = np.empty(scores.shape, dtype=np.float64)
-    for fold, values in enumerate(predicted):
-        out[folds == fold] = values
+    for rows, values in zip(held_out, predicted, strict=True):
+        out[rows] = values
     return out
 
 
@@ -142,6 +145,8 @@ def stratified_class_folds(
     stratum = labels.astype(np.intp)
     if sample_weight is not None:
         stratum = stratum + (int(stratum.max()) + 1) * (sample_weight > 0)
+    if int(stratum.max()) < 1 << 15:
+        stratum = stratum.astype(np.int16)  # numpy's stable sort of 16-bit keys is a radix sort
     shuffled = np.random.default_rng(seed).permutation(n)
     dealt = shuffled[np.argsort(stratum[shuffled], kind="stable")]
     folds = np.empty(n, dtype=np.intp)

@@ -16,6 +16,7 @@ from app.calibration.base import (
     JSONValue,
     StateError,
     check_batch,
+    is_sorted,
 )
 from app.calibration.beta import require_open_unit_interval
 from app.calibration.crossval import effective_class_folds, predict_folds, stratified_class_folds
@@ -150,10 +151,17 @@ def fit_calibrator(
         raise CalibrationError(f"labels: calibration needs at least 2 points {what}")
     k = effective_class_folds(classes, spec.cv if spec else n_folds)
     folds = stratified_class_folds(classes, k, sample_weight=w)
+    order = None
+    if not matrix and not is_sorted(s):
+        # Sorted once here, every fold's training part is sorted too (a subsequence of a
+        # sorted array), so no fold or candidate sorts again (pool_ties checks in one pass).
+        order = np.argsort(s, kind="stable")
+        s, y, w, folds = s[order], y[order], w[order], folds[order]
     if spec is None:
         out_of_fold = predict_folds(
             lambda: _build(method, effective, matrix), s, y, w, folds, n_jobs
         )
+        out_of_fold = _in_input_order(out_of_fold, order)
         calibrator = _build(method, effective, matrix).fit(s, y, w)
         return FitOutcome(calibrator, method, effective, out_of_fold, None)
     candidates, skipped = eligible_candidates(spec, s)
@@ -179,9 +187,18 @@ def fit_calibrator(
         calibrator,
         chosen.method,
         calibrator.params,
-        selection.out_of_fold[chosen.label],
+        _in_input_order(selection.out_of_fold[chosen.label], order),
         selection.record(),
     )
+
+
+def _in_input_order(values: FloatArray, order: NDArray[np.intp] | None) -> FloatArray:
+    """``values`` computed on the batch permuted by ``order``, put back in input order."""
+    if order is None:
+        return values
+    restored = np.empty_like(values)
+    restored[order] = values
+    return restored
 
 
 def _build(method: str, params: Mapping[str, object], matrix: bool) -> Any:

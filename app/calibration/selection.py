@@ -163,28 +163,30 @@ def select(
     """Cross-validate every candidate on ``folds`` and choose the one of lowest log loss.
 
     ``make(candidate)`` builds an unfitted calibrator; ``labels`` are what it fits on (0.0/1.0
-    for a binary batch, class indices for a k-class one). The candidate x fold fits run in
-    joblib threads when ``n_jobs != 1``.
+    for a binary batch, class indices for a k-class one). The folds run in joblib threads
+    when ``n_jobs != 1``, each fitting every candidate on its training part.
     """
     k = int(folds.max()) + 1
-    masks = [folds == fold for fold in range(k)]
+    held_out = [np.flatnonzero(folds == fold) for fold in range(k)]
 
-    def fit_fold(candidate: Candidate, fold: int) -> FloatArray:
-        train = ~masks[fold]
-        calibrator = make(candidate).fit(scores[train], labels[train], sample_weight[train])
-        predicted: FloatArray = calibrator.predict(scores[masks[fold]])
-        return predicted
+    def fit_fold(fold: int) -> list[FloatArray]:
+        """Every candidate fitted on the fold's training part (copied once for all of them)."""
+        train = tuple(
+            np.compress(folds != fold, a, axis=0) for a in (scores, labels, sample_weight)
+        )
+        rows = np.take(scores, held_out[fold], axis=0)
+        return [make(candidate).fit(*train).predict(rows) for candidate in candidates]
 
-    jobs = [(c, fold) for c in candidates for fold in range(k)]
     if n_jobs == 1:
-        predicted = [fit_fold(c, fold) for c, fold in jobs]
+        predicted = [fit_fold(fold) for fold in range(k)]
     else:
         predicted = Parallel(n_jobs=n_jobs, prefer="threads")(
-            delayed(fit_fold)(c, fold) for c, fold in jobs
+            delayed(fit_fold)(fold) for fold in range(k)
         )
     out_of_fold = {c.label: np.empty(scores.shape, dtype=np.float64) for c in candidates}
-    for (c, fold), values in zip(jobs, predicted, strict=True):
-        out_of_fold[c.label][masks[fold]] = values
+    for rows, per_candidate in zip(held_out, predicted, strict=True):
+        for candidate, values in zip(candidates, per_candidate, strict=True):
+            out_of_fold[candidate.label][rows] = values
     losses, errors = {}, {}
     for label, p in out_of_fold.items():
         losses[label], errors[label] = mean_and_error(point_log_loss(p, labels), sample_weight)

@@ -68,6 +68,17 @@ def test_record_holds_every_candidate_with_its_standard_error() -> None:
     assert candidates[chosen]["log_loss_se"] == pytest.approx(expected, rel=1e-10)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_auto_stores_the_chosen_methods_own_out_of_fold_predictions(seed: int) -> None:
+    # in input order, point for point: the fit sorts the batch once and must undo it
+    f, y, w = sigmoid_batch(np.random.default_rng(seed), 500)
+    w = np.random.default_rng(seed).uniform(0.5, 2.0, size=y.size)
+    outcome = fit_calibrator("auto", {"cv": 4}, f, y, w)
+    direct = fit_calibrator(outcome.method, outcome.params, f, y, w, n_folds=4)
+    np.testing.assert_allclose(outcome.out_of_fold, direct.out_of_fold, rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(outcome.calibrator.predict(f), direct.calibrator.predict(f))
+
+
 def test_select_reproduces_each_candidates_own_cross_validation() -> None:
     f, y, w = sigmoid_batch(np.random.default_rng(10), 300)
     folds = stratified_class_folds(y.astype(np.int64), 5, sample_weight=w)
