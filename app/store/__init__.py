@@ -13,13 +13,11 @@ command ``python -m app.store.migrate`` and so is not imported here.
 from app.store.artifacts import (
     Artifact,
     ArtifactError,
-    StoredBatch,
     decode_artifact,
-    decode_batch,
     encode_artifact,
-    encode_batch,
     sha256_hex,
 )
+from app.store.batches import StoredBatch, decode_batch, encode_batch
 from app.store.db import Database, normalize_url
 from app.store.records import CalibratorSummary, NewVersion, VersionRecord
 from app.store.repository import Repository, Selector

@@ -1,8 +1,8 @@
-"""The persisted formats: the artifact (a JSON document) and the fitting batch (an npz).
+"""The persisted artifact (a JSON document), and the error of every stored format.
 
 Loading never executes code: the artifact is parsed by orjson into plain numbers, strings,
-lists and dicts, and the batch is read by ``np.load(..., allow_pickle=False)``, which refuses
-object arrays. Each reader checks what it got and raises :class:`ArtifactError` otherwise.
+lists and dicts. The reader checks what it got and raises :class:`ArtifactError` otherwise.
+The fitting batch has its own binary format in :mod:`app.store.batches`.
 
 Artifact format, version 1 (``format_version``)::
 
@@ -20,16 +20,13 @@ so every artifact ever written keeps loading.
 from __future__ import annotations
 
 import hashlib
-import io
 import math
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import orjson
-from numpy.typing import ArrayLike, NDArray
 
 ARTIFACT_FORMAT = "calibration-service.artifact"
 ARTIFACT_FORMAT_VERSION = 1
@@ -137,83 +134,6 @@ def _read_v1(document: dict[str, Any], has_tagged_floats: bool) -> Artifact:
 
 _READERS: dict[int, Callable[[dict[str, Any], bool], Artifact]] = {1: _read_v1}
 """format_version → reader. Readers are never removed: version 1 loads in every release."""
-
-
-@dataclass(frozen=True)
-class StoredBatch:
-    """A version's fitting batch and its out-of-fold (cross-validated) predictions.
-
-    ``scores`` and ``out_of_fold`` are (n,) for binary and (n, k) for multiclass calibrators.
-    """
-
-    scores: NDArray[np.float64]
-    labels: NDArray[np.int64]
-    weights: NDArray[np.float64]
-    out_of_fold: NDArray[np.float64]
-
-
-_BATCH_FIELDS: dict[str, tuple[np.dtype[Any], tuple[int, ...]]] = {
-    "scores": (np.dtype(np.float64), (1, 2)),
-    "labels": (np.dtype(np.int64), (1,)),
-    "weights": (np.dtype(np.float64), (1,)),
-    "out_of_fold": (np.dtype(np.float64), (1, 2)),
-}
-"""Each array of a stored batch: its dtype and allowed numbers of dimensions."""
-
-
-def encode_batch(
-    scores: ArrayLike, labels: ArrayLike, weights: ArrayLike, out_of_fold: ArrayLike
-) -> bytes:
-    """Write a batch as a compressed npz; labels must be whole numbers (0/1 or class indices)."""
-    label_array = np.asarray(labels)
-    as_int = label_array.astype(np.int64)
-    if not np.array_equal(as_int, label_array):
-        raise ArtifactError("batch labels must be whole numbers")
-    arrays = {
-        "scores": np.asarray(scores, dtype=np.float64),
-        "labels": as_int,
-        "weights": np.asarray(weights, dtype=np.float64),
-        "out_of_fold": np.asarray(out_of_fold, dtype=np.float64),
-    }
-    _check_batch(arrays)
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
-    return buffer.getvalue()
-
-
-def decode_batch(data: bytes) -> StoredBatch:
-    """Read a batch written by :func:`encode_batch`, refusing anything else (and any pickle)."""
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            if not isinstance(npz, np.lib.npyio.NpzFile):
-                raise ArtifactError("stored batch is not an npz archive")
-            names = sorted(npz.files)
-            if names != sorted(_BATCH_FIELDS):
-                raise ArtifactError(
-                    f"stored batch holds arrays {names}; expected {sorted(_BATCH_FIELDS)}"
-                )
-            arrays = {name: npz[name] for name in _BATCH_FIELDS}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, ArtifactError):
-            raise
-        raise ArtifactError(f"stored batch cannot be read: {exc}") from exc
-    _check_batch(arrays)
-    return StoredBatch(**arrays)
-
-
-def _check_batch(arrays: dict[str, NDArray[Any]]) -> None:
-    """Dtypes, dimensions and one common length n, or :class:`ArtifactError`."""
-    for name, (dtype, ndims) in _BATCH_FIELDS.items():
-        array = arrays[name]
-        if array.dtype != dtype:
-            raise ArtifactError(f"batch {name} must be {dtype}, not {array.dtype}")
-        if array.ndim not in ndims:
-            allowed = " or ".join(map(str, ndims))
-            raise ArtifactError(f"batch {name} must have {allowed} dimensions, not {array.ndim}")
-    n = len(arrays["scores"])
-    for name, array in arrays.items():
-        if len(array) != n:
-            raise ArtifactError(f"batch {name} has {len(array)} rows; scores have {n}")
 
 
 def _tag_nonfinite(value: Any) -> Any:

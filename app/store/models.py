@@ -142,7 +142,7 @@ class Version(Base):
 
 
 class VersionBlob(Base):
-    """The two blobs of a version: the artifact (JSON) and the fitting batch (npz)."""
+    """The two blobs of a version: the artifact (JSON) and the fitting batch (binary)."""
 
     __tablename__ = "version_blobs"
 

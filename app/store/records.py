@@ -18,7 +18,7 @@ class NewVersion:
     counts every label 0..k-1.
 
     ``artifact`` is the document of :func:`app.store.artifacts.encode_artifact`; ``batch`` the
-    npz of :func:`app.store.artifacts.encode_batch`. The store computes the artifact's sha256.
+    bytes of :func:`app.store.batches.encode_batch`. The store computes the artifact's sha256.
     """
 
     method: str

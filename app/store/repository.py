@@ -154,7 +154,7 @@ class Repository(AliasOperations):
         return self._blob(VersionBlob.artifact, version_id)
 
     def get_batch(self, version_id: int) -> bytes:
-        """The fitting batch (npz) of the version with row id ``version_id``."""
+        """The fitting batch (see :mod:`app.store.batches`) of the row ``version_id``."""
         return self._blob(VersionBlob.batch, version_id)
 
     def get_blobs(self, version_id: int) -> tuple[bytes, bytes]:

@@ -1,8 +1,7 @@
-"""The persisted formats: exact round trips, and refusals with a clear message."""
+"""The artifact format: exact round trips, and refusals with a clear message."""
 
 from __future__ import annotations
 
-import io
 import math
 
 import numpy as np
@@ -12,9 +11,7 @@ import pytest
 from app.store import (
     ArtifactError,
     decode_artifact,
-    decode_batch,
     encode_artifact,
-    encode_batch,
     sha256_hex,
 )
 
@@ -91,57 +88,3 @@ def test_a_tampered_artifact_fails_its_hash() -> None:
 def test_unserialisable_state_is_refused_when_written() -> None:
     with pytest.raises(ArtifactError, match="not JSON-serialisable"):
         encode_artifact("platt", {}, {"model": object()})
-
-
-@pytest.mark.parametrize("k", [None, 3])
-def test_batch_round_trips(k: int | None) -> None:
-    rng = np.random.default_rng(1)
-    shape = (50,) if k is None else (50, k)
-    scores = rng.normal(size=shape)
-    labels = rng.integers(0, k or 2, size=50)
-    weights = rng.uniform(size=50)
-    oof = rng.uniform(size=shape)
-
-    batch = decode_batch(encode_batch(scores, labels.astype(np.float64), weights, oof))
-
-    np.testing.assert_array_equal(batch.scores, scores)
-    np.testing.assert_array_equal(batch.labels, labels)
-    np.testing.assert_array_equal(batch.weights, weights)
-    np.testing.assert_array_equal(batch.out_of_fold, oof)
-    assert (batch.scores.dtype, batch.labels.dtype) == (np.dtype(np.float64), np.dtype(np.int64))
-
-
-def _npz(**arrays: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
-    return buffer.getvalue()
-
-
-GOOD = {
-    "scores": np.zeros(3),
-    "labels": np.zeros(3, dtype=np.int64),
-    "weights": np.ones(3),
-    "out_of_fold": np.zeros(3),
-}
-
-
-@pytest.mark.parametrize(
-    ("data", "message"),
-    [
-        (_npz(**{**GOOD, "labels": np.array([0, "x", None], dtype=object)}), "cannot be read"),
-        (_npz(**{**GOOD, "extra": np.zeros(3)}), "stored batch holds arrays"),
-        (_npz(**{**GOOD, "labels": np.zeros(3)}), "batch labels must be int64, not float64"),
-        (_npz(**{**GOOD, "weights": np.ones(4)}), "batch weights has 4 rows; scores have 3"),
-        (_npz(**{**GOOD, "scores": np.zeros((3, 2, 2))}), "scores must have 1 or 2 dimensions"),
-        (b"PK\x03\x04 not really a zip", "cannot be read"),
-        (b"\x80\x04K\x01.", "cannot be read"),  # a pickle
-    ],
-)
-def test_unreadable_batches_are_refused(data: bytes, message: str) -> None:
-    with pytest.raises(ArtifactError, match=message):
-        decode_batch(data)
-
-
-def test_fractional_labels_are_refused_when_written() -> None:
-    with pytest.raises(ArtifactError, match="whole numbers"):
-        encode_batch([0.1, 0.2], [0.0, 0.5], [1.0, 1.0], [0.1, 0.2])
