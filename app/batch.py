@@ -114,7 +114,7 @@ def validate_batch(
         if not (w > 0).any():
             raise invalid(("body", "sample_weight"), "is all zero; some weight must be positive")
     if require_both_classes:
-        present = np.unique(int_labels[w > 0])
+        present = np.flatnonzero(np.bincount(int_labels, weights=w, minlength=k))
         if present.size < 2:
             raise invalid(
                 ("body", "labels"),

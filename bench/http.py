@@ -4,7 +4,10 @@
   configuration: requests/s, p50 and p99 latency;
 - one request with 10^6 scores against the in-process floor orjson.loads + kernel + orjson.dumps;
 - a 10^6-pair fit over HTTP against the same fit in process (``fit_calibrator`` and the stored
-  metrics, cross-validation included in both).
+  metrics, cross-validation included in both);
+- 10^6-pair fits over HTTP (``auto``, ``isotonic``, ``platt``, with the stored cross-validated
+  diagnostics) against what a user would otherwise run in process: scikit-learn's 5-fold
+  ``cross_val_predict`` of ``IsotonicRegression`` plus its final fit on the same pairs.
 Every load loop is bounded in time (wrk's -d, timeouts on every request and process).
 """
 
@@ -26,12 +29,16 @@ from typing import IO
 import httpx
 import numpy as np
 import orjson
+from sklearn.isotonic import IsotonicRegression
+from sklearn.model_selection import cross_val_predict
 
 from app.calibration import fit_calibrator, load_calibrator
 from app.calibration.diagnostics import headline, raw_as_probabilities
 from bench.fits import batch
 from bench.table import Row, Target, compare_ms, median_seconds, progress
 
+AUTO_VS_SKLEARN = Target(1.0)
+SINGLE_VS_SKLEARN = Target(0.5)
 P50 = Target(1.5)
 THROUGHPUT = Target(0.7, at_least=True)
 BIG_PREDICT = Target(2.0)
@@ -168,6 +175,7 @@ def http_rows() -> list[Row]:
             ]
             rows.append(_big_predict(client, version, fitted.json()))
             rows.append(_big_fit(client))
+            rows += _fits_against_sklearn(client)
     return rows
 
 
@@ -220,3 +228,48 @@ def _big_fit(client: httpx.Client) -> Row:
     ours = 1e3 * median_seconds(over_http, 3, warmup=0)
     ref = 1e3 * median_seconds(in_process, 3, warmup=0)
     return Row("http", "1e6-pair isotonic fit / in-process fit", "1e6", ours, ref, target=BIG_FIT)
+
+
+def _fits_against_sklearn(client: httpx.Client) -> list[Row]:
+    """``auto``, ``isotonic`` and ``platt`` fits of 10^6 pairs over HTTP against scikit-learn's
+    5-fold cross_val_predict plus final fit of IsotonicRegression in process."""
+    f, y, _ = batch(10**6, tied=False, seed=6)
+    labels = y.astype(np.int64)
+
+    def sklearn_cv_and_fit() -> None:
+        X = f.reshape(-1, 1)
+        cross_val_predict(IsotonicRegression(out_of_bounds="clip"), X, labels, cv=5)
+        IsotonicRegression(out_of_bounds="clip").fit(X, labels)
+
+    reference = 1e3 * median_seconds(sklearn_cv_and_fit, 3, warmup=0)
+    rows = []
+    for method, target in (
+        ("auto", AUTO_VS_SKLEARN),
+        ("isotonic", SINGLE_VS_SKLEARN),
+        ("platt", SINGLE_VS_SKLEARN),
+    ):
+        progress(f"http: 10^6-pair {method} fit against scikit-learn's cross_val_predict + fit")
+        body = orjson.dumps(
+            {"scores": f, "labels": labels, "method": method}, option=orjson.OPT_SERIALIZE_NUMPY
+        )
+
+        def over_http(body: bytes = body) -> None:
+            response = client.post(
+                "/v1/calibrators/versus/fit",
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+            response.raise_for_status()
+
+        ours = 1e3 * median_seconds(over_http, 3, warmup=1)
+        rows.append(
+            Row(
+                "http",
+                f"1e6-pair {method} fit / sklearn 5-fold cross_val_predict + fit",
+                "1e6",
+                ours,
+                reference,
+                target=target,
+            )
+        )
+    return rows

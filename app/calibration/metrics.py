@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from app.calibration.base import CalibrationError, FloatArray, JSONValue, check_batch
+from app.calibration.base import CalibrationError, FloatArray, JSONValue, check_batch, pool_ties
 
 STRATEGIES = ("uniform", "quantile")
 WILSON_Z = 1.959963984540054  # the 0.975 quantile of the standard normal: a 95% interval
@@ -63,12 +63,12 @@ def roc_auc(scores: FloatArray, y: FloatArray, w: FloatArray | None = None) -> f
 
     Equals the probability that a random positive outscores a random negative (the
     Mann-Whitney statistic): each distinct score's positive weight times the negative weight
-    below it plus half the negative weight tied with it. O(n log n).
+    below it plus half the negative weight tied with it. O(n log n), one sort.
     """
-    f, y, w = check_batch(scores, y, w)
-    unique, inverse = np.unique(f, return_inverse=True)
-    pos = np.bincount(inverse, weights=w * y, minlength=unique.size)
-    neg = np.bincount(inverse, weights=w * (1.0 - y), minlength=unique.size)
+    # the distinct scores with their weight and positive weight: pool_ties's sort (per class
+    # for equal weights, a linear pass for sorted scores) is cheaper than np.unique's
+    _, weight, pos = pool_ties(*check_batch(scores, y, w))
+    neg = weight - pos
     total = float(pos.sum()) * float(neg.sum())
     if total == 0.0:
         return None
