@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,10 +20,12 @@ from numpy.typing import NDArray
 from app.batch import Batch, check_method_fits_batch, check_scores, invalid
 from app.calibration import (
     CalibrationError,
+    IntervalCalibrator,
     ParamError,
     fit_calibrator,
 )
 from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_report
+from app.calibration.methods import CAPABILITIES
 from app.errors import (
     FieldError,
     InvalidInput,
@@ -69,6 +71,7 @@ class Prediction:
     name: str
     version: int
     probabilities: NDArray[np.float64]
+    intervals: NDArray[np.float64] | None = None
 
 
 class CalibrationService:
@@ -222,12 +225,30 @@ class CalibrationService:
         return self.database.ping()
 
     # -- predicting ----------------------------------------------------------------------
-    def predict(self, name: str, selector: Selector, scores: NDArray[np.float64]) -> Prediction:
+    def predict(
+        self,
+        name: str,
+        selector: Selector,
+        scores: NDArray[np.float64],
+        *,
+        intervals: bool = False,
+    ) -> Prediction:
         """Calibrated probabilities from the selected version, in input order (counted as
-        served: ``calibration_predictions_total``)."""
+        served: ``calibration_predictions_total``); with ``intervals``, each score's
+        probability interval too (n x 2, or n x k x 2), for methods that give one (else 422)."""
         loaded, probabilities = self._calibrate(name, selector, scores)
+        bounds = None
+        if intervals:
+            if not CAPABILITIES[loaded.method].intervals:
+                raise invalid(
+                    ("body", "intervals"),
+                    f"is true but {name!r} v{loaded.version} uses {loaded.method}; only "
+                    "venn_abers versions give probability intervals",
+                )
+            p0, p1 = cast(IntervalCalibrator, loaded.calibrator).predict_interval(scores)
+            bounds = np.stack([p0, p1], axis=-1)
         record_predictions(loaded.method, len(scores))
-        return Prediction(name, loaded.version, probabilities)
+        return Prediction(name, loaded.version, probabilities, bounds)
 
     def _calibrate(
         self, name: str, selector: Selector, scores: NDArray[np.float64]

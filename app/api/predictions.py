@@ -49,17 +49,32 @@ async def predict(
     version: Annotated[
         str | None, Query(description="A version number, `latest` or an alias.")
     ] = None,
+    intervals: Annotated[
+        bool | None,
+        Query(description="Also answer each score's Venn-ABERS interval [p0, p1] (venn_abers)."),
+    ] = None,
 ) -> Response:
-    """Map raw scores to calibrated probabilities, in input order, with the version used."""
+    """Map raw scores to calibrated probabilities, in input order, with the version used;
+    with `intervals`, a `venn_abers` version also answers each score's interval [p0, p1]."""
     args = parse_predict(request, await read_body(request))
     if args.version is not None and version is not None and args.version != version:
         raise invalid(("body", "version"), f"is {args.version!r} but the query says {version!r}")
+    if args.intervals is not None and intervals is not None and args.intervals != intervals:
+        raise invalid(("body", "intervals"), f"is {args.intervals} but the query says {intervals}")
     selector_text = args.version or version or "latest"
     selector = parse_selector(name, selector_text)
-    prediction = await run_in_threadpool(service.predict, name, selector, args.scores)
-    return json_response(
-        {"name": name, "version": prediction.version, "probabilities": prediction.probabilities}
+    with_intervals = bool(args.intervals or intervals)
+    prediction = await run_in_threadpool(
+        service.predict, name, selector, args.scores, intervals=with_intervals
     )
+    answer: dict[str, Any] = {
+        "name": name,
+        "version": prediction.version,
+        "probabilities": prediction.probabilities,
+    }
+    if prediction.intervals is not None:
+        answer["intervals"] = prediction.intervals
+    return json_response(answer)
 
 
 def _diagnostics(

@@ -142,19 +142,23 @@ def _tags(value: object) -> dict[str, str]:
 class PredictArgs:
     scores: NDArray[np.float64]
     version: str | None
+    intervals: bool | None
 
 
 def parse_predict(request: Request, body: bytes) -> PredictArgs:
     require_media_type(request.headers.get("content-type"), JSON_TYPES)
     data = parse_json_object(body)
-    check_keys(data, ("scores", "version"))
+    check_keys(data, ("scores", "version", "intervals"))
     if "scores" not in data:
         raise invalid(("body", "scores"), "is required")
     scores = number_array(data["scores"], "scores", matrix=True)
     version = data.get("version")
     if (version is not None and not isinstance(version, int | str)) or isinstance(version, bool):
         raise invalid(("body", "version"), "must be a version number, 'latest' or an alias")
-    return PredictArgs(scores, None if version is None else str(version))
+    intervals = data.get("intervals")
+    if intervals is not None and not isinstance(intervals, bool):
+        raise invalid(("body", "intervals"), "must be true or false")
+    return PredictArgs(scores, None if version is None else str(version), intervals)
 
 
 def labelled_batch(data: Mapping[str, Any], max_rows: int) -> Batch:

@@ -140,6 +140,11 @@ class PredictOut(BaseModel):
     name: str
     version: int
     probabilities: list[float] | list[list[float]]
+    intervals: list[list[float]] | list[list[list[float]]] | None = Field(
+        None,
+        description="With `intervals`: each score's Venn-ABERS interval [p0, p1] (n x 2; "
+        "n x k x 2 for k classes, one binary interval per class against the rest).",
+    )
 
 
 class ReliabilityBinOut(BaseModel):

@@ -58,11 +58,14 @@ class Capabilities:
     probabilities : bool
         Its scores must be probabilities: strictly inside (0, 1) for a binary method (also
         one-vs-rest), rows of a probability matrix for a k-class one.
+    intervals : bool
+        It also answers a probability interval per score (``predict_interval``).
     """
 
     vector: bool = True
     matrix: Literal["native", "one_vs_rest", "none"] = "one_vs_rest"
     probabilities: bool = False
+    intervals: bool = False
 
 
 class Calibrator(Protocol):
@@ -101,6 +104,14 @@ class Calibrator(Protocol):
     @classmethod
     def from_state(cls, params: Mapping[str, object], state: Mapping[str, object]) -> Self:
         """Rebuild a fitted calibrator; :class:`StateError` if ``state`` is not valid."""
+        ...
+
+
+class IntervalCalibrator(Protocol):
+    """A calibrator whose capabilities declare ``intervals``: p0 and p1 per score (per class)."""
+
+    def predict_interval(self, scores: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """The lower and upper probability of each score (n, or n x k), p0 <= p1."""
         ...
 
 

@@ -10,7 +10,7 @@ Temperature scaling and Boström's correction are multiclass by construction.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol, Self
+from typing import Protocol, Self, cast
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from app.calibration.base import (
     CalibrationError,
     Calibrator,
     FloatArray,
+    IntervalCalibrator,
     JSONValue,
     StateError,
     check_state_keys,
@@ -94,14 +95,30 @@ class OneVsRest:
 
     def predict(self, scores: FloatArray) -> FloatArray:
         """Each column through its calibrator, then rows divided by their sums."""
+        s = self._check(scores)
+        p = np.column_stack([c.predict(s[:, j]) for j, c in enumerate(self.calibrators)])
+        total = p.sum(axis=1, keepdims=True)
+        uniform = np.full_like(p, 1.0 / p.shape[1])
+        out: FloatArray = np.divide(p, total, out=uniform, where=total > 0)
+        return out
+
+    def _check(self, scores: FloatArray) -> FloatArray:
         s = np.asarray(scores, dtype=np.float64)
         k = len(self.calibrators)
         if s.ndim != 2 or s.shape[1] != k:
             raise CalibrationError(f"scores: must be a matrix with {k} columns, not {s.shape}")
-        p = np.column_stack([c.predict(s[:, j]) for j, c in enumerate(self.calibrators)])
-        total = p.sum(axis=1, keepdims=True)
-        out: FloatArray = np.divide(p, total, out=np.full_like(p, 1.0 / k), where=total > 0)
-        return out
+        return s
+
+    def predict_interval(self, scores: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Each class's binary interval (class j against the rest) as n x k matrices (p0, p1),
+        for a binary method that gives intervals. They bound the one-vs-rest probabilities,
+        before the rows are renormalised, which is why the rows of ``predict`` may leave them."""
+        s = self._check(scores)
+        pairs = [
+            cast(IntervalCalibrator, c).predict_interval(s[:, j])
+            for j, c in enumerate(self.calibrators)
+        ]
+        return np.column_stack([p0 for p0, _ in pairs]), np.column_stack([p1 for _, p1 in pairs])
 
     def state(self) -> dict[str, JSONValue]:
         """``{"one_vs_rest": [state of class 0, ..., state of class k-1]}``."""

@@ -89,3 +89,35 @@ def test_empty_score_list_predicts_nothing(client: TestClient) -> None:
     r = client.post(f"{BASE}/predict", json={"scores": []})
     assert r.status_code == 200
     assert r.json()["probabilities"] == []
+
+
+def test_intervals_are_refused_for_methods_without_them(client: TestClient) -> None:
+    fit(client, "platt")
+    body = assert_problem(
+        client.post(f"{BASE}/predict", json={"scores": [0.5], "intervals": True}),
+        422,
+        "intervals",
+        "uses platt",
+        "only venn_abers",
+    )
+    assert body["errors"][0]["loc"] == ["body", "intervals"]
+    assert_problem(
+        client.post(f"{BASE}/predict?intervals=true", json={"scores": [0.5]}), 422, "uses platt"
+    )
+    assert_problem(
+        client.post(f"{BASE}/predict", json={"scores": [0.5], "intervals": "yes"}),
+        422,
+        "intervals",
+        "true or false",
+    )
+    assert_problem(
+        client.post(f"{BASE}/predict?intervals=false", json={"scores": [0.5], "intervals": True}),
+        422,
+        "intervals",
+        "query says False",
+    )
+    # false, or absent, changes nothing
+    plain = client.post(f"{BASE}/predict", json={"scores": [0.5]}).json()
+    off = client.post(f"{BASE}/predict", json={"scores": [0.5], "intervals": False}).json()
+    assert off == plain
+    assert "intervals" not in off
