@@ -78,6 +78,16 @@ METHOD_DOCS: dict[str, MethodDoc] = {
         "Niculescu-Mizil & Caruana (2005)",
         scores="vector",
     ),
+    "venn_abers": MethodDoc(
+        "Venn-ABERS: p0 and p1, the isotonic fits of the batch plus the score labelled 0 and "
+        "1, answered as p = p1 / (1 - p0 + p1); `intervals` gives [p0, p1]. Never 0 or 1",
+        "Vovk & Petej (2014); Vovk, Petej & Fedorova (2015)",
+        {
+            "mode": '"inductive" (IVAP on the whole batch, default) or "cross" (CVAP: one '
+            "IVAP per fold, merged by geometric means)",
+            "folds": 'folds of mode "cross", 2..20; default 5',
+        },
+    ),
     "temperature": MethodDoc(
         "softmax(z / T) of logits (probability rows are turned into log-probabilities)",
         "Guo et al. (2017)",
@@ -97,14 +107,16 @@ METHOD_DOCS: dict[str, MethodDoc] = {
     "auto": MethodDoc(
         "the candidate with the lowest k-fold cross-validated log loss (each fitted with "
         'bound "laplace", so never exactly 0 or 1), refitted on the whole batch; ties go to '
-        "the simpler. Default candidates: binary platt, beta (probabilities only) and "
-        "isotonic; k classes temperature, bostrom (probabilities only), one-vs-rest platt, "
-        "beta and isotonic. Every candidate's CV log loss and standard error are recorded",
+        "the simpler. Default candidates: platt, beta (probabilities only) and venn_abers "
+        "(bounded isotonic above 50000 distinct scores), one-vs-rest for k classes beside "
+        "temperature and bostrom (probabilities only). Every candidate's CV log loss and "
+        "standard error are recorded",
         "Niculescu-Mizil & Caruana (2005), learning curves",
         {
             "cv": "folds, 2..20; default 5",
             "candidates": "names to try instead of the defaults, from: temperature, bostrom, "
-            "platt, beta, histogram_binning, isotonic, platt_trim_cv, isotonic_trim_trainset",
+            "platt, beta, histogram_binning, isotonic, venn_abers, venn_abers_cross, "
+            "platt_trim_cv, isotonic_trim_trainset",
         },
     ),
 }

@@ -87,14 +87,7 @@ def predict_folds(
 ) -> FloatArray:
     """Out-of-fold predictions for given fold indices (see :func:`out_of_fold_predictions`):
     a vector for binary calibrators, n x k for multiclass ones (scores n x k, labels 0..k-1)."""
-    k = int(folds.max()) + 1
-    train_weight = float(weights.sum()) - np.bincount(folds, weights=weights, minlength=k)
-    if np.any(train_weight <= 0):
-        raise CalibrationError(
-            "sample_weight: cross-validation needs positive weight outside every fold; "
-            "give at least two points a positive weight"
-        )
-
+    k = check_training_weight(weights, folds)
     held_out = [np.flatnonzero(folds == fold) for fold in range(k)]
 
     def fit_fold(fold: int) -> FloatArray:
@@ -114,6 +107,19 @@ def predict_folds(
     for rows, values in zip(held_out, predicted, strict=True):
         out[rows] = values
     return out
+
+
+def check_training_weight(weights: FloatArray, folds: NDArray[np.intp]) -> int:
+    """The number of folds, once every fold's training part is known to hold positive weight
+    (else :class:`CalibrationError`: no calibrator can be fitted on weight 0)."""
+    k = int(folds.max()) + 1
+    train_weight = float(weights.sum()) - np.bincount(folds, weights=weights, minlength=k)
+    if np.any(train_weight <= 0):
+        raise CalibrationError(
+            "sample_weight: cross-validation needs positive weight outside every fold; "
+            "give at least two points a positive weight"
+        )
+    return k
 
 
 def effective_class_folds(labels: NDArray[np.int64], n_folds: int) -> int:

@@ -19,6 +19,7 @@ from app.calibration.logistic import LogisticCorrection
 from app.calibration.minmax import MinMaxScaling
 from app.calibration.platt import PlattCalibrator
 from app.calibration.temperature import TemperatureScaling
+from app.calibration.venn_abers import VennAbersCalibrator
 
 CLASSES: tuple[Any, ...] = (
     PlattCalibrator,
@@ -27,6 +28,7 @@ CLASSES: tuple[Any, ...] = (
     BetaCalibrator,
     HistogramBinning,
     MinMaxScaling,
+    VennAbersCalibrator,
     TemperatureScaling,
     BostromCalibrator,
 )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from fastapi.testclient import TestClient
 
+from app.calibration.venn_abers import VennAbersCalibrator
+
 from .helpers import assert_problem, sigmoid_batch
 
 BASE = "/v1/calibrators/churn"
@@ -121,3 +123,43 @@ def test_intervals_are_refused_for_methods_without_them(client: TestClient) -> N
     off = client.post(f"{BASE}/predict", json={"scores": [0.5], "intervals": False}).json()
     assert off == plain
     assert "intervals" not in off
+
+
+def test_venn_abers_answers_its_interval_bit_for_bit(client: TestClient) -> None:
+    batch = sigmoid_batch(300, seed=3)
+    r = client.post(f"{BASE}/fit", json={**batch, "method": "venn_abers"})
+    assert r.status_code == 201, r.text
+    v = r.json()
+    assert v["params"] == {"mode": "inductive"}
+    reference = VennAbersCalibrator().fit(
+        np.array(batch["scores"]), np.array(batch["labels"], dtype=float), np.ones(300)
+    )
+    scores = [-40.0, *batch["scores"][:5], 0.123, 40.0]
+    for body, query in (
+        ({"scores": scores, "intervals": True}, ""),
+        ({"scores": scores}, "?intervals=true"),
+    ):
+        answer = client.post(f"{BASE}/predict{query}", json=body).json()
+        p0, p1 = reference.predict_interval(np.array(scores))
+        assert answer["probabilities"] == reference.predict(np.array(scores)).tolist()
+        assert answer["intervals"] == np.stack([p0, p1], axis=1).tolist()
+    p = np.array(answer["probabilities"])
+    assert np.all((p0 <= p) & (p <= p1) & (p > 0) & (p < 1))
+
+
+def test_one_vs_rest_venn_abers_intervals_are_n_by_k_by_2(client: TestClient) -> None:
+    rng = np.random.default_rng(5)
+    logits = rng.normal(size=(90, 3)) * 2
+    labels = np.argmax(logits + rng.gumbel(size=(90, 3)), axis=1)
+    r = client.post(
+        "/v1/calibrators/three/fit",
+        json={"scores": logits.tolist(), "labels": labels.tolist(), "method": "venn_abers"},
+    )
+    assert r.status_code == 201, r.text
+    answer = client.post(
+        "/v1/calibrators/three/predict", json={"scores": logits[:4].tolist(), "intervals": True}
+    ).json()
+    intervals = np.array(answer["intervals"])
+    assert intervals.shape == (4, 3, 2)
+    assert np.all(intervals[..., 0] < intervals[..., 1])
+    np.testing.assert_allclose(np.array(answer["probabilities"]).sum(axis=1), 1.0)

@@ -25,7 +25,15 @@ from tests.calibration.batches import random_weights, sigmoid_batch
 
 
 def test_method_names() -> None:
-    binary = ("platt", "isotonic", "logistic_correction", "beta", "histogram_binning", "minmax")
+    binary = (
+        "platt",
+        "isotonic",
+        "logistic_correction",
+        "beta",
+        "histogram_binning",
+        "minmax",
+        "venn_abers",
+    )
     assert (*binary, "temperature", "bostrom") == CALIBRATOR_METHODS
     assert (*binary, "temperature", "bostrom", "auto") == METHODS
     assert BINARY_ONLY == ("logistic_correction", "minmax")

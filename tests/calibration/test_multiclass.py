@@ -187,8 +187,8 @@ def test_auto_picks_the_lowest_cv_log_loss(proba: bool) -> None:
     assert record is not None
     assert record["metric"] == "log_loss"
     assert record["cv_folds"] == 4
-    expected = ["temperature", "bostrom", "platt", "beta", "isotonic"] if proba else [
-        "temperature", "platt", "isotonic"
+    expected = ["temperature", "bostrom", "platt", "beta", "venn_abers"] if proba else [
+        "temperature", "platt", "venn_abers"
     ]  # fmt: skip
     assert list(record["candidates"]) == expected
     if not proba:
@@ -197,9 +197,11 @@ def test_auto_picks_the_lowest_cv_log_loss(proba: bool) -> None:
             "beta": "needs probabilities",
         }
     losses = {name: c["log_loss"] for name, c in record["candidates"].items()}
-    assert record["chosen"] == fit.method == min(losses, key=losses.__getitem__)
-    # the labels follow softmax(z / 1.7): temperature scaling is the right model
-    assert fit.method == "temperature"
+    # the labels follow softmax(z / 1.7): temperature scaling is the right model, chosen as
+    # the best or, being the simplest, within half a standard error of it
+    assert record["chosen"] == fit.method == "temperature"
+    best = min(losses.values())
+    assert losses["temperature"] - best <= 0.5 * record["candidates"]["temperature"]["log_loss_se"]
     assert multiclass_log_loss(fit.out_of_fold, y) == pytest.approx(losses["temperature"])
 
 
