@@ -61,7 +61,7 @@ test: install-test postgres lint  ## lint, types and the whole suite on SQLite a
 clean:  ## remove the virtualenv, caches and the local database
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-.PHONY: bench bench-smoke
+.PHONY: bench bench-smoke bench-quality
 bench: install-test  ## the benchmarks: one table of ratios against scikit-learn and floors (< 10 min)
 	@command -v wrk >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk >/dev/null; }
@@ -69,3 +69,6 @@ bench: install-test  ## the benchmarks: one table of ratios against scikit-learn
 
 bench-smoke: install-test  ## the quick run of the benchmarks (< 30 s, small sizes, no wrk)
 	$(PY) -m bench --quick
+
+bench-quality: install-test  ## the real-data calibration benchmark (papers' protocol; a few minutes)
+	$(PY) -m bench.quality

@@ -4,4 +4,8 @@
 run (small sizes, no HTTP; ``make bench-smoke`` and ``tests/test_bench_smoke.py``). Every
 timing is the median of several repetitions, and every row is a ratio ours / reference, so the
 table reads the same on a faster or slower machine. Targets come from issue 6.
+
+``python -m bench.quality`` (``make bench-quality``) measures quality, not time: the test log
+loss and Brier score of every calibration method on real data sets, the papers' protocol
+(issue 9).
 """
