@@ -12,6 +12,7 @@ from bench.fits import batch
 from bench.table import Row, Target, compare_ms, progress, size_label
 
 KERNEL = Target(1.2)
+VENN_ABERS = Target(1.5)
 
 
 def kernel_rows(n: int, repeat: int) -> list[Row]:
@@ -52,5 +53,32 @@ def kernel_rows(n: int, repeat: int) -> list[Row]:
         ours, ref = compare_ms(partial(platt.predict, array), partial(bare_expit, array), reps)
         rows.append(
             Row("predict", "platt predict / expit", label, ours * scale, ref * scale, unit, target)
+        )
+    rows += venn_abers_rows(f, y, w, scores, repeat)
+    return rows
+
+
+def venn_abers_rows(
+    f: np.ndarray, y: np.ndarray, w: np.ndarray, scores: np.ndarray, repeat: int
+) -> list[Row]:
+    """Venn-ABERS predict (IVAP and 5-fold CVAP, fitted on the same 10^5 distinct scores)
+    against isotonic regression's predict on the same new scores."""
+    isotonic = make_calibrator("isotonic", {}).fit(f, y, w)
+    rows = []
+    for mode in ("inductive", "cross"):
+        progress(f"predict kernels: venn_abers {mode}")
+        venn_abers = make_calibrator("venn_abers", {"mode": mode}).fit(f, y, w)
+        ours, ref = compare_ms(
+            partial(venn_abers.predict, scores), partial(isotonic.predict, scores), repeat
+        )
+        rows.append(
+            Row(
+                "predict",
+                f"venn_abers ({mode}) predict / isotonic predict",
+                size_label(scores.size),
+                ours,
+                ref,
+                target=VENN_ABERS if scores.size >= 10**6 else None,
+            )
         )
     return rows

@@ -27,6 +27,8 @@ EXPECTED = {
     ("predict", "platt predict / expit", "1e5"),
     ("predict", "isotonic predict / np.interp", "1"),
     ("predict", "platt predict / expit", "1"),
+    ("predict", "venn_abers (inductive) predict / isotonic predict", "1e5"),
+    ("predict", "venn_abers (cross) predict / isotonic predict", "1e5"),
     ("memory", "isotonic fit peak RSS / batch alone", "1e5"),
 }
 

@@ -155,7 +155,7 @@ def fit_calibrator(
     if not matrix and not is_sorted(s):
         # Sorted once here, every fold's training part is sorted too (a subsequence of a
         # sorted array), so no fold or candidate sorts again (pool_ties checks in one pass).
-        order = np.argsort(s, kind="stable")
+        order = np.argsort(s)  # introsort: 5x a stable sort; ties in any order pool the same
         s, y, w, folds = s[order], y[order], w[order], folds[order]
     if spec is None:
         out_of_fold = predict_folds(

@@ -108,14 +108,17 @@ def reliability_bins(
     share = np.where(filled, weight, 1.0)
     mean = np.bincount(index, weights=w * p, minlength=n_bins) / share
     frac = np.bincount(index, weights=w * y, minlength=n_bins) / share
-    # Kish's effective size (sum w)^2 / sum w^2, on weights divided by their bin's largest so
-    # that tiny or huge weights can neither underflow nor overflow when squared.
-    largest = np.zeros(n_bins)
-    np.maximum.at(largest, index, w)
-    r = w / np.where(largest > 0, largest, 1.0)[index]
-    r_sum = np.bincount(index, weights=r, minlength=n_bins)
-    r_sq = np.bincount(index, weights=r * r, minlength=n_bins)
-    n_eff = r_sum**2 / np.where(filled, r_sq, 1.0)
+    if bool(np.all(w == w[0])):
+        n_eff = count.astype(np.float64)  # equal weights: Kish's size is the count
+    else:
+        # Kish's effective size (sum w)^2 / sum w^2, on weights divided by their bin's largest
+        # so that tiny or huge weights can neither underflow nor overflow when squared.
+        largest = np.zeros(n_bins)
+        np.maximum.at(largest, index, w)
+        r = w / np.where(largest > 0, largest, 1.0)[index]
+        r_sum = np.bincount(index, weights=r, minlength=n_bins)
+        r_sq = np.bincount(index, weights=r * r, minlength=n_bins)
+        n_eff = r_sum**2 / np.where(filled, r_sq, 1.0)
     low, high = wilson_interval(frac, np.where(filled, n_eff, 1.0))
     rows = zip(edges[:-1], edges[1:], count, weight, filled, mean, frac, low, high, strict=True)
     # one row per bin (n_bins <= 100), not per sample
