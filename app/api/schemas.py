@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.calibration import METHODS
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 SELECTOR_PATTERN = r"^(latest|[0-9]{1,18}|[A-Za-z0-9][A-Za-z0-9._-]{0,127})$"
 
@@ -41,8 +43,7 @@ class FitRequest(BaseModel):
     sample_weight: list[float] | None = Field(default=None, description="Non-negative weights.")
     method: str = Field(
         default="auto",
-        description="platt, logistic_correction, isotonic, beta, histogram_binning, minmax, "
-        "temperature, bostrom or auto; see the README's method table for params.",
+        description=f"One of {', '.join(METHODS)}; see the method table below for params.",
     )
     params: dict[str, Any] = Field(default_factory=dict, description="Method parameters.")
     description: str = ""
@@ -59,6 +60,11 @@ class PredictRequest(BaseModel):
         description="Raw scores to calibrate, finite: a vector, or n x k for multiclass."
     )
     version: int | str = Field(default="latest", description="A version number or `latest`.")
+    intervals: bool = Field(
+        default=False,
+        description="Also answer each score's Venn-ABERS interval [p0, p1] (methods that give "
+        "intervals: venn_abers); 422 for other methods. Also `?intervals=true`.",
+    )
 
 
 class DiagnosticsRequest(BaseModel):

@@ -7,7 +7,7 @@ diagnostic stored with a version is therefore computed on out-of-fold prediction
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -87,25 +87,45 @@ def predict_folds(
 ) -> FloatArray:
     """Out-of-fold predictions for given fold indices (see :func:`out_of_fold_predictions`):
     a vector for binary calibrators, n x k for multiclass ones (scores n x k, labels 0..k-1)."""
+    return cross_validate([make], scores, labels, weights, folds, n_jobs)[0]
+
+
+def cross_validate(
+    makers: Sequence[Callable[[], _FoldCalibrator]],
+    scores: FloatArray,
+    labels: NDArray[Any],
+    weights: FloatArray,
+    folds: NDArray[np.intp],
+    n_jobs: int = 1,
+) -> list[FloatArray]:
+    """The out-of-fold predictions of each calibrator that ``makers`` build, on shared folds.
+
+    Each fold's training part is copied once and every calibrator is fitted on it; the folds
+    run in joblib threads when ``n_jobs != 1`` (numpy and scipy release the GIL).
+    """
     k = check_training_weight(weights, folds)
     held_out = [np.flatnonzero(folds == fold) for fold in range(k)]
 
-    def fit_fold(fold: int) -> FloatArray:
-        train = folds != fold
-        calibrator = make()
-        calibrator.fit(*(np.compress(train, a, axis=0) for a in (scores, labels, weights)))
-        predicted: FloatArray = calibrator.predict(np.take(scores, held_out[fold], axis=0))
+    def fit_fold(fold: int) -> list[FloatArray]:
+        train = tuple(np.compress(folds != fold, a, axis=0) for a in (scores, labels, weights))
+        rows = np.take(scores, held_out[fold], axis=0)
+        predicted: list[FloatArray] = []
+        for make in makers:
+            calibrator = make()
+            calibrator.fit(*train)
+            predicted.append(calibrator.predict(rows))
         return predicted
 
     if n_jobs == 1:
-        predicted = [fit_fold(fold) for fold in range(k)]
+        per_fold = [fit_fold(fold) for fold in range(k)]
     else:
-        predicted = Parallel(n_jobs=n_jobs, prefer="threads")(
+        per_fold = Parallel(n_jobs=n_jobs, prefer="threads")(
             delayed(fit_fold)(fold) for fold in range(k)
         )
-    out = np.empty(scores.shape, dtype=np.float64)
-    for rows, values in zip(held_out, predicted, strict=True):
-        out[rows] = values
+    out = [np.empty(scores.shape, dtype=np.float64) for _ in makers]
+    for rows, predicted in zip(held_out, per_fold, strict=True):
+        for values, fold_values in zip(out, predicted, strict=True):
+            values[rows] = fold_values
     return out
 
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
-from joblib import Parallel, delayed
 from numpy.typing import NDArray
 
 from app.calibration.base import (
@@ -31,7 +31,7 @@ from app.calibration.base import (
     is_sorted,
 )
 from app.calibration.bounds import effective_size
-from app.calibration.crossval import check_training_weight
+from app.calibration.crossval import cross_validate
 from app.calibration.methods import CAPABILITIES
 from app.calibration.multiclass_metrics import is_probability_matrix
 
@@ -216,27 +216,10 @@ def select(
     for a binary batch, class indices for a k-class one). The folds run in joblib threads
     when ``n_jobs != 1``, each fitting every candidate on its training part.
     """
-    k = check_training_weight(sample_weight, folds)
-    held_out = [np.flatnonzero(folds == fold) for fold in range(k)]
-
-    def fit_fold(fold: int) -> list[FloatArray]:
-        """Every candidate fitted on the fold's training part (copied once for all of them)."""
-        train = tuple(
-            np.compress(folds != fold, a, axis=0) for a in (scores, labels, sample_weight)
-        )
-        rows = np.take(scores, held_out[fold], axis=0)
-        return [make(candidate).fit(*train).predict(rows) for candidate in candidates]
-
-    if n_jobs == 1:
-        predicted = [fit_fold(fold) for fold in range(k)]
-    else:
-        predicted = Parallel(n_jobs=n_jobs, prefer="threads")(
-            delayed(fit_fold)(fold) for fold in range(k)
-        )
-    out_of_fold = {c.label: np.empty(scores.shape, dtype=np.float64) for c in candidates}
-    for rows, per_candidate in zip(held_out, predicted, strict=True):
-        for candidate, values in zip(candidates, per_candidate, strict=True):
-            out_of_fold[candidate.label][rows] = values
+    makers = [partial(make, candidate) for candidate in candidates]
+    predictions = cross_validate(makers, scores, labels, sample_weight, folds, n_jobs)
+    out_of_fold = {c.label: p for c, p in zip(candidates, predictions, strict=True)}
+    k = int(folds.max()) + 1
     point_losses = {label: point_log_loss(p, labels) for label, p in out_of_fold.items()}
     losses, errors = {}, {}
     for label, values in point_losses.items():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from app.calibration import METHODS
+
 
 def test_every_route_is_documented_with_examples(client: TestClient) -> None:
     spec = client.get("/openapi.json").json()
@@ -34,3 +36,21 @@ def test_every_route_is_documented_with_examples(client: TestClient) -> None:
             assert "application/problem+json" in op["responses"]["404"]["content"]
     fit_body = paths["/v1/calibrators/{name}/fit"]["post"]["requestBody"]["content"]
     assert {"application/json", "text/csv", "multipart/form-data"} <= fit_body.keys()
+
+
+def test_the_predict_body_documents_intervals_and_fit_every_method(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+
+    def body(path: str) -> dict[str, object]:
+        content = spec["paths"][path]["post"]["requestBody"]["content"]
+        schema: dict[str, object] = content["application/json"]["schema"]
+        return schema
+
+    predict = body("/v1/calibrators/{name}/predict")
+    assert predict["additionalProperties"] is False
+    assert predict["properties"]["intervals"]["type"] == "boolean"  # type: ignore[index]
+    fit = body("/v1/calibrators/{name}/fit")
+    described = fit["properties"]["method"]["description"]  # type: ignore[index]
+    assert all(method in described for method in METHODS)
+    answer = spec["components"]["schemas"]["PredictOut"]["properties"]["intervals"]
+    assert "anyOf" in answer
