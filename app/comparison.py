@@ -45,7 +45,7 @@ def compare_versions(
             loaded.check_shape(batch.scores)
         except InvalidInput as exc:
             raise invalid(("body", "versions", i), f"(v{loaded.version}): {exc.detail}") from None
-        probabilities = loaded.calibrator.predict(batch.scores)
+        probabilities = loaded.predict(batch.scores)
         rows.append(
             {
                 "version": loaded.version,

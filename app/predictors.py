@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.batch import invalid
-from app.calibration.base import Calibrator
+from app.calibration.base import CalibrationError, Calibrator
 from app.calibration.multiclass import MulticlassCalibrator
 
 
@@ -37,6 +37,15 @@ class LoadedVersion:
     n_classes: int
     calibrator: Calibrator | MulticlassCalibrator
     state: dict[str, Any]
+
+    def predict(self, scores: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The calibrated probabilities; scores the method refuses (bostrom: rows that are not
+        probability vectors) are a 422 naming ``scores``, never a 500."""
+        try:
+            probabilities: NDArray[np.float64] = self.calibrator.predict(scores)
+        except CalibrationError as exc:
+            raise invalid(("body", "scores"), f"{exc} ({self.name!r} v{self.version})") from None
+        return probabilities
 
     def check_shape(self, scores: NDArray[np.float64]) -> None:
         """Vectors for binary versions, n x k matrices for k-class versions (else 422)."""

@@ -256,7 +256,7 @@ class CalibrationService:
         loaded = self.resolve(name, selector)
         loaded.check_shape(scores)
         check_scores(scores)
-        return loaded, loaded.calibrator.predict(scores)
+        return loaded, loaded.predict(scores)
 
     def cached(self, name: str, selector: Selector) -> LoadedVersion | None:
         """See :meth:`app.resolver.VersionResolver.cached`: no database wait, or None."""

@@ -48,7 +48,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from app.calibration.base import FloatArray, pool_ties
+from app.calibration.base import FloatArray
+from app.calibration.pooling import pool_ties
 
 _INF = float("inf")
 

@@ -32,11 +32,11 @@ from app.calibration.base import (
     StateError,
     check_param_keys,
     check_state_keys,
-    pool_ties,
     state_float,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.newton import fit_logistic
+from app.calibration.pooling import pool_ties
 
 EPS = float(np.finfo(np.float64).eps)
 """Scores are clipped to [EPS, 1 - EPS] (fit and predict alike), as ``betacal`` does."""

@@ -26,13 +26,13 @@ from app.calibration.base import (
     check_state_keys,
     choice_param,
     int_param,
-    pool_ties,
     state_floats,
     state_int,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.crossval import effective_folds, predict_folds, stratified_folds
 from app.calibration.metrics import log_loss
+from app.calibration.pooling import pool_ties
 
 SMOOTHINGS = ("none", "laplace")
 CV_GRID = (5, 10, 15, 20, 30, 50)

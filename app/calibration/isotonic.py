@@ -23,10 +23,10 @@ from app.calibration.base import (
     check_param_keys,
     check_state_keys,
     choice_param,
-    pool_ties,
     state_floats,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
+from app.calibration.pooling import pool_ties
 from app.calibration.trimming import TRIM_KEYS, TrimSpec, read_trim_state, trim_batch, trim_state
 
 INTERPOLATIONS = ("linear", "step")

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from app.calibration.base import CalibrationError, FloatArray, JSONValue, check_batch, pool_ties
+from app.calibration.base import CalibrationError, FloatArray, JSONValue, check_batch
+from app.calibration.pooling import pool_ties
 
 STRATEGIES = ("uniform", "quantile")
 WILSON_Z = 1.959963984540054  # the 0.975 quantile of the standard normal: a 95% interval

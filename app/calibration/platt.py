@@ -23,12 +23,12 @@ from app.calibration.base import (
     check_state_keys,
     choice_param,
     int_param,
-    pool_ties,
     state_float,
     state_int,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.newton import fit_logistic
+from app.calibration.pooling import pool_ties
 from app.calibration.trimming import TRIM_KEYS, TrimSpec, read_trim_state, trim_batch, trim_state
 
 TARGETS = ("platt", "hard")

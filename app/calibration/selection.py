@@ -28,12 +28,12 @@ from app.calibration.base import (
     ParamError,
     check_param_keys,
     int_param,
-    is_sorted,
 )
 from app.calibration.bounds import effective_size
 from app.calibration.crossval import cross_validate
 from app.calibration.methods import CAPABILITIES
 from app.calibration.multiclass_metrics import is_probability_matrix
+from app.calibration.pooling import is_sorted
 
 LOG_EPS = 1e-15
 """Probabilities are clipped to [eps, 1 - eps] in the log loss, as everywhere else."""
@@ -109,7 +109,7 @@ class AutoSpec:
         if not isinstance(labels, list) or not labels:
             raise ParamError("candidates", "must be a non-empty list of candidate names")
         for index, label in enumerate(labels):
-            if label not in _BY_LABEL:
+            if not isinstance(label, str) or label not in _BY_LABEL:
                 known = ", ".join(_BY_LABEL)
                 raise ParamError(f"candidates[{index}]", f"unknown {label!r}; expected {known}")
         return cls(cv, tuple(dict.fromkeys(labels)), explicit)

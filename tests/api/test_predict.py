@@ -163,3 +163,26 @@ def test_one_vs_rest_venn_abers_intervals_are_n_by_k_by_2(client: TestClient) ->
     assert intervals.shape == (4, 3, 2)
     assert np.all(intervals[..., 0] < intervals[..., 1])
     np.testing.assert_allclose(np.array(answer["probabilities"]).sum(axis=1), 1.0)
+
+
+def test_bostrom_refuses_rows_that_are_not_probabilities_with_a_422(client: TestClient) -> None:
+    rng = np.random.default_rng(8)
+    p = rng.dirichlet(np.ones(3), size=120)
+    labels = np.array([rng.choice(3, p=row) for row in p])
+    r = client.post(
+        "/v1/calibrators/forest/fit",
+        json={"scores": p.tolist(), "labels": labels.tolist(), "method": "bostrom"},
+    )
+    assert r.status_code == 201, r.text
+    for rows in ([[0.5, 0.5, 0.5]], [[0.0, 0.0, 0.0]], [[2.0, 0.0, 0.0]]):
+        body = assert_problem(
+            client.post("/v1/calibrators/forest/predict", json={"scores": rows}),
+            422,
+            "scores[0] is not a probability vector",
+        )
+        assert body["errors"][0]["loc"] == ["body", "scores"]
+    batch = {"scores": [[0.5, 0.5, 0.5]], "labels": [0]}
+    assert_problem(
+        client.post("/v1/calibrators/forest/versions/1/diagnostics", json=batch), 422, "scores"
+    )
+    assert_problem(client.post("/v1/calibrators/forest/compare", json=batch), 422, "scores")

@@ -12,8 +12,8 @@ from sklearn.calibration import _SigmoidCalibration
 from sklearn.linear_model import LogisticRegression
 
 from app.calibration import ParamError, PlattCalibrator
-from app.calibration.base import pool_ties
 from app.calibration.newton import fit_logistic
+from app.calibration.pooling import pool_ties
 from tests.calibration.batches import random_weights, sigmoid_batch
 
 

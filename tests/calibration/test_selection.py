@@ -228,6 +228,9 @@ def test_auto_never_answers_exactly_zero_or_one(seed: int) -> None:
         ({"candidates": []}, "candidates"),
         ({"candidates": "platt"}, "candidates"),
         ({"candidates": ["platt", "svm"]}, "candidates[1]"),
+        ({"candidates": [["platt"]]}, "candidates[0]"),
+        ({"candidates": ["platt", {"a": 1}]}, "candidates[1]"),
+        ({"candidates": [None]}, "candidates[0]"),
     ],
 )
 def test_auto_params(params: dict[str, object], field: str) -> None:
