@@ -231,20 +231,23 @@ class CalibrationService:
         selector: Selector,
         scores: NDArray[np.float64],
         *,
-        intervals: bool = False,
+        intervals: tuple[str, ...] | None = None,
     ) -> Prediction:
         """Calibrated probabilities from the selected version, in input order (counted as
-        served: ``calibration_predictions_total``); with ``intervals``, each score's
-        probability interval too (n x 2, or n x k x 2), for methods that give one (else 422)."""
-        loaded, probabilities = self._calibrate(name, selector, scores)
+        served: ``calibration_predictions_total``). ``intervals``, the location the client
+        asked for them in (``("body", "intervals")`` or the query's), adds each score's
+        probability interval (n x 2, or n x k x 2) for methods that give one; else 422."""
+        loaded = self.resolve(name, selector)
+        if intervals is not None and not CAPABILITIES[loaded.method].intervals:
+            giving = ", ".join(m for m, c in CAPABILITIES.items() if c.intervals)
+            raise invalid(
+                intervals,
+                f"is true but {name!r} v{loaded.version} uses {loaded.method}; only {giving} "
+                "versions give probability intervals",
+            )
+        probabilities = self._checked(loaded, scores)
         bounds = None
-        if intervals:
-            if not CAPABILITIES[loaded.method].intervals:
-                raise invalid(
-                    ("body", "intervals"),
-                    f"is true but {name!r} v{loaded.version} uses {loaded.method}; only "
-                    "venn_abers versions give probability intervals",
-                )
+        if intervals is not None:
             p0, p1 = cast(IntervalCalibrator, loaded.calibrator).predict_interval(scores)
             bounds = np.stack([p0, p1], axis=-1)
         record_predictions(loaded.method, len(scores))
@@ -254,9 +257,14 @@ class CalibrationService:
         self, name: str, selector: Selector, scores: NDArray[np.float64]
     ) -> tuple[LoadedVersion, NDArray[np.float64]]:
         loaded = self.resolve(name, selector)
+        return loaded, self._checked(loaded, scores)
+
+    @staticmethod
+    def _checked(loaded: LoadedVersion, scores: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The version's probabilities for scores of the right shape, finite (else 422)."""
         loaded.check_shape(scores)
         check_scores(scores)
-        return loaded, loaded.predict(scores)
+        return loaded.predict(scores)
 
     def cached(self, name: str, selector: Selector) -> LoadedVersion | None:
         """See :meth:`app.resolver.VersionResolver.cached`: no database wait, or None."""

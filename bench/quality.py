@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from app.calibration import CalibrationError, ParamError, fit_calibrator
+from app.calibration import PROBABILITY_METHODS, CalibrationError, ParamError, fit_calibrator
 from bench import datasets, models
 from bench.protocol import FloatArray, brier, log_loss, raw_probabilities, sklearn_cv_choice, split
 from bench.quality_report import report
@@ -59,7 +59,7 @@ METHODS: tuple[MethodSpec, ...] = (
 RAW = "raw"
 SKLEARN_CV = "sklearn_cv"
 COLUMNS: tuple[str, ...] = (RAW, *(m.label for m in METHODS), SKLEARN_CV)
-NEEDS_PROBABILITIES = frozenset({"beta"})
+NEEDS_PROBABILITIES = frozenset(PROBABILITY_METHODS)
 """Methods that fit only scores strictly inside (0, 1)."""
 
 

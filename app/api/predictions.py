@@ -60,12 +60,15 @@ async def predict(
     if args.version is not None and version is not None and args.version != version:
         raise invalid(("body", "version"), f"is {args.version!r} but the query says {version!r}")
     if args.intervals is not None and intervals is not None and args.intervals != intervals:
-        raise invalid(("body", "intervals"), f"is {args.intervals} but the query says {intervals}")
+        body, query = (str(flag).lower() for flag in (args.intervals, intervals))
+        raise invalid(("body", "intervals"), f"is {body} but the query says {query}")
     selector_text = args.version or version or "latest"
     selector = parse_selector(name, selector_text)
-    with_intervals = bool(args.intervals or intervals)
+    asked = (
+        ("body", "intervals") if args.intervals else ("query", "intervals") if intervals else None
+    )
     prediction = await run_in_threadpool(
-        service.predict, name, selector, args.scores, intervals=with_intervals
+        service.predict, name, selector, args.scores, intervals=asked
     )
     answer: dict[str, Any] = {
         "name": name,

@@ -4,13 +4,15 @@ The service uses :func:`fit_calibrator` to fit, :func:`load_calibrator` to rebui
 version and :mod:`app.calibration.diagnostics` for the measures. Methods follow the papers in
 the README's method table: Niculescu-Mizil & Caruana (*Predicting Good Probabilities With
 Supervised Learning*; *Obtaining Calibrated Probabilities from Boosting*), Rüping (*Robust
-Probabilistic Calibration*), Kull et al. (beta), Zadrozny & Elkan (binning, one-vs-rest) and
-Boström (*Calibrating Random Forests*).
+Probabilistic Calibration*), Kull et al. (beta), Zadrozny & Elkan (binning, one-vs-rest),
+Boström (*Calibrating Random Forests*), Guo et al. (temperature) and Vovk, Petej & Fedorova
+(Venn-ABERS predictors). ``auto``'s candidates were chosen on real data (``make bench-quality``).
 """
 
 from app.calibration.base import (
     CalibrationError,
     Calibrator,
+    Capabilities,
     FloatArray,
     IntervalCalibrator,
     JSONValue,
@@ -19,6 +21,7 @@ from app.calibration.base import (
 )
 from app.calibration.beta import BetaCalibrator, require_open_unit_interval
 from app.calibration.binning import HistogramBinning
+from app.calibration.bostrom import BostromCalibrator
 from app.calibration.fitting import (
     FitOutcome,
     fit_calibrator,
@@ -37,6 +40,8 @@ from app.calibration.methods import (
 from app.calibration.minmax import MinMaxScaling
 from app.calibration.multiclass import MulticlassCalibrator
 from app.calibration.platt import PlattCalibrator
+from app.calibration.temperature import TemperatureScaling
+from app.calibration.venn_abers import VennAbersCalibrator
 
 __all__ = [
     "BINARY_ONLY",
@@ -45,8 +50,10 @@ __all__ = [
     "MULTICLASS_ONLY",
     "PROBABILITY_METHODS",
     "BetaCalibrator",
+    "BostromCalibrator",
     "CalibrationError",
     "Calibrator",
+    "Capabilities",
     "FitOutcome",
     "FloatArray",
     "HistogramBinning",
@@ -59,6 +66,8 @@ __all__ = [
     "ParamError",
     "PlattCalibrator",
     "StateError",
+    "TemperatureScaling",
+    "VennAbersCalibrator",
     "fit_calibrator",
     "load_calibrator",
     "make_calibrator",

@@ -60,12 +60,22 @@ class Capabilities:
         one-vs-rest), rows of a probability matrix for a k-class one.
     intervals : bool
         It also answers a probability interval per score (``predict_interval``).
+    bound : bool
+        It takes the ``bound`` parameter (:mod:`app.calibration.bounds`).
     """
 
     vector: bool = True
     matrix: Literal["native", "one_vs_rest", "none"] = "one_vs_rest"
     probabilities: bool = False
     intervals: bool = False
+    bound: bool = False
+
+    def __post_init__(self) -> None:
+        if self.vector == (self.matrix == "native"):
+            raise ValueError(
+                "a method fits vectors (and maybe matrices one-vs-rest or not at "
+                "all), or matrices natively and no vectors"
+            )
 
 
 class Calibrator(Protocol):

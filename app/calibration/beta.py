@@ -30,11 +30,10 @@ from app.calibration.base import (
     FloatArray,
     JSONValue,
     StateError,
-    check_param_keys,
     check_state_keys,
     state_float,
 )
-from app.calibration.bounds import BOUND_KEY, OutputBound
+from app.calibration.bounds import BoundOnly, OutputBound
 from app.calibration.newton import fit_logistic
 from app.calibration.pooling import pool_ties
 
@@ -66,7 +65,7 @@ def beta_features(scores: FloatArray) -> tuple[FloatArray, FloatArray]:
     return np.log(f), -np.log1p(-f)
 
 
-class BetaCalibrator:
+class BetaCalibrator(BoundOnly):
     """p(f) = expit(a ln f - b ln(1 - f) + c), the "abm" beta calibration map.
 
     Parameters
@@ -89,24 +88,13 @@ class BetaCalibrator:
     """
 
     method: ClassVar[str] = "beta"
-    capabilities: ClassVar[Capabilities] = Capabilities(probabilities=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(probabilities=True, bound=True)
 
     def __init__(self, bound: OutputBound | None = None) -> None:
-        self.bound = OutputBound() if bound is None else bound
+        super().__init__(bound)
         self.a = 1.0
         self.b = 1.0
         self.c = 0.0
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, object]) -> Self:
-        """Validate ``params``: only ``bound``; :class:`ParamError` names a bad or unknown key."""
-        check_param_keys(cls.method, params, (BOUND_KEY,))
-        return cls(OutputBound.from_params(params))
-
-    @property
-    def params(self) -> dict[str, JSONValue]:
-        """``{"bound": ...}`` when bounded, else ``{}``."""
-        return self.bound.params
 
     def fit(self, scores: FloatArray, labels: FloatArray, sample_weight: FloatArray) -> Self:
         """Fit a, b, c by weighted maximum likelihood, dropping a negative slope; ``self``."""

@@ -77,7 +77,7 @@ class HistogramBinning:
     """
 
     method: ClassVar[str] = "histogram_binning"
-    capabilities: ClassVar[Capabilities] = Capabilities()
+    capabilities: ClassVar[Capabilities] = Capabilities(bound=True)
 
     def __init__(
         self,

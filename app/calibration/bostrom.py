@@ -47,7 +47,8 @@ class BostromCalibrator:
         the arg max to hold), fitted by L-BFGS-B with the analytic gradient rather than the
         paper's integer grid {0, ..., 50} for its two parameters (footnote 1).
     bound : {"none", "laplace"}, default "none"
-        ``"laplace"``: every probability at least 1 / (n + k), rows renormalised
+        ``"laplace"``: every probability raised to at least 1 / (n + k) and the rows
+        renormalised, so none ends below 1 / (n + 2k)
         (:class:`~app.calibration.bounds.OutputBound`); a forest's zeros otherwise stay zeros.
         Listed in ``params`` and the state only when bounded.
 
@@ -61,7 +62,7 @@ class BostromCalibrator:
 
     method: ClassVar[str] = "bostrom"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        vector=False, matrix="native", probabilities=True
+        vector=False, matrix="native", probabilities=True, bound=True
     )
 
     def __init__(self, r: str = "sigmoid", bound: OutputBound | None = None) -> None:

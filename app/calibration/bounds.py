@@ -9,7 +9,8 @@ than always using Platt scaling.
 
 The bound is Laplace's rule of succession applied to the whole batch: after n draws of which
 none was positive, the probability of a positive is estimated at 1 / (n + 2), so no output is
-allowed below 1 / (n + 2) nor above (n + 1) / (n + 2) (for k classes: below 1 / (n + k)).
+allowed below 1 / (n + 2) nor above (n + 1) / (n + 2) (for k classes: each probability is
+raised to at least 1 / (n + k) and the row renormalised, so none ends below 1 / (n + 2k)).
 n is the batch's effective size, Kish's (sum w)^2 / sum w^2, which is the number of points
 for an unweighted batch and does not change when every weight is multiplied by a constant.
 The bound only clips: a probability already inside the interval is returned unchanged, so
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar, Self
 
 import numpy as np
 
@@ -27,6 +29,7 @@ from app.calibration.base import (
     FloatArray,
     JSONValue,
     StateError,
+    check_param_keys,
     choice_param,
     state_floats,
 )
@@ -42,10 +45,11 @@ class OutputBound:
     Parameters
     ----------
     rule : {"none", "laplace"}
-        ``"none"``: outputs as the method computes them. ``"laplace"``: clipped to
-        [1 / (n + k), (n + 1) / (n + 2)] for binary (k = 2) calibrators, each probability of a
-        k-class row clipped below at 1 / (n + k) and the row renormalised, where n is the
-        effective size of the fitting batch (:func:`effective_size`).
+        ``"none"``: outputs as the method computes them. ``"laplace"``: clipped into
+        [1 / (n + 2), (n + 1) / (n + 2)] for binary calibrators; for k classes each probability
+        below 1 / (n + k) is raised to it and the row renormalised, so that none ends below
+        1 / (n + 2k) (the raise adds less than k / (n + k) to the row). n is the effective size
+        of the fitting batch (:func:`effective_size`).
     low, high : float
         The fitted interval; [0, 1] until :meth:`fitted` (and always for ``"none"``).
     """
@@ -104,6 +108,26 @@ class OutputBound:
         if interval.size != 2 or not 0.0 < interval[0] <= 0.5 <= interval[1] < 1.0:
             raise StateError("state.bound: must be [low, high] with 0 < low <= 0.5 <= high < 1")
         return (BOUND_KEY,), OutputBound(self.rule, float(interval[0]), float(interval[1]))
+
+
+class BoundOnly:
+    """For methods whose one parameter is ``bound``: params ``{}`` or ``{"bound": rule}``."""
+
+    method: ClassVar[str]
+
+    def __init__(self, bound: OutputBound | None = None) -> None:
+        self.bound = OutputBound() if bound is None else bound
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, object]) -> Self:
+        """Validate ``params``: only ``bound``; :class:`ParamError` names a bad or unknown key."""
+        check_param_keys(cls.method, params, (BOUND_KEY,))
+        return cls(OutputBound.from_params(params))
+
+    @property
+    def params(self) -> dict[str, JSONValue]:
+        """``{"bound": ...}`` when bounded, else ``{}``."""
+        return self.bound.params
 
 
 def effective_size(sample_weight: FloatArray) -> float:

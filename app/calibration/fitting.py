@@ -18,6 +18,7 @@ from app.calibration.base import (
     check_batch,
 )
 from app.calibration.beta import require_open_unit_interval
+from app.calibration.candidates import AutoSpec, Candidate, eligible_candidates
 from app.calibration.crossval import effective_class_folds, predict_folds, stratified_class_folds
 from app.calibration.methods import (
     BINARY,
@@ -28,7 +29,7 @@ from app.calibration.methods import (
 from app.calibration.multiclass import MulticlassCalibrator, load_multiclass, make_multiclass
 from app.calibration.multiclass_metrics import check_multiclass_batch
 from app.calibration.pooling import is_sorted
-from app.calibration.selection import AutoSpec, Candidate, eligible_candidates, select
+from app.calibration.selection import select
 
 
 @dataclass(frozen=True)

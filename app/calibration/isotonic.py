@@ -67,7 +67,7 @@ class IsotonicCalibrator:
     """
 
     method: ClassVar[str] = "isotonic"
-    capabilities: ClassVar[Capabilities] = Capabilities()
+    capabilities: ClassVar[Capabilities] = Capabilities(bound=True)
 
     def __init__(
         self,
@@ -104,7 +104,11 @@ class IsotonicCalibrator:
         # Trimmed isotonic regression: PAV on the kept points only (Robust Probabilistic
         # Calibration, section 3.1); each trial fit is a plain IsotonicCalibrator.fit.
         scores, labels, sample_weight, self.trim_info = trim_batch(
-            lambda: type(self)(self.interpolation), scores, labels, sample_weight, self.trim
+            lambda: type(self)(self.interpolation, bound=OutputBound(self.bound.rule)),
+            scores,
+            labels,
+            sample_weight,
+            self.trim,
         )
         # Zero weights dropped and ties pooled as scikit-learn's _make_unique does: a score
         # within float64's resolution of the previous one joins its pool, whose value is the

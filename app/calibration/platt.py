@@ -69,7 +69,7 @@ class PlattCalibrator:
     """
 
     method: ClassVar[str] = "platt"
-    capabilities: ClassVar[Capabilities] = Capabilities()
+    capabilities: ClassVar[Capabilities] = Capabilities(bound=True)
 
     def __init__(
         self,
@@ -114,7 +114,7 @@ class PlattCalibrator:
         # Trimmed Platt: the sigmoid is fitted on the kept points only (Robust Probabilistic
         # Calibration, section 3.1); each trial fit is a plain PlattCalibrator.fit.
         scores, labels, sample_weight, self.trim_info = trim_batch(
-            lambda: type(self)(self.targets, self.max_iter),
+            lambda: type(self)(self.targets, self.max_iter, bound=OutputBound(self.bound.rule)),
             scores,
             labels,
             sample_weight,

@@ -25,15 +25,10 @@ from numpy.typing import NDArray
 from app.calibration.base import (
     FloatArray,
     JSONValue,
-    ParamError,
-    check_param_keys,
-    int_param,
 )
 from app.calibration.bounds import effective_size
+from app.calibration.candidates import Candidate
 from app.calibration.crossval import cross_validate
-from app.calibration.methods import CAPABILITIES
-from app.calibration.multiclass_metrics import is_probability_matrix
-from app.calibration.pooling import is_sorted
 
 LOG_EPS = 1e-15
 """Probabilities are clipped to [eps, 1 - eps] in the log loss, as everywhere else."""
@@ -49,121 +44,6 @@ sigmoid, Platt is chosen 19 times in 20 (15 with a plain minimum) and the test r
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """One entry of ``auto``'s catalogue: a label for the record, a method and its params."""
-
-    label: str
-    method: str
-    params: dict[str, JSONValue]
-
-
-_LAPLACE: dict[str, JSONValue] = {"bound": "laplace"}
-CATALOGUE: tuple[Candidate, ...] = (
-    Candidate("temperature", "temperature", _LAPLACE),
-    Candidate("bostrom", "bostrom", _LAPLACE),
-    Candidate("platt", "platt", _LAPLACE),
-    Candidate("beta", "beta", _LAPLACE),
-    Candidate("histogram_binning", "histogram_binning", _LAPLACE),
-    Candidate("venn_abers", "venn_abers", {}),
-    Candidate("isotonic", "isotonic", _LAPLACE),
-    Candidate("venn_abers_cross", "venn_abers", {"mode": "cross"}),
-    Candidate("platt_trim_cv", "platt", {"trim": "cv", **_LAPLACE}),
-    Candidate("isotonic_trim_trainset", "isotonic", {"trim": "trainset", **_LAPLACE}),
-)
-"""Every candidate ``auto`` knows, simplest first: a tie goes to the earlier one. Venn-ABERS
-never answers 0 or 1 by construction; every other candidate has the Laplace bound."""
-DEFAULT_CANDIDATES: tuple[str, ...] = ("temperature", "bostrom", "platt", "beta", "venn_abers")
-"""The candidates tried unless ``params.candidates`` names others. Chosen on real data
-(``make bench-quality``: 12 data sets x 6 model families x 5 seeds, calibration sets of
-142-1000 rows): with platt, beta and venn_abers, ``auto``'s mean test log loss is 0.2864
-and no case is worse than Platt's by more than 0.010 nats. Adding bounded isotonic or
-histogram binning makes it worse (0.2873 and 0.2880, and 6 and 9 cases more than 0.02 nats
-worse than Platt): on a few hundred points they win the cross-validation by luck, where
-Venn-ABERS, an isotonic fit that hedges over the test point's label, does not. Cross
-Venn-ABERS gained 0.0001 for five times the fit; the trimmed variants cost 10-100x and never
-won. k-class batches use the same methods one-vs-rest, beside temperature and bostrom."""
-VENN_ABERS_MAX_DISTINCT = 50_000
-"""Above this many distinct scores (rows, for a matrix) the default set swaps venn_abers for
-bounded isotonic: its exact fit is a sequential sweep (1.75 us per distinct score, 70x an
-isotonic fit), and there the two differ by less than 2e-4 nats of test log loss (measured on
-naive-Bayes-like scores: -0.0009 at 10^4 points, -0.0003 at 3 x 10^4, -0.0001 at 10^5)."""
-_BY_LABEL = {candidate.label: candidate for candidate in CATALOGUE}
-
-
-@dataclass(frozen=True)
-class AutoSpec:
-    """The validated parameters of ``auto``."""
-
-    cv: int = 5
-    candidates: tuple[str, ...] = DEFAULT_CANDIDATES
-    explicit: bool = False
-    """Whether ``params.candidates`` named the candidates (then every skip is recorded)."""
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, object]) -> AutoSpec:
-        """``cv``: folds, 2..20 (default 5); ``candidates``: labels of :data:`CATALOGUE`."""
-        check_param_keys("auto", params, ("cv", "candidates"))
-        cv = int_param(params, "cv", 2, 20, 5)
-        explicit = "candidates" in params
-        labels = params.get("candidates", list(DEFAULT_CANDIDATES))
-        if not isinstance(labels, list) or not labels:
-            raise ParamError("candidates", "must be a non-empty list of candidate names")
-        for index, label in enumerate(labels):
-            if not isinstance(label, str) or label not in _BY_LABEL:
-                known = ", ".join(_BY_LABEL)
-                raise ParamError(f"candidates[{index}]", f"unknown {label!r}; expected {known}")
-        return cls(cv, tuple(dict.fromkeys(labels)), explicit)
-
-    @property
-    def params(self) -> dict[str, JSONValue]:
-        """Every parameter with its effective value."""
-        return {"cv": self.cv, "candidates": list(self.candidates)}
-
-
-def eligible_candidates(
-    spec: AutoSpec, scores: FloatArray
-) -> tuple[tuple[Candidate, ...], dict[str, str]]:
-    """The candidates of ``spec`` that can take this batch, in catalogue order, and why each
-    other one was skipped: it needs probabilities (scores strictly inside (0, 1) for a binary
-    method, also one-vs-rest; probability rows for a k-class one) and the batch holds none, or
-    it fits no vector (no matrix) of scores, which is recorded only for a candidate named in
-    ``params.candidates``: the default set holds both kinds."""
-    matrix = scores.ndim == 2
-    in_open_interval = bool(np.all((scores > 0.0) & (scores < 1.0)))
-    labels = spec.candidates
-    skipped = {}
-    if not spec.explicit and "venn_abers" in labels:
-        distinct = scores.shape[0] if matrix else _count_distinct(scores)
-        if distinct > VENN_ABERS_MAX_DISTINCT:
-            labels = tuple("isotonic" if label == "venn_abers" else label for label in labels)
-            skipped["venn_abers"] = (
-                f"{distinct} distinct scores, over {VENN_ABERS_MAX_DISTINCT}: bounded isotonic "
-                "instead (as good there, 70x faster to fit)"
-            )
-    chosen = []
-    for candidate in CATALOGUE:
-        if candidate.label not in labels:
-            continue
-        can = CAPABILITIES[candidate.method]
-        if (can.matrix == "none") if matrix else not can.vector:
-            if spec.explicit:
-                skipped[candidate.label] = f"fits no {'matrix' if matrix else 'vector'} of scores"
-        elif can.probabilities and not (
-            is_probability_matrix(scores) if can.matrix == "native" else in_open_interval
-        ):
-            skipped[candidate.label] = "needs probabilities"
-        else:
-            chosen.append(candidate)
-    return tuple(chosen), skipped
-
-
-def _count_distinct(scores: FloatArray) -> int:
-    """Distinct values of a vector (one linear pass when sorted, as the fit passes them)."""
-    ordered = scores if is_sorted(scores) else np.sort(scores)
-    return 1 + int(np.count_nonzero(ordered[1:] != ordered[:-1])) if ordered.size else 0
-
-
-@dataclass(frozen=True)
 class Selection:
     """The outcome of ``auto``: the chosen candidate and every candidate's CV record."""
 
@@ -172,6 +52,8 @@ class Selection:
     candidates: tuple[Candidate, ...]
     log_losses: dict[str, float]
     standard_errors: dict[str, float]
+    excess: dict[str, tuple[float, float]]
+    """Each candidate's mean paired excess over the lowest loss, and its standard error."""
     out_of_fold: dict[str, FloatArray]
     skipped: dict[str, str]
 
@@ -187,8 +69,10 @@ class Selection:
                 c.label: {
                     "log_loss": self.log_losses[c.label],
                     "log_loss_se": self.standard_errors[c.label],
+                    "excess": self.excess[c.label][0],
+                    "excess_se": self.excess[c.label][1],
                     "method": c.method,
-                    "params": c.params,
+                    "params": dict(c.params),
                 }
                 for c in self.candidates
             },
@@ -225,15 +109,17 @@ def select(
     for label, values in point_losses.items():
         losses[label], errors[label] = mean_and_error(values, sample_weight)
     best = min(candidates, key=lambda c: losses[c.label])  # the first of equal minima
-    chosen = best
-    for candidate in candidates:  # simplest first: the first within the margin of the best
-        excess, error = mean_and_error(
-            point_losses[candidate.label] - point_losses[best.label], sample_weight
-        )
-        if excess <= TIE_SE * error + TIE_RTOL * abs(losses[best.label]):
-            chosen = candidate
-            break
-    return Selection(chosen, k, tuple(candidates), losses, errors, out_of_fold, dict(skipped or {}))
+    excess = {
+        c.label: mean_and_error(point_losses[c.label] - point_losses[best.label], sample_weight)
+        for c in candidates
+    }
+    margin = TIE_RTOL * abs(losses[best.label])
+    chosen = next(  # simplest first: the first within the margin of the best (at least best)
+        c for c in candidates if excess[c.label][0] <= TIE_SE * excess[c.label][1] + margin
+    )
+    return Selection(
+        chosen, k, tuple(candidates), losses, errors, excess, out_of_fold, dict(skipped or {})
+    )
 
 
 def point_log_loss(p: FloatArray, labels: NDArray[Any]) -> FloatArray:

@@ -23,11 +23,10 @@ from app.calibration.base import (
     FloatArray,
     JSONValue,
     StateError,
-    check_param_keys,
     check_state_keys,
     state_float,
 )
-from app.calibration.bounds import BOUND_KEY, OutputBound
+from app.calibration.bounds import BoundOnly, OutputBound
 from app.calibration.multiclass_metrics import IntArray, is_probability_matrix
 
 INPUTS = ("logits", "probabilities")
@@ -37,13 +36,14 @@ _FLOOR = -1e300  # centred logits below this give exp(...) = 0 anyway; keeps p *
 _XATOL = 64 * float(np.finfo(np.float64).eps)  # on log beta, scikit-learn's tolerance
 
 
-class TemperatureScaling:
+class TemperatureScaling(BoundOnly):
     """p = softmax(z / T) with T minimising the weighted multiclass log loss.
 
     Parameters
     ----------
     bound : {"none", "laplace"}, default "none"
-        ``"laplace"``: every probability at least 1 / (n + k), rows renormalised
+        ``"laplace"``: every probability raised to at least 1 / (n + k) and the rows
+        renormalised, so none ends below 1 / (n + 2k)
         (:class:`~app.calibration.bounds.OutputBound`); softmax otherwise underflows to
         exactly 0 for a class far below the others. Listed in ``params`` and the state only
         when bounded.
@@ -58,23 +58,12 @@ class TemperatureScaling:
     """
 
     method: ClassVar[str] = "temperature"
-    capabilities: ClassVar[Capabilities] = Capabilities(vector=False, matrix="native")
+    capabilities: ClassVar[Capabilities] = Capabilities(vector=False, matrix="native", bound=True)
 
     def __init__(self, bound: OutputBound | None = None) -> None:
-        self.bound = OutputBound() if bound is None else bound
+        super().__init__(bound)
         self.T = 1.0
         self.input = "logits"
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, object]) -> Self:
-        """Validate ``params``: only ``bound``; :class:`ParamError` names a bad or unknown key."""
-        check_param_keys(cls.method, params, (BOUND_KEY,))
-        return cls(OutputBound.from_params(params))
-
-    @property
-    def params(self) -> dict[str, JSONValue]:
-        """``{"bound": ...}`` when bounded, else ``{}``."""
-        return self.bound.params
 
     def fit(self, scores: FloatArray, labels: IntArray, sample_weight: FloatArray) -> Self:
         """Fit T on the n x k batch; return ``self``.

@@ -103,9 +103,10 @@ def test_intervals_are_refused_for_methods_without_them(client: TestClient) -> N
         "only venn_abers",
     )
     assert body["errors"][0]["loc"] == ["body", "intervals"]
-    assert_problem(
+    by_query = assert_problem(
         client.post(f"{BASE}/predict?intervals=true", json={"scores": [0.5]}), 422, "uses platt"
     )
+    assert by_query["errors"][0]["loc"] == ["query", "intervals"]
     assert_problem(
         client.post(f"{BASE}/predict", json={"scores": [0.5], "intervals": "yes"}),
         422,
@@ -116,7 +117,7 @@ def test_intervals_are_refused_for_methods_without_them(client: TestClient) -> N
         client.post(f"{BASE}/predict?intervals=false", json={"scores": [0.5], "intervals": True}),
         422,
         "intervals",
-        "query says False",
+        "query says false",
     )
     # false, or absent, changes nothing
     plain = client.post(f"{BASE}/predict", json={"scores": [0.5]}).json()

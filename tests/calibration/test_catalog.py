@@ -5,13 +5,17 @@ from __future__ import annotations
 import pytest
 
 from app.calibration import METHODS, make_calibrator
+from app.calibration.candidates import AutoSpec
 from app.calibration.catalog import METHOD_DOCS, params_markdown
-from app.calibration.methods import MULTICLASS_ONLY
+from app.calibration.methods import CAPABILITIES, MULTICLASS_ONLY
 from app.calibration.multiclass import make_multiclass
-from app.calibration.selection import AutoSpec
 
 TRIMMABLE = ("platt", "isotonic")
 BOUNDED = ("platt", "isotonic", "beta", "histogram_binning", "temperature", "bostrom")
+
+
+def test_the_bounded_methods_declare_it() -> None:
+    assert tuple(m for m, c in CAPABILITIES.items() if c.bound) == BOUNDED
 
 
 def test_every_method_is_documented() -> None:

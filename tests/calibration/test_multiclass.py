@@ -200,8 +200,9 @@ def test_auto_picks_the_lowest_cv_log_loss(proba: bool) -> None:
     # the labels follow softmax(z / 1.7): temperature scaling is the right model, chosen as
     # the best or, being the simplest, within half a standard error of it
     assert record["chosen"] == fit.method == "temperature"
-    best = min(losses.values())
-    assert losses["temperature"] - best <= 0.5 * record["candidates"]["temperature"]["log_loss_se"]
+    temperature = record["candidates"]["temperature"]
+    assert temperature["excess"] == pytest.approx(losses["temperature"] - min(losses.values()))
+    assert temperature["excess"] <= 0.5 * temperature["excess_se"] + 1e-15
     assert multiclass_log_loss(fit.out_of_fold, y) == pytest.approx(losses["temperature"])
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from app.calibration import CalibrationError, ParamError, PlattCalibrator, fit_calibrator
-from app.calibration import selection as selection_module
+from app.calibration import candidates as candidates_module
+from app.calibration.candidates import AutoSpec, Candidate, eligible_candidates
 from app.calibration.crossval import stratified_class_folds
 from app.calibration.fitting import make_calibrator
 from app.calibration.metrics import log_loss
-from app.calibration.selection import AutoSpec, Candidate, eligible_candidates, select
+from app.calibration.selection import select
 from tests.calibration.batches import sigmoid_batch
 
 
@@ -68,6 +71,10 @@ def test_a_complex_candidate_must_win_by_half_a_paired_standard_error(shift: flo
     chosen = select(table, lambda c: _Fixed(stubs[c.label]), index, y, np.ones(n), folds)
     assert chosen.log_losses["complex"] < chosen.log_losses["simple"]
     assert chosen.chosen.label == ("simple" if shift < 0.5 else "complex")
+    # the record shows the paired margin the rule read: `shift` standard errors of the gain
+    excess, error = chosen.excess["simple"]
+    assert excess / error == pytest.approx(shift, rel=1e-6)
+    assert chosen.excess["complex"] == (0.0, 0.0)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -84,14 +91,20 @@ def test_venn_abers_wins_on_a_large_step_batch(seed: int) -> None:
 def test_many_distinct_scores_swap_venn_abers_for_bounded_isotonic(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(selection_module, "VENN_ABERS_MAX_DISTINCT", 1000)
+    venn_abers = candidates_module._BY_LABEL["venn_abers"]
+    assert venn_abers.max_distinct == 50_000
+    assert venn_abers.fallback == "isotonic"
+    smaller = dataclasses.replace(venn_abers, max_distinct=1000)
+    monkeypatch.setitem(candidates_module._BY_LABEL, "venn_abers", smaller)
     f, y, w = _step_batch(np.random.default_rng(7), 1001)
     outcome = fit_calibrator("auto", {}, f, y, w)
     assert outcome.method == "isotonic"
     assert outcome.params == {"interpolation": "linear", "bound": "laplace"}
     assert outcome.selection is not None
     assert list(outcome.selection["candidates"]) == ["platt", "isotonic"]
-    assert "1001 distinct scores" in outcome.selection["skipped"]["venn_abers"]
+    assert outcome.selection["skipped"]["venn_abers"] == (
+        "1001 distinct scores, over 1000: isotonic instead"
+    )
     # tied scores count once: 1001 rows on 500 distinct scores keep venn_abers
     tied = fit_calibrator("auto", {}, np.round(f * 250) / 250, y, w)
     assert tied.selection is not None
