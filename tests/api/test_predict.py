@@ -187,3 +187,20 @@ def test_bostrom_refuses_rows_that_are_not_probabilities_with_a_422(client: Test
         client.post("/v1/calibrators/forest/versions/1/diagnostics", json=batch), 422, "scores"
     )
     assert_problem(client.post("/v1/calibrators/forest/compare", json=batch), 422, "scores")
+
+
+def test_an_auto_version_that_chose_venn_abers_gives_intervals(client: TestClient) -> None:
+    # naive-Bayes-like scores: no sigmoid fits them, so auto picks the Venn-ABERS candidate
+    rng = np.random.default_rng(11)
+    z = rng.normal(size=2000) * 2
+    y = (rng.random(2000) < 1 / (1 + np.exp(-(z**3) / 4 - 0.5 * z))).astype(int)
+    scores = (1 / (1 + np.exp(-z))).tolist()
+    r = client.post("/v1/calibrators/nb/fit", json={"scores": scores, "labels": y.tolist()})
+    assert r.status_code == 201, r.text
+    assert r.json()["method"] == "venn_abers"
+    answer = client.post(
+        "/v1/calibrators/nb/predict", json={"scores": scores[:50], "intervals": True}
+    ).json()
+    p, bounds = np.array(answer["probabilities"]), np.array(answer["intervals"])
+    assert bounds.shape == (50, 2)
+    assert np.all((bounds[:, 0] <= p) & (p <= bounds[:, 1]))
