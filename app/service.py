@@ -246,12 +246,12 @@ class CalibrationService:
                 "versions give probability intervals",
             )
         probabilities = self._checked(loaded, scores)
-        bounds = None
+        pairs = None
         if intervals is not None:
             p0, p1 = cast(IntervalCalibrator, loaded.calibrator).predict_interval(scores)
-            bounds = np.stack([p0, p1], axis=-1)
+            pairs = np.stack([p0, p1], axis=-1)
         record_predictions(loaded.method, len(scores))
-        return Prediction(name, loaded.version, probabilities, bounds)
+        return Prediction(name, loaded.version, probabilities, pairs)
 
     def _calibrate(
         self, name: str, selector: Selector, scores: NDArray[np.float64]
