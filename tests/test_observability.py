@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.main import create_app
 from app.observability import JsonFormatter
 from app.settings import Settings
+from tests.api.helpers import spy_on_regular_predict
 
 from .api.helpers import sigmoid_batch
 
@@ -98,10 +99,7 @@ def client(sqlite_url: str) -> Iterator[TestClient]:
 def test_metrics_count_requests_by_route_template(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service = client.app.state.service  # type: ignore[attr-defined]
-    regular: list[object] = []
-    original = service.predict
-    monkeypatch.setattr(service, "predict", lambda *a: regular.append(a) or original(*a))
+    regular = spy_on_regular_predict(client, monkeypatch)
     before = scrape(client.get)
 
     assert client.post(f"{BASE}/fit?method=platt", json=sigmoid_batch(200)).status_code == 201
