@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +17,8 @@ from sklearn.metrics import brier_score_loss
 from sklearn.metrics import log_loss as sklearn_log_loss
 
 from bench.protocol import EPS, brier, log_loss, split
+from tests.bench_runs import run_bench
 
-ROOT = Path(__file__).resolve().parent.parent
 QUICK_FAMILIES = {"linear_svm", "naive_bayes"}
 QUICK_DATASETS = {"breast_cancer", "email"}
 
@@ -45,21 +43,13 @@ def mean_of(cell: str) -> float:
 
 def test_quick_run_prints_a_mean_per_family_and_method(tmp_path: Path) -> None:
     out = tmp_path / "cases.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.quality", "--quick", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    stdout = run_bench("bench.quality", "--quick", "--json", str(out))
     for heading, groups in [
         ("## Mean test log loss", QUICK_FAMILIES),
         ("## Mean test Brier score", QUICK_FAMILIES),
         ("## Mean test log loss per data set", QUICK_DATASETS),
     ]:
-        header, *rows = table_after(result.stdout, heading)
+        header, *rows = table_after(stdout, heading)
         assert header[:2] == ["", "cases"]
         assert {"raw", "platt", "isotonic", "auto", "sklearn_cv"} <= set(header)
         assert {row[0] for row in rows} == {*groups, "all"}
@@ -69,7 +59,7 @@ def test_quick_run_prints_a_mean_per_family_and_method(tmp_path: Path) -> None:
             assert means, row
             assert all(math.isfinite(m) and m >= 0 for m in means), row
 
-    header, *rows = table_after(result.stdout, "## Test log loss against always-Platt")
+    header, *rows = table_after(stdout, "## Test log loss against always-Platt")
     assert {"auto", "sklearn_cv", "raw"} <= {row[0] for row in rows}
     for row in rows:
         assert int(row[1]) == 4

@@ -7,11 +7,9 @@ timings of this machine and are read by people, never asserted (see bench/__init
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.bench_runs import run_bench
+
 EXPECTED = {
     ("fit", "isotonic, distinct / sklearn", "1e4"),
     ("fit", "isotonic, distinct / sklearn", "1e5"),
@@ -34,16 +32,8 @@ EXPECTED = {
 
 
 def test_quick_bench_prints_a_table_of_numeric_ratios() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stdout.splitlines() if line.startswith("|")]
+    stdout = run_bench("bench", "--quick")
+    lines = [line for line in stdout.splitlines() if line.startswith("|")]
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     assert header == ["group", "benchmark", "n", "ours", "reference", "ratio", "target", "met"]
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
