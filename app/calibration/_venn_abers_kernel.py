@@ -34,14 +34,21 @@ and the exact vectorised schemes considered cost more than the loop: bisecting a
 once on a common slope (one ``np.minimum.accumulate`` per slope) isolates an answer only once
 its linear piece is bracketed, which takes about one slope per distinct answer; a
 divide-and-conquer over cells needs segmented prefix minima, which numpy lacks; binary lifting
-over hull pointers needs the pointers, which come from this loop. The loops run over plain
-floats and lists. Measured here: 1.6-1.75 microseconds per distinct score for the whole fit
-(0.25 for the suffix pass, 0.5 for each bridge pass), 1.7 s at 10^6 distinct scores, some 70x
-an isotonic fit. Predict never runs these loops (:class:`StepTable`).
+over hull pointers needs the pointers, which come from this loop.
+
+The loops read the diagram as plain floats from two lists, made once for the three passes
+(indexing a list is Python's fastest read). The pointers, the suffix slopes and the 2k + 1
+answers live in typed arrays (``array``), 8 bytes per entry instead of a Python object each:
+at 10^6 distinct scores the sweep's peak traced memory is 168 MB (240 MB with lists
+throughout; arrays for the diagram too would save 45 MB more but cost 13% of the time).
+Measured here: 1.3-1.4 microseconds per distinct score for the whole fit (0.23 for the suffix
+pass, 0.49 for each bridge pass), 1.35 s at 10^6 distinct scores, some 40x an isotonic fit on
+the same machine. Predict never runs these loops (:class:`StepTable`).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -81,20 +88,23 @@ def venn_abers_cells(
     if not np.all(X[1:] > X[:-1]):
         bits, rank = X.view(np.int64), np.arange(X.size)
         X = (np.maximum.accumulate(bits - rank) + rank).view(np.float64)
-    after = suffix_hull_next(X.tolist(), Y.tolist())
+    xs, ys = X.tolist(), Y.tolist()
+    after = suffix_hull_next(xs, ys)
     # the slope of each suffix-hull edge P_b -> P_after[b] (none after P_k)
-    following = np.array(after[:-1])
-    edge_after = np.append((Y[following] - Y[:-1]) / (X[following] - X[:-1]), np.inf)
+    following = np.frombuffer(after, dtype=np.int64)[:-1]
+    edge_after = array(
+        "d", np.append((Y[following] - Y[:-1]) / (X[following] - X[:-1]), np.inf).tobytes()
+    )
     p0, p1 = (
         np.maximum.accumulate(
-            np.clip(bridge_slopes(X.tolist(), Y.tolist(), after, edge_after.tolist(), dy), 0, 1)
+            np.clip(np.frombuffer(bridge_slopes(xs, ys, after, edge_after, dy)), 0, 1)
         )
         for dy in (0.0, 1.0)
     )
     return u, p0, p1
 
 
-def suffix_hull_next(X: list[float], Y: list[float]) -> list[int]:
+def suffix_hull_next(X: list[float], Y: list[float]) -> array[int]:
     """For each b, the vertex after P_b on the lower convex hull of P_b..P_k (-1 for b = k).
 
     One right-to-left monotone-chain pass. The hull of P_b..P_k is then P_b, after[b],
@@ -102,7 +112,7 @@ def suffix_hull_next(X: list[float], Y: list[float]) -> list[int]:
     are dropped, so the edge slopes along a chain increase strictly.
     """
     k = len(X) - 1
-    after = [-1] * (k + 1)
+    after = array("q", [-1]) * (k + 1)
     stack = [k]  # the hull of P_{b+1}..P_k, its leftmost vertex last
     for b in range(k - 1, -1, -1):
         xb, yb = X[b], Y[b]
@@ -119,8 +129,8 @@ def suffix_hull_next(X: list[float], Y: list[float]) -> list[int]:
 
 
 def bridge_slopes(
-    X: list[float], Y: list[float], after: list[int], edge_after: list[float], dy: float
-) -> list[float]:
+    X: list[float], Y: list[float], after: array[int], edge_after: array[float], dy: float
+) -> array[float]:
     """The bridge slope on each of the 2k + 1 cells, in cell order, for the test step (1, dy).
 
     ``after`` and ``edge_after`` describe the suffix hulls (:func:`suffix_hull_next` and the
@@ -139,7 +149,7 @@ def bridge_slopes(
     cell.
     """
     k = len(X) - 1
-    out = [0.0] * (2 * k + 1)
+    out = array("d", [0.0]) * (2 * k + 1)
     hull_x, hull_y = [X[0]], [Y[0]]
     i, xl, yl, el = 0, X[0], Y[0], _INF
     r, xr, yr, er = 0, X[0] + 1.0, Y[0] + dy, edge_after[0]
@@ -185,9 +195,11 @@ class StepTable:
     """p and its interval [low, high] as step functions of the score, for predict.
 
     ``p[i]``, ``low[i]``, ``high[i]`` hold for scores s with exactly i of the ``edges`` <= s.
-    Only the edges where a value changes are kept: 10^6 distinct scores of a sigmoid batch give
-    about 7000 of them (18000 for 5-fold CVAP), so the binary search stays in cache. Measured
-    on 10^6 scores: 1.2x isotonic's predict (1.5x for CVAP).
+    Only the edges where a value changes are kept (a calibration score u whose values differ
+    from those on both sides gives two: u, and the next float above it). 10^5 distinct scores
+    of a sigmoid batch give about 6300 edges (12300 for 5-fold CVAP), 10^6 give 22400
+    (45800), so the binary search stays in cache, and the table is the calibrator's whole
+    state. Measured on 10^6 scores: 1.2x isotonic's predict (1.5x for CVAP).
     """
 
     edges: FloatArray
@@ -208,15 +220,29 @@ class StepTable:
 
         On the cells of all thresholds together (each fold's thresholds are among them) the
         cell of a score is the number of edges u_0, u_0+, u_1, u_1+, ... <= s, u+ being the
-        next float above u: 2j below u_j, 2j + 1 at u_j exactly.
+        next float above u: 2j below u_j, 2j + 1 at u_j exactly. One IVAP's cells are already
+        those of its own thresholds.
         """
-        grid = np.unique(np.concatenate([thresholds for thresholds, _, _ in fits]))
-        cells = [_fold_cells(thresholds, grid) for thresholds, _, _ in fits]
-        p, low, high = merge_folds(
-            np.array([p0[cell] for (_, p0, _), cell in zip(fits, cells, strict=True)]),
-            np.array([p1[cell] for (_, _, p1), cell in zip(fits, cells, strict=True)]),
-        )
-        edges = np.column_stack([grid, np.nextafter(grid, np.inf)]).ravel()
+        if len(fits) == 1:
+            grid, p0, p1 = fits[0]
+            p, low, high = merge_folds(p0[np.newaxis], p1[np.newaxis])
+        else:
+            grid = np.unique(np.concatenate([thresholds for thresholds, _, _ in fits]))
+            p0 = np.empty((len(fits), 2 * grid.size + 1))
+            p1 = np.empty_like(p0)
+            for row, (thresholds, fold_p0, fold_p1) in enumerate(fits):
+                cells = _fold_cells(thresholds, grid)
+                p0[row], p1[row] = fold_p0[cells], fold_p1[cells]
+            p, low, high = merge_folds(p0, p1)
+        with np.errstate(over="ignore"):  # above the largest float: inf, dropped below
+            edges = np.column_stack([grid, np.nextafter(grid, np.inf)]).ravel()
+        # Cells 1..2k start at the edges; drop those no finite score falls in, so that the edges
+        # increase strictly: the gap between u and the next float up when that float is the next
+        # threshold (u = 0.0, then 5e-324), and the cell above the largest float (edge inf).
+        filled = np.append(edges[:-1] < edges[1:], np.isfinite(edges[-1]))
+        if not filled.all():
+            cells = np.append(True, filled)
+            edges, p, low, high = edges[filled], p[cells], low[cells], high[cells]
         # keep cell 0 and each cell whose values differ from the previous one's
         changes = np.flatnonzero(
             (p[1:] != p[:-1]) | (low[1:] != low[:-1]) | (high[1:] != high[:-1])

@@ -90,7 +90,7 @@ METHOD_DOCS: dict[str, MethodDoc] = {
             "folds": 'folds of mode "cross", 2..20; default 5',
         },
         scores="vector or n x k matrix (one-vs-rest); the exact fit is a sequential sweep, "
-        "about 1.75 us per distinct score (1.7 s at 10^6, plus its cross-validation)",
+        "about 1.3-1.75 us per distinct score (1.3 s at 10^6, plus its cross-validation)",
     ),
     "temperature": MethodDoc(
         "softmax(z / T) of logits (probability rows are turned into log-probabilities)",
