@@ -118,7 +118,7 @@ def fit_calibrator(
     -------
     FitOutcome
         ``out_of_fold`` are the k-fold predictions of the same method and params. For
-        ``auto`` (:class:`~app.calibration.selection.AutoSpec`) its ``cv`` folds decide and
+        ``auto`` (:class:`~app.calibration.candidates.AutoSpec`) its ``cv`` folds decide and
         ``out_of_fold`` reuses them: the chosen candidate's predictions from the selection,
         not a second run (``n_folds`` does not apply to ``auto``).
 
