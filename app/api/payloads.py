@@ -150,7 +150,7 @@ def parse_csv(
     lines = text.splitlines()
     if not lines or not lines[0].strip():
         raise invalid(("body", field), "is empty; expected a header row 'score,label'")
-    header = [h.strip().lower() for h in next(csv.reader([lines[0]]))]
+    header = [h.strip().lower() for h in _csv_rows([lines[0]], field, first=0)[0]]
     columns = _csv_columns(header, field)
     rows = [line for line in lines[1:] if line.strip()]
     if not rows:
@@ -166,13 +166,12 @@ def parse_csv(
 def _csv_columns(header: list[str], field: str) -> Mapping[str, list[int]]:
     known = {"score", "label", "weight"}
     multi = sorted(
-        (int(h.removeprefix("score_")), i)
-        for i, h in enumerate(header)
-        if h.startswith("score_") and h.removeprefix("score_").isdigit()
+        (index, i) for i, h in enumerate(header) if (index := _class_column(h)) is not None
     )
     for i, name in enumerate(header):
-        if name not in known and not (name.startswith("score_") and name[6:].isdigit()):
-            raise invalid(("body", field, "header", i), f"unknown column {name!r}")
+        if name not in known and _class_column(name) is None:
+            shown = name if len(name) <= 40 else f"{name[:40]}..."
+            raise invalid(("body", field, "header", i), f"unknown column {shown!r}")
     if len(set(header)) != len(header):
         raise invalid(("body", field, "header"), "repeats a column name")
     if "label" not in header:
@@ -193,6 +192,15 @@ def _csv_columns(header: list[str], field: str) -> Mapping[str, list[int]]:
     return {"scores": score_cols, "label": [header.index("label")], "weight": weight}
 
 
+def _class_column(name: str) -> int | None:
+    """j for a column named ``score_j`` (j of at most 6 digits: more classes are refused
+    anyway, and a longer run of digits is not worth converting), else None."""
+    digits = name.removeprefix("score_")
+    if digits == name or not digits.isdigit() or len(digits) > 6:
+        return None
+    return int(digits)
+
+
 def _csv_table(rows: list[str], width: int, header: list[str], field: str) -> NDArray[np.float64]:
     try:
         table = np.loadtxt(
@@ -202,19 +210,38 @@ def _csv_table(rows: list[str], width: int, header: list[str], field: str) -> ND
             return table
     except ValueError:
         pass
-    for r, row in enumerate(csv.reader(rows)):
+    # Not plain numbers (quoted cells, a ragged row, a word): read it as CSV, name what fails.
+    values = np.empty((len(rows), width))
+    for r, row in enumerate(_csv_rows(rows, field, first=1)):
         if len(row) != width:
             raise invalid(
                 ("body", field, "row", r + 1), f"has {len(row)} fields; the header has {width}"
             )
         for c, cell in enumerate(row):
             try:
-                float(cell)
+                values[r, c] = float(cell)
             except ValueError:
+                shown = cell.strip() if len(cell) <= 40 else f"{cell.strip()[:40]}..."
                 raise invalid(
-                    ("body", field, "row", r + 1, header[c]), f"is {cell.strip()!r}, not a number"
+                    ("body", field, "row", r + 1, header[c]), f"is {shown!r}, not a number"
                 ) from None
-    raise invalid(("body", field), "could not be read as CSV numbers")  # pragma: no cover
+    return values
+
+
+def _csv_rows(lines: list[str], field: str, *, first: int) -> list[list[str]]:
+    """The cells of CSV ``lines`` (row numbers from ``first`` in errors: 0 is the header)."""
+    rows: list[list[str]] = []
+    reader = csv.reader(lines)
+    while True:
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:  # e.g. a field over the csv module's 131072-character limit
+            where = "header" if first + len(rows) == 0 else ("row", first + len(rows))
+            loc = ("body", field, *((where,) if isinstance(where, str) else where))
+            raise invalid(loc, f"cannot be read as CSV: {exc}") from None
+        if row is None:
+            return rows
+        rows.append(row)
 
 
 def require_media_type(content_type: str | None, allowed: tuple[str, ...]) -> str:

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from .helpers import assert_problem, sigmoid_batch
 
 FIT = "/v1/calibrators/churn/fit"
+CSV_TYPE = {"content-type": "text/csv"}
 GOOD = {"scores": [0.1, 0.4, 0.35, 0.8], "labels": [0, 0, 1, 1]}
 
 
@@ -147,3 +148,35 @@ def test_request_id_is_echoed_and_generated(client: TestClient) -> None:
     assert r.headers["x-request-id"] == "abc-123"
     r = client.get("/v1/nothing")
     assert len(r.headers["x-request-id"]) == 32
+
+
+def test_csv_that_python_refuses_to_read_is_a_422_naming_the_place(client: TestClient) -> None:
+    # a header column of 5000 digits (past Python's int-conversion limit), and fields past the
+    # csv module's 131,072 characters, in the header and in a row, as a body and as an upload
+    long_index = "score_" + "1" * 5000
+    assert_problem(
+        client.post(FIT, content=f"{long_index},label\n0.1,0\n", headers=CSV_TYPE),
+        422,
+        "header[0]",
+        "unknown column",
+    )
+    huge = '"' + "9" * 140_000 + '"'
+    cases = ((f"score,label{huge}\n0.1,0\n", "header"), (f"score,label\n{huge},0\n", "row[1]"))
+    for body, place in cases:
+        assert_problem(
+            client.post(FIT, content=body, headers=CSV_TYPE), 422, place, "cannot be read as CSV"
+        )
+        upload = client.post(FIT, files={"file": ("a.csv", body, "text/csv")})
+        assert_problem(upload, 422, place, "cannot be read as CSV")
+    nothing_stored(client)
+
+
+def test_quoted_csv_numbers_are_read(client: TestClient) -> None:
+    quoted = 'score,label\n"-1.5","0"\n"0.25",1\n2.0,"1"\n-0.5,0\n'
+    plain = "score,label\n-1.5,0\n0.25,1\n2.0,1\n-0.5,0\n"
+    fits = [
+        client.post(f"{FIT}?method=platt", content=body, headers=CSV_TYPE)
+        for body in (quoted, plain)
+    ]
+    assert [r.status_code for r in fits] == [201, 201]
+    assert fits[0].json()["fitted"] == fits[1].json()["fitted"]
