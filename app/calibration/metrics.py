@@ -101,7 +101,9 @@ def reliability_bins(
     if strategy == "uniform":
         edges = np.linspace(0.0, 1.0, n_bins + 1)
     else:
-        edges = np.percentile(p, np.linspace(0.0, 100.0, n_bins + 1))
+        # scikit-learn's calibration_curve: linspace(0, 1) * 100, not linspace(0, 100), whose
+        # rounding differs at some n_bins and moves an edge that falls on a data point
+        edges = np.percentile(p, np.linspace(0.0, 1.0, n_bins + 1) * 100)
     index = np.searchsorted(edges[1:-1], p)
     count = np.bincount(index, minlength=n_bins)
     weight = np.bincount(index, weights=w, minlength=n_bins)

@@ -83,9 +83,24 @@ def test_bins_match_calibration_curve(strategy: str, n_bins: int) -> None:
     expected = (
         np.linspace(0, 1, n_bins + 1)
         if strategy == "uniform"
-        else np.percentile(p, np.linspace(0, 100, n_bins + 1))
+        else np.percentile(p, np.linspace(0, 1, n_bins + 1) * 100)
     )
     np.testing.assert_array_equal(edges, expected)
+
+
+@pytest.mark.parametrize("n_bins", [3, 6, 12, 15])
+def test_quantile_bins_match_calibration_curve_when_edges_fall_on_points(n_bins: int) -> None:
+    # 61 points: 60 / n_bins is whole, so each inner quantile edge lands on a data point, where
+    # the two ways of writing the percentiles disagree by an ulp and move it across the edge
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        p = rng.uniform(size=61)
+        y = (rng.random(61) < p).astype(np.float64)
+        bins = reliability_bins(p, y, n_bins, "quantile")
+        prob_true, prob_pred = calibration_curve(y, p, n_bins=n_bins, strategy="quantile")
+        filled = [b for b in bins if b.count > 0]
+        np.testing.assert_allclose([b.fraction_positive for b in filled], prob_true, rtol=1e-12)
+        np.testing.assert_allclose([b.mean_predicted for b in filled], prob_pred, rtol=1e-12)
 
 
 def test_empty_bins_are_reported_with_nulls() -> None:
