@@ -236,9 +236,9 @@ def _csv_rows(lines: list[str], field: str, *, first: int) -> list[list[str]]:
         try:
             row = next(reader, None)
         except csv.Error as exc:  # e.g. a field over the csv module's 131072-character limit
-            where = "header" if first + len(rows) == 0 else ("row", first + len(rows))
-            loc = ("body", field, *((where,) if isinstance(where, str) else where))
-            raise invalid(loc, f"cannot be read as CSV: {exc}") from None
+            number = first + len(rows)
+            where = ("header",) if number == 0 else ("row", number)
+            raise invalid(("body", field, *where), f"cannot be read as CSV: {exc}") from None
         if row is None:
             return rows
         rows.append(row)
