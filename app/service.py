@@ -133,7 +133,7 @@ class CalibrationService:
             artifact=encode_artifact(outcome.method, dict(outcome.params), state),
             batch=encode_batch(batch.scores, batch.labels, batch.weights, outcome.out_of_fold),
         )
-        with self.database.transaction() as repo:
+        with self.database.transaction(write=True) as repo:
             record = repo.create_version(name, new)
         self.loaded.put(
             LoadedVersion(
@@ -176,7 +176,7 @@ class CalibrationService:
         return CalibratorView(summary, versions, total)
 
     def delete_version(self, name: str, version: int, *, force: bool = False) -> None:
-        with self.database.transaction() as repo:
+        with self.database.transaction(write=True) as repo:
             repo.delete_version(name, version, force=force)
         self.loaded.forget(name, version)
 
@@ -189,20 +189,20 @@ class CalibrationService:
         tags: Mapping[str, str | None] | None,
     ) -> VersionView:
         """New description and merged tags; the fitted numbers never change."""
-        with self.database.transaction() as repo:
+        with self.database.transaction(write=True) as repo:
             record = repo.update_version(name, selector, description=description, tags=tags)
         return VersionView(record=record, fitted=self._load(record).state)
 
     def set_alias(self, name: str, alias: str, version: int) -> VersionView:
         """Point ``alias`` at ``version`` (creating or moving it) and return that version."""
-        with self.database.transaction() as repo:
+        with self.database.transaction(write=True) as repo:
             repo.set_alias(name, alias, version)
             record = repo.get_version(name, version)
         self.loaded.remember_label(name, alias, version)
         return VersionView(record=record, fitted=self._load(record).state)
 
     def delete_alias(self, name: str, alias: str) -> None:
-        with self.database.transaction() as repo:
+        with self.database.transaction(write=True) as repo:
             repo.delete_alias(name, alias)
         self.loaded.forget(name)
 
@@ -217,7 +217,7 @@ class CalibrationService:
             return record, repo.get_artifact(record.id)
 
     def delete_calibrator(self, name: str) -> None:
-        with self.database.transaction() as repo:
+        with self.database.transaction(write=True) as repo:
             repo.delete_calibrator(name)
         self.loaded.forget(name)
 

@@ -27,13 +27,28 @@ class RepositoryBase:
             raise NotFound(f"calibrator '{name}' not found")
         return calibrator_id
 
+    def _lock(self, name: str) -> int:
+        """The live calibrator's id, with its row locked until the transaction ends.
+
+        Every write but a fit starts here, before it checks anything: ``SELECT .. FOR UPDATE``
+        on PostgreSQL (SQLite's writer transaction already holds the only lock there is, see
+        :meth:`app.store.db.Database.transaction`). A writer that waited re-reads the row as
+        the other left it, so a calibrator deleted meanwhile is not found.
+        """
+        calibrator_id = self._session.scalar(
+            select(Calibrator.id).where(*live(name)).with_for_update()
+        )
+        if calibrator_id is None:
+            raise NotFound(f"calibrator '{name}' not found")
+        return calibrator_id
+
 
 class AliasOperations(RepositoryBase):
     """Set, move, delete and list aliases."""
 
     def set_alias(self, name: str, alias: str, version: int) -> None:
         """Point ``alias`` of ``name`` at ``version``, creating or moving it."""
-        calibrator_id = self._calibrator_id(name)
+        calibrator_id = self._lock(name)
         version_id = self._session.scalar(
             select(Version.id).where(
                 Version.calibrator_id == calibrator_id, Version.version == version
@@ -53,7 +68,7 @@ class AliasOperations(RepositoryBase):
 
     def delete_alias(self, name: str, alias: str) -> None:
         """Remove ``alias`` of ``name``."""
-        calibrator_id = self._calibrator_id(name)
+        calibrator_id = self._lock(name)
         deleted = self._session.execute(
             delete(Alias)
             .where(Alias.calibrator_id == calibrator_id, Alias.name == alias)

@@ -39,7 +39,7 @@ import psycopg
 from psycopg.abc import RV, PQGen
 from psycopg.errors import _WaitTimeout
 from psycopg.rows import TupleRow
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
@@ -146,7 +146,13 @@ def _set_postgres_bounds(engine: Engine, settings: Settings) -> None:
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
-    """WAL (readers never block the writer), a busy timeout, and enforced foreign keys."""
+    """WAL (readers never block the writer), a busy timeout, and enforced foreign keys.
+
+    The driver's own transaction handling is switched off (it would BEGIN only before the
+    first INSERT/UPDATE/DELETE, leaving earlier reads outside the transaction):
+    :func:`_begin_sqlite` opens every transaction itself.
+    """
+    dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA journal_mode=WAL")
@@ -154,6 +160,18 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry) -> 
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()
+
+
+_SQLITE_BEGIN = "calibration_sqlite_begin"
+"""The execution option naming how :func:`_begin_sqlite` begins: ``DEFERRED`` or ``IMMEDIATE``."""
+
+
+def _begin_sqlite(connection: Connection) -> None:
+    """Open the transaction: ``BEGIN IMMEDIATE`` for a writer, which takes SQLite's single
+    writer lock at once (waiting up to the busy timeout), so that everything it reads after
+    is what it writes over; ``BEGIN`` (a snapshot, no lock) for a reader."""
+    mode = connection.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
+    connection.exec_driver_sql(f"BEGIN {mode}")
 
 
 def make_engine(url: str, settings: Settings) -> Engine:
@@ -182,6 +200,7 @@ def make_engine(url: str, settings: Settings) -> Engine:
     engine = create_engine(url, **options)
     if backend == "sqlite":
         event.listen(engine, "connect", _set_sqlite_pragmas)
+        event.listen(engine, "begin", _begin_sqlite)
     elif backend == "postgresql":
         _set_postgres_bounds(engine, settings)
     return engine
@@ -194,6 +213,15 @@ class Database:
         self.engine = make_engine(url, settings)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._failing_since: float | None = None
+        if self.engine.dialect.name == "postgresql":
+            self._read_options: dict[str, Any] = {
+                "isolation_level": "REPEATABLE READ",
+                "postgresql_readonly": True,
+            }
+            self._write_options: dict[str, Any] = {}
+        else:
+            self._read_options = {_SQLITE_BEGIN: "DEFERRED"}
+            self._write_options = {_SQLITE_BEGIN: "IMMEDIATE"}
 
     @property
     def unavailable(self) -> bool:
@@ -213,16 +241,27 @@ class Database:
             self._failing_since = time.monotonic()
 
     @contextmanager
-    def transaction(self) -> Iterator[Repository]:
+    def transaction(self, *, write: bool = False) -> Iterator[Repository]:
         """One unit of work: commit on success, roll back on any error.
+
+        A reader (the default) sees one snapshot of the database from its first statement to
+        its last: ``REPEATABLE READ, READ ONLY`` on PostgreSQL, a deferred transaction on
+        SQLite. A writer (``write=True``) runs at PostgreSQL's ``READ COMMITTED`` and takes
+        its calibrator's row lock before it reads anything (see
+        :meth:`~app.store.repository.Repository.create_version` and the ``_lock`` of every
+        other write); on SQLite it takes the database's writer lock when it begins. Either
+        way, writers to one calibrator run one after the other, and the outcome of a race
+        is one of the serial orders.
 
         Raises
         ------
         DatabaseUnavailable
             When the database cannot be reached, drops the connection or times out.
         """
+        options = self._write_options if write else self._read_options
         with self._sessions() as session:
             try:
+                session.connection(execution_options=options)
                 yield Repository(session)
                 session.commit()
             except _UNAVAILABLE_ERRORS as exc:

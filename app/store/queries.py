@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, Select, exists, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -22,6 +22,20 @@ def utc_now() -> datetime:
 def live(name: str) -> tuple[ColumnElement[bool], ...]:
     """The conditions selecting the live (not deleted) calibrator called ``name``."""
     return (Calibrator.name == name, Calibrator.deleted_at.is_(None))
+
+
+def tagged(session: Session, key: str, value: str) -> Select[int]:
+    """The ids of calibrators with a version tagged ``key: value``, keys of any characters.
+
+    SQLite's JSON paths (``$."key"``) have no escape for a ``"`` in the key and read ``\\``
+    as an escape, so there the tags are scanned with ``json_each`` and compared as bound
+    parameters; PostgreSQL's ``->>`` takes the key as a bound parameter already.
+    """
+    if session.get_bind().dialect.name == "sqlite":
+        pairs = func.json_each(Version.tags).table_valued("key", "value", "type")
+        found = exists().where(pairs.c.key == key, pairs.c.type == "text", pairs.c.value == value)
+        return select(Version.calibrator_id).where(found)
+    return select(Version.calibrator_id).where(Version.tags[key].as_string() == value)
 
 
 def upsert(session: Session, table: type[Calibrator] | type[Alias]) -> Any:

@@ -21,7 +21,15 @@ from app.errors import Conflict, NotFound
 from app.store.aliases import AliasOperations
 from app.store.artifacts import sha256_hex
 from app.store.models import Alias, Calibrator, Version, VersionBlob, as_stored_json
-from app.store.queries import aliases_of, live, summaries, upsert, utc_now, version_record
+from app.store.queries import (
+    aliases_of,
+    live,
+    summaries,
+    tagged,
+    upsert,
+    utc_now,
+    version_record,
+)
 from app.store.records import CalibratorSummary, NewVersion, VersionRecord
 
 Selector = int | Literal["latest"] | str
@@ -85,7 +93,7 @@ class Repository(AliasOperations):
         A version that aliases point to is a :class:`~app.errors.Conflict` unless ``force``,
         which removes those aliases with it.
         """
-        calibrator_id = self._calibrator_id(name)
+        calibrator_id = self._lock(name)
         pointing = self._aliases_pointing_at(calibrator_id, version)
         if pointing and not force:
             names = ", ".join(pointing)
@@ -104,8 +112,13 @@ class Repository(AliasOperations):
         self._touch(calibrator_id)
 
     def delete_calibrator(self, name: str) -> None:
-        """Delete every version of ``name``; a tombstone keeps the counter for a re-creation."""
-        calibrator_id = self._calibrator_id(name)
+        """Delete every version of ``name``; a tombstone keeps the counter for a re-creation.
+
+        The row lock comes first: a fit that holds it (its version not yet committed) is
+        waited for, and its version is deleted with the others; a fit that comes after finds
+        the tombstone and starts a new calibrator, numbered after every number given out.
+        """
+        calibrator_id = self._lock(name)
         self._session.execute(
             delete(Version)
             .where(Version.calibrator_id == calibrator_id)
@@ -170,9 +183,7 @@ class Repository(AliasOperations):
         """
         conditions: list[ColumnElement[bool]] = [Calibrator.deleted_at.is_(None)]
         if tag is not None:
-            key, value = tag
-            tagged = select(Version.calibrator_id).where(Version.tags[key].as_string() == value)
-            conditions.append(Calibrator.id.in_(tagged))
+            conditions.append(Calibrator.id.in_(tagged(self._session, *tag)))
         total = self._session.scalar(
             select(func.count()).select_from(Calibrator).where(*conditions)
         )
@@ -196,6 +207,7 @@ class Repository(AliasOperations):
     ) -> VersionRecord:
         """Change a version's description and merge ``tags`` into its tags (a None value
         deletes that key). The fitted numbers never change: a version is immutable."""
+        self._lock(name)
         record = self.get_version(name, selector)
         row = self._session.get_one(Version, record.id)
         if description is not None:

@@ -133,3 +133,12 @@ def test_patch_merges_tags_and_filters_the_list(client: TestClient) -> None:
     assert_problem(client.patch(f"{BASE}/versions/1", json={"tags": {"k": long}}), 422, "too long")
     many = {f"k{i}": "v" for i in range(101)}
     assert_problem(client.patch(f"{BASE}/versions/1", json={"tags": many}), 422, "limit")
+
+
+def test_a_tag_filter_with_quotes_is_an_empty_page_not_an_outage(client: TestClient) -> None:
+    fit(client, 1)
+    for tag in ("team%22:x", "team%5C:x", "%22%5D%5B:1"):
+        r = client.get(f"/v1/calibrators?tag={tag}")
+        assert r.status_code == 200, r.text
+        assert r.json()["total"] == 0
+    assert client.get("/readyz").status_code == 200

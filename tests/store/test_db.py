@@ -67,13 +67,13 @@ def test_an_error_in_the_block_rolls_back_and_propagates(
     database: Database, make_version: MakeVersion
 ) -> None:
     def fit_then_fail() -> None:
-        with database.transaction() as repo:
+        with database.transaction(write=True) as repo:
             repo.create_version("churn", make_version())
             raise KeyError("unrelated")
 
     with pytest.raises(KeyError, match="unrelated"):
         fit_then_fail()
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         assert repo.list_calibrators(10, 0) == ([], 0)
 
 
@@ -85,7 +85,7 @@ def test_an_unreachable_database_is_unavailable_not_an_error() -> None:
     database = Database(url, Settings(database_url=url, db_connect_timeout_seconds=2))
     try:
         assert database.ping() is False
-        with pytest.raises(DatabaseUnavailable) as caught, database.transaction() as repo:
+        with pytest.raises(DatabaseUnavailable) as caught, database.transaction(write=True) as repo:
             repo.list_calibrators(10, 0)
     finally:
         database.dispose()

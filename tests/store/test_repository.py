@@ -15,7 +15,7 @@ from .conftest import MakeVersion
 
 def _fill(database: Database, make_version: MakeVersion, spec: dict[str, list[str]]) -> None:
     """Create, for each name, one version per listed method (in order)."""
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         for name, methods in spec.items():
             for method in methods:
                 repo.create_version(name, make_version(method))
@@ -25,7 +25,7 @@ def test_get_version_by_number_latest_and_alias(
     database: Database, make_version: MakeVersion
 ) -> None:
     _fill(database, make_version, {"churn": ["platt", "isotonic", "beta"]})
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         assert repo.get_version("churn", "latest").version == 3
         assert repo.get_version("churn", 2).method == "isotonic"
         repo.set_alias("churn", "production", 2)
@@ -49,7 +49,7 @@ def test_get_version_not_found_names_what_is_missing(
     database: Database, make_version: MakeVersion, name: str, selector: int | str, message: str
 ) -> None:
     _fill(database, make_version, {"churn": ["platt"]})
-    with database.transaction() as repo, pytest.raises(NotFound) as caught:
+    with database.transaction(write=True) as repo, pytest.raises(NotFound) as caught:
         repo.get_version(name, selector)
     assert caught.value.detail == message
 
@@ -66,9 +66,9 @@ def test_a_version_reads_back_as_it_was_stored(
         selection={"chosen": "platt", "candidates": {"platt": {"log_loss": 0.31}}},
     )
     before = datetime.now(UTC)
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         created = repo.create_version("churn", new)
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         stored = repo.get_version("churn", 1)
         artifact, batch = repo.get_blobs(stored.id)
 
@@ -92,10 +92,10 @@ def test_listing_is_paginated_in_name_order_and_hides_deleted(
         {"delta": ["platt"], "alpha": ["platt", "isotonic"], "echo": ["beta"], "charlie": []},
     )
     _fill(database, make_version, {"bravo": ["platt"], "gone": ["platt"]})
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         repo.delete_calibrator("gone")
 
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         everything, total = repo.list_calibrators(limit=100, offset=0)
         page, page_total = repo.list_calibrators(limit=2, offset=1)
         past_end, _ = repo.list_calibrators(limit=2, offset=10)
@@ -113,9 +113,9 @@ def test_a_calibrator_whose_versions_were_all_deleted_is_listed_empty(
     database: Database, make_version: MakeVersion
 ) -> None:
     _fill(database, make_version, {"churn": ["platt"]})
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         repo.delete_version("churn", 1)
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         (summary,), total = repo.list_calibrators(limit=10, offset=0)
         assert (summary.latest_version, summary.method, summary.n_versions, total) == (
             None,
@@ -133,7 +133,7 @@ def test_get_calibrator_pages_versions_newest_first(
     database: Database, make_version: MakeVersion
 ) -> None:
     _fill(database, make_version, {"churn": ["platt", "isotonic", "beta", "minmax"]})
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         summary, versions, total = repo.get_calibrator("churn", limit=2, offset=1)
         with pytest.raises(NotFound, match="calibrator 'nope' not found"):
             repo.get_calibrator("nope", limit=2, offset=0)
@@ -146,16 +146,19 @@ def test_deleting_a_version_takes_its_blobs_and_aliases(
     database: Database, make_version: MakeVersion
 ) -> None:
     _fill(database, make_version, {"churn": ["platt", "isotonic"]})
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         doomed = repo.get_version("churn", 2)
         repo.set_alias("churn", "production", 2)
         before = repo.get_calibrator("churn", 10, 0)[0].updated_at
-    with database.transaction() as repo, pytest.raises(Conflict, match="aliased as production"):
+    with (
+        database.transaction(write=True) as repo,
+        pytest.raises(Conflict, match="aliased as production"),
+    ):
         repo.delete_version("churn", 2)
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         assert repo.get_version("churn", "production").version == 2
         repo.delete_version("churn", 2, force=True)
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         with pytest.raises(NotFound):
             repo.get_blobs(doomed.id)
         with pytest.raises(NotFound, match="alias 'production' of 'churn' not found"):
@@ -171,15 +174,18 @@ def test_deleting_a_calibrator_twice_is_not_found(
     database: Database, make_version: MakeVersion
 ) -> None:
     _fill(database, make_version, {"churn": ["platt"]})
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         repo.delete_calibrator("churn")
-    with database.transaction() as repo, pytest.raises(NotFound, match="'churn' not found"):
+    with (
+        database.transaction(write=True) as repo,
+        pytest.raises(NotFound, match="'churn' not found"),
+    ):
         repo.delete_calibrator("churn")
 
 
 def test_alias_errors(database: Database, make_version: MakeVersion) -> None:
     _fill(database, make_version, {"churn": ["platt"]})
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         with pytest.raises(NotFound, match="version 5 of 'churn' not found"):
             repo.set_alias("churn", "production", 5)
         with pytest.raises(NotFound, match="calibrator 'nope' not found"):
@@ -194,11 +200,28 @@ def test_blobs_are_read_one_at_a_time_or_together(
     database: Database, make_version: MakeVersion
 ) -> None:
     new = make_version()
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         version_id = repo.create_version("churn", new).id
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         assert repo.get_artifact(version_id) == new.artifact
         assert repo.get_batch(version_id) == new.batch
         assert repo.get_blobs(version_id) == (new.artifact, new.batch)
         with pytest.raises(NotFound, match="deleted meanwhile"):
             repo.get_artifact(version_id + 1)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ['team"', "back\\slash", "new\nline", "dot.ted", "$[0]", "quote'd", "ünï"],
+)
+def test_the_tag_filter_finds_keys_of_any_characters(
+    database: Database, make_version: MakeVersion, key: str
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version(tags={key: 'v"1\\'}))
+        repo.create_version("other", make_version(tags={"team": "x"}))
+    with database.transaction() as repo:
+        items, total = repo.list_calibrators(10, 0, (key, 'v"1\\'))
+        assert ([i.name for i in items], total) == (["churn"], 1)
+        assert repo.list_calibrators(10, 0, (key, "v")) == ([], 0)
+        assert repo.list_calibrators(10, 0, ('team":x', "x")) == ([], 0)

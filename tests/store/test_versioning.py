@@ -26,13 +26,13 @@ def _counter(database: Database, name: str) -> int | None:
 
 
 def _create(database: Database, make_version: MakeVersion, name: str = "churn") -> int:
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         return repo.create_version(name, make_version()).version
 
 
 def _fit_then_fail(database: Database, make_version: MakeVersion, name: str) -> None:
     """Allocate a version, then fail before the transaction commits."""
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         repo.create_version(name, make_version())
         raise RuntimeError("fit failed later")
 
@@ -46,14 +46,14 @@ def test_concurrent_fits_of_a_new_name_get_numbers_1_to_24(
 
     def fit(_: int) -> int:
         start.wait()
-        with database.transaction() as repo:
+        with database.transaction(write=True) as repo:
             return repo.create_version("churn", new).version
 
     with ThreadPoolExecutor(max_workers=n_threads) as pool:
         numbers = list(pool.map(fit, range(n_threads)))
 
     assert sorted(numbers) == list(range(1, n_threads + 1))
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         for number in numbers:
             record = repo.get_version("churn", number)
             assert repo.get_blobs(record.id) == (new.artifact, new.batch)
@@ -65,7 +65,7 @@ def test_deleting_the_latest_version_does_not_free_its_number(
     database: Database, make_version: MakeVersion
 ) -> None:
     assert [_create(database, make_version) for _ in range(2)] == [1, 2]
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         repo.delete_version("churn", 2)
         assert repo.latest_version_number("churn") == 1
     assert _create(database, make_version) == 3
@@ -76,13 +76,13 @@ def test_recreating_a_deleted_calibrator_continues_its_numbering(
 ) -> None:
     _create(database, make_version)
     _create(database, make_version)
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         repo.delete_calibrator("churn")
-    with database.transaction() as repo, pytest.raises(NotFound):
+    with database.transaction(write=True) as repo, pytest.raises(NotFound):
         repo.get_version("churn", 1)
 
     assert _create(database, make_version) == 3
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         summary, versions, total = repo.get_calibrator("churn", limit=10, offset=0)
     assert (summary.latest_version, summary.n_versions, total) == (3, 1, 1)
     assert [v.version for v in versions] == [3]
@@ -108,7 +108,7 @@ def test_a_failed_first_fit_leaves_no_calibrator(
         _fit_then_fail(database, make_version, "fresh")
 
     assert _counter(database, "fresh") is None
-    with database.transaction() as repo:
+    with database.transaction(write=True) as repo:
         assert repo.list_calibrators(limit=10, offset=0) == ([], 0)
         with pytest.raises(NotFound, match="calibrator 'fresh' not found"):
             repo.get_version("fresh", "latest")

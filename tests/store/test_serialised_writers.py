@@ -1,0 +1,218 @@
+"""Two writers to one calibrator at once: the outcome is always one of the serial orders.
+
+Each test holds a first write transaction open after its work, starts a second writer,
+waits until the database makes it wait (PostgreSQL: a backend waiting on a lock; SQLite:
+the second writer cannot even begin), then commits the first. Before writers took the
+calibrator row lock first, every one of these interleavings broke (issue 10): a deleted
+calibrator's version came back, an alias PUT met a foreign-key violation (500), a delete
+without ``force`` silently dropped an alias just set, a PATCH met ``StaleDataError``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from app.errors import Conflict, NotFound
+from app.store import Database, Repository
+
+from .conftest import MakeVersion
+
+WAIT_SECONDS = 10.0
+
+
+def _waiting_on_a_lock(database: Database) -> bool:
+    with database.engine.connect() as connection:
+        count = connection.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+        ).scalar_one()
+    return int(count) > 0
+
+
+def _until_blocked(database: Database, second: threading.Thread) -> None:
+    """Return once the second writer waits for the first (or has finished: then it did not
+    wait, which the test's assertions will show)."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    if database.engine.dialect.name != "postgresql":
+        second.join(0.3)  # SQLite's BEGIN IMMEDIATE waits in its busy handler: nothing to see
+        return
+    while time.monotonic() < deadline and second.is_alive():
+        if _waiting_on_a_lock(database):
+            return
+        time.sleep(0.01)
+
+
+@contextmanager
+def _first_holds(database: Database, work: Callable[[Repository], Any]) -> Iterator[None]:
+    """Run ``work`` in a write transaction that commits only when the block ends."""
+    release = threading.Event()
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            with database.transaction(write=True) as repo:
+                work(repo)
+                done.set()
+                release.wait(WAIT_SECONDS)
+        except BaseException as exc:  # reported in the test's thread
+            failure.append(exc)
+            done.set()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert done.wait(WAIT_SECONDS)
+    try:
+        yield
+    finally:
+        release.set()
+        holder.join(WAIT_SECONDS)
+    assert not failure, failure
+
+
+def _second(
+    database: Database, work: Callable[[Repository], Any]
+) -> tuple[threading.Thread, list[Any]]:
+    """Start ``work`` in its own write transaction; its result or exception lands in the list."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            with database.transaction(write=True) as repo:
+                outcome.append(work(repo))
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def _race(
+    database: Database, first: Callable[[Repository], Any], second: Callable[[Repository], Any]
+) -> Any:
+    """``first`` holds its transaction until ``second`` waits on it; ``second``'s outcome."""
+    with _first_holds(database, first):
+        thread, outcome = _second(database, second)
+        _until_blocked(database, thread)
+    thread.join(WAIT_SECONDS)
+    assert not thread.is_alive()
+    assert len(outcome) == 1
+    return outcome[0]
+
+
+def _numbers(database: Database, name: str) -> list[int]:
+    with database.transaction() as repo:
+        try:
+            _, versions, _ = repo.get_calibrator(name, 100, 0)
+        except NotFound:
+            return []
+    return sorted(v.version for v in versions)
+
+
+def test_a_fit_committing_during_a_delete_is_deleted_with_the_others(
+    database: Database, make_version: MakeVersion
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
+    outcome = _race(
+        database,
+        lambda repo: repo.create_version("churn", make_version()),
+        lambda repo: repo.delete_calibrator("churn"),
+    )
+    assert outcome is None
+    assert _numbers(database, "churn") == []
+    with database.transaction() as repo, pytest.raises(NotFound):
+        repo.get_version("churn", 2)
+    with database.transaction(write=True) as repo:  # a new calibrator: no old version revived
+        assert repo.create_version("churn", make_version()).version == 3
+    assert _numbers(database, "churn") == [3]
+
+
+def test_a_fit_after_a_delete_starts_a_new_calibrator(
+    database: Database, make_version: MakeVersion
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
+    outcome = _race(
+        database,
+        lambda repo: repo.delete_calibrator("churn"),
+        lambda repo: repo.create_version("churn", make_version()).version,
+    )
+    assert outcome == 2
+    assert _numbers(database, "churn") == [2]
+
+
+def test_a_delete_without_force_after_an_alias_put_is_a_conflict(
+    database: Database, make_version: MakeVersion
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
+    outcome = _race(
+        database,
+        lambda repo: repo.set_alias("churn", "production", 1),
+        lambda repo: repo.delete_version("churn", 1),
+    )
+    assert isinstance(outcome, Conflict)
+    with database.transaction() as repo:
+        assert repo.calibrator_aliases("churn") == {"production": 1}
+
+
+def test_an_alias_put_after_the_version_was_deleted_is_not_found(
+    database: Database, make_version: MakeVersion
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
+        repo.create_version("churn", make_version())
+    outcome = _race(
+        database,
+        lambda repo: repo.delete_version("churn", 1),
+        lambda repo: repo.set_alias("churn", "production", 1),
+    )
+    assert isinstance(outcome, NotFound)
+    with database.transaction() as repo:
+        assert repo.calibrator_aliases("churn") == {}
+
+
+@pytest.mark.parametrize("deleted", ["version", "calibrator"])
+def test_a_patch_after_a_delete_is_not_found(
+    database: Database, make_version: MakeVersion, deleted: str
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
+
+    def delete(repo: Repository) -> None:
+        if deleted == "version":
+            repo.delete_version("churn", 1)
+        else:
+            repo.delete_calibrator("churn")
+
+    outcome = _race(
+        database,
+        delete,
+        lambda repo: repo.update_version("churn", 1, description="late", tags={"a": "b"}),
+    )
+    assert isinstance(outcome, NotFound)
+
+
+def test_a_patch_before_a_delete_is_deleted_with_its_version(
+    database: Database, make_version: MakeVersion
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
+    outcome = _race(
+        database,
+        lambda repo: repo.update_version("churn", 1, description="first"),
+        lambda repo: repo.delete_version("churn", 1),
+    )
+    assert outcome is None
+    assert _numbers(database, "churn") == []
