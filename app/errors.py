@@ -10,17 +10,22 @@ Exception tree::
     ├── Unauthorized           401  no valid API key (sent with WWW-Authenticate)
     ├── Forbidden              403  the key's scope does not cover the route
     ├── NotFound               404  unknown calibrator, version or alias
+    ├── RequestTimeout         408  the request body stalled (CALIBRATION_BODY_TIMEOUT_SECONDS)
     ├── Conflict               409
     ├── PayloadTooLarge        413  body or batch above the configured limits
     ├── UnsupportedMediaType   415
     ├── InvalidInput           422  parsed, but the content is invalid (names field and index)
-    └── DatabaseUnavailable    503  the database did not answer (sent with Retry-After)
+    ├── ClientGone             499  the client left before its job ended (logged, never sent)
+    ├── DatabaseUnavailable    503  the database did not answer (sent with Retry-After)
+    ├── Busy                   503  every worker busy, the queue full (Retry-After)
+    └── OverBudget             503  a job ran past CALIBRATION_FIT_TIMEOUT_SECONDS (Retry-After)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,8 @@ class ServiceError(Exception):
 
     status = 500
     title = "Internal Server Error"
+    retry_after_seconds: ClassVar[int | None] = None
+    """Sent as ``Retry-After`` when set: the condition is expected to pass."""
 
     def __post_init__(self) -> None:
         super().__init__(self.detail)
@@ -65,6 +72,11 @@ class NotFound(ServiceError):
     title = "Not found"
 
 
+class RequestTimeout(ServiceError):
+    status = 408
+    title = "Request timeout"
+
+
 class Conflict(ServiceError):
     status = 409
     title = "Conflict"
@@ -85,10 +97,33 @@ class InvalidInput(ServiceError):
     title = "Invalid input"
 
 
+class ClientGone(ServiceError):
+    """The client disconnected before its job ended: nobody is there to read an answer."""
+
+    status = 499
+    title = "Client closed request"
+
+
 class DatabaseUnavailable(ServiceError):
     status = 503
     title = "Database unavailable"
     retry_after_seconds = 5
+
+
+class Busy(ServiceError):
+    """Every worker is busy and the queue is full: come back shortly."""
+
+    status = 503
+    title = "Busy"
+    retry_after_seconds = 2
+
+
+class OverBudget(ServiceError):
+    """A job ran past its time budget and was stopped; nothing it would have written was."""
+
+    status = 503
+    title = "Over the time budget"
+    retry_after_seconds = 30
 
 
 class StoredDataCorrupt(ServiceError):

@@ -13,9 +13,9 @@ from app.api.fast_predict import FastPredict
 from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
 from app.api.security import install_authentication
+from app.http_timeouts import BodyIdleTimeout
 from app.observability import configure_logging
 from app.observability.access import install_observability
-from app.pictures import PictureCache
 from app.service import CalibrationService
 from app.settings import Settings, get_settings
 from app.store import Database
@@ -51,10 +51,10 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.pictures = PictureCache()
     install_problem_handlers(app)
     app.add_middleware(FastPredict, service=lambda: getattr(app.state, "service", None))
     install_authentication(app, settings)  # added after the hot path, so it runs before it
+    app.add_middleware(BodyIdleTimeout, seconds=settings.body_timeout_seconds)  # all readers
     app.add_middleware(RequestIdMiddleware)
     install_observability(app)  # last added, so outermost: it sees every response
     app.include_router(calibrators.router)

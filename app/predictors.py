@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from app.batch import invalid
+from app.batch import check_scores, invalid
 from app.calibration.base import CalibrationError, Calibrator
 from app.calibration.multiclass import MulticlassCalibrator
 
@@ -37,6 +37,12 @@ class LoadedVersion:
     n_classes: int
     calibrator: Calibrator | MulticlassCalibrator
     state: dict[str, Any]
+
+    def checked_predict(self, scores: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The probabilities for scores of the version's shape, all finite (else 422)."""
+        self.check_shape(scores)
+        check_scores(scores)
+        return self.predict(scores)
 
     def predict(self, scores: NDArray[np.float64]) -> NDArray[np.float64]:
         """The calibrated probabilities; scores the method refuses (bostrom: rows that are not

@@ -7,7 +7,10 @@
    holds a session advisory lock, so replicas that start at once migrate one after the other:
    the first applies the revisions, the others find the schema at head and change nothing.
 2. **Serve.** uvicorn runs ``app.main:app`` with ``CALIBRATION_WORKERS`` worker processes on
-   ``CALIBRATION_HOST:CALIBRATION_PORT``, trusting ``X-Forwarded-*`` from the reverse proxy.
+   ``CALIBRATION_HOST:CALIBRATION_PORT``, trusting ``X-Forwarded-*`` only from the proxies in
+   ``CALIBRATION_FORWARDED_ALLOW_IPS``. The HTTP protocol is h11 with a deadline for request
+   headers (:mod:`app.http_timeouts`), and idle keep-alive connections are closed after
+   ``CALIBRATION_KEEP_ALIVE_SECONDS``.
    SIGTERM (``docker stop``) closes the listening sockets and lets requests in flight finish
    for up to :data:`GRACEFUL_SHUTDOWN_SECONDS` before the workers exit; the process exits 0.
    The workers' metrics meet in ``PROMETHEUS_MULTIPROC_DIR`` (:func:`metrics_directory`), and
@@ -32,6 +35,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.pool import NullPool
 
+from app.http_timeouts import HeaderTimeoutProtocol
 from app.observability import configure_logging
 from app.settings import Settings, get_settings
 from app.store.db import normalize_url
@@ -172,8 +176,10 @@ def main() -> None:
             log_level=settings.log_level.lower(),
             log_config=None,  # the app's own handler formats uvicorn's lines too
             access_log=False,  # the app writes one access line per request itself
+            http=HeaderTimeoutProtocol,  # not "auto": httptools would have no header deadline
+            timeout_keep_alive=settings.keep_alive_seconds,
             proxy_headers=True,
-            forwarded_allow_ips="*",
+            forwarded_allow_ips=settings.forwarded_allow_ips,
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         )
 

@@ -12,43 +12,37 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
-from app.batch import Batch, check_method_fits_batch, check_scores, invalid
+from app.batch import Batch, check_method_fits_batch, invalid
 from app.calibration import (
     CalibrationError,
     IntervalCalibrator,
     ParamError,
     fit_calibrator,
 )
-from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_report
+from app.calibration.diagnostics import headline, raw_as_probabilities
 from app.calibration.methods import CAPABILITIES
-from app.errors import (
-    FieldError,
-    InvalidInput,
-    StoredDataCorrupt,
-)
+from app.diagnosis import Diagnosis
+from app.errors import FieldError, InvalidInput
 from app.observability import record_fit, record_predictions
 from app.predictors import LoadedVersion
 from app.resolver import Selector, VersionResolver
 from app.settings import Settings
 from app.store import (
-    ArtifactError,
     CalibratorSummary,
     Database,
     NewVersion,
     VersionRecord,
-    decode_batch,
     encode_artifact,
     encode_batch,
 )
+from app.work import WorkPool
 
 logger = logging.getLogger("app.service")
-
-Strategy = Literal["uniform", "quantile"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +76,10 @@ class CalibrationService:
         self.settings = settings
         self.versions = VersionResolver(database, settings)
         self.loaded = self.versions.loaded
+        self.diagnosis = Diagnosis(database, self.versions)
+        self.work = WorkPool(
+            settings.max_concurrent_fits, settings.max_queued_fits, settings.fit_timeout_seconds
+        )
 
     # -- fitting -------------------------------------------------------------------------
     def fit_version(
@@ -245,26 +243,13 @@ class CalibrationService:
                 f"is true but {name!r} v{loaded.version} uses {loaded.method}; only {giving} "
                 "versions give probability intervals",
             )
-        probabilities = self._checked(loaded, scores)
+        probabilities = loaded.checked_predict(scores)
         pairs = None
         if intervals is not None:
             p0, p1 = cast(IntervalCalibrator, loaded.calibrator).predict_interval(scores)
             pairs = np.stack([p0, p1], axis=-1)
         record_predictions(loaded.method, len(scores))
         return Prediction(name, loaded.version, probabilities, pairs)
-
-    def _calibrate(
-        self, name: str, selector: Selector, scores: NDArray[np.float64]
-    ) -> tuple[LoadedVersion, NDArray[np.float64]]:
-        loaded = self.resolve(name, selector)
-        return loaded, self._checked(loaded, scores)
-
-    @staticmethod
-    def _checked(loaded: LoadedVersion, scores: NDArray[np.float64]) -> NDArray[np.float64]:
-        """The version's probabilities for scores of the right shape, finite (else 422)."""
-        loaded.check_shape(scores)
-        check_scores(scores)
-        return loaded.predict(scores)
 
     def cached(self, name: str, selector: Selector) -> LoadedVersion | None:
         """See :meth:`app.resolver.VersionResolver.cached`: no database wait, or None."""
@@ -279,95 +264,8 @@ class CalibrationService:
 
     def close(self) -> None:
         """Stop background work (at shutdown)."""
+        self.work.close()
         self.versions.close()
-
-    # -- diagnostics ---------------------------------------------------------------------
-    def diagnose_stored(
-        self,
-        name: str,
-        selector: Selector,
-        *,
-        n_bins: int,
-        strategy: Strategy,
-        class_index: int | None = None,
-    ) -> tuple[VersionRecord, dict[str, Any], dict[str, Any]]:
-        """Reliability data of the version's out-of-fold predictions and of the raw scores."""
-        with self.database.transaction() as repo:
-            record = repo.get_version(name, selector)
-            batch_bytes = repo.get_batch(record.id)
-        try:
-            stored = decode_batch(batch_bytes)
-        except ArtifactError as exc:
-            raise StoredDataCorrupt(
-                f"the stored batch of {name!r} v{record.version} cannot be read: {exc}"
-            ) from None
-        calibrated, raw = _reports(
-            stored.out_of_fold,
-            stored.scores,
-            stored.labels,
-            stored.weights,
-            n_bins=n_bins,
-            strategy=strategy,
-            class_index=class_index,
-        )
-        return record, calibrated, raw
-
-    def diagnose_batch(
-        self,
-        name: str,
-        selector: Selector,
-        batch: Batch,
-        *,
-        n_bins: int,
-        strategy: Strategy,
-        class_index: int | None = None,
-    ) -> tuple[int, dict[str, Any], dict[str, Any]]:
-        """The same reliability data, on a fresh labelled batch; nothing is stored."""
-        loaded, probabilities = self._calibrate(name, selector, batch.scores)
-        calibrated, raw = _reports(
-            probabilities,
-            batch.scores,
-            batch.labels,
-            batch.weights,
-            n_bins=n_bins,
-            strategy=strategy,
-            class_index=class_index,
-        )
-        return loaded.version, calibrated, raw
-
-
-def _reports(
-    probabilities: NDArray[np.float64],
-    scores: NDArray[np.float64],
-    labels: NDArray[np.int64],
-    weights: NDArray[np.float64],
-    *,
-    n_bins: int,
-    strategy: str,
-    class_index: int | None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The calibrated and the raw reliability reports of one labelled batch."""
-    try:
-        calibrated = reliability_report(
-            probabilities,
-            labels,
-            weights,
-            n_bins=n_bins,
-            strategy=strategy,
-            class_index=class_index,
-        )
-        raw = reliability_report(
-            raw_as_probabilities(scores),
-            labels,
-            weights,
-            n_bins=n_bins,
-            strategy=strategy,
-            class_index=class_index,
-        )
-    except CalibrationError as exc:
-        field, _, message = str(exc).partition(": ")
-        raise invalid(("query", field), message or str(exc)) from None
-    return calibrated, raw
 
 
 def _after_field(message: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -41,7 +42,30 @@ class Settings(BaseSettings):
     cv_parallel_min_samples: int = Field(
         default=200_000, ge=0, description="Batches smaller than this run their folds serially."
     )
-    max_batch_rows: int = Field(default=10_000_000, ge=1)
+    max_batch_rows: int = Field(
+        default=10_000_000,
+        ge=1,
+        description="Rows (or scores) one request may send: fit, predict, diagnostics, compare.",
+    )
+    max_concurrent_fits: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="CPU-heavy jobs (parsing a batch, fitting, diagnostics, pictures, compare) "
+        "running at once per worker process.",
+    )
+    max_queued_fits: int = Field(
+        default=8,
+        ge=0,
+        le=1000,
+        description="Jobs waiting for one of those; past that, 503 with Retry-After.",
+    )
+    fit_timeout_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400,
+        description="A job's time budget; past it the job stops, stores nothing, answers 503.",
+    )
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     latest_refresh_seconds: float = Field(
         default=1.0, ge=0, le=60, description="How stale `latest` may be on a replica."
@@ -53,6 +77,31 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", description="Address `python -m app.serve` binds.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port `python -m app.serve` binds.")
     workers: int = Field(default=2, ge=1, le=64, description="uvicorn worker processes.")
+    header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="A connection that has not sent complete request headers this long after "
+        "it opened, or after the previous response, is closed (slow or idle clients).",
+    )
+    keep_alive_seconds: int = Field(
+        default=5,
+        ge=1,
+        le=300,
+        description="uvicorn's keep-alive: an idle connection is closed this long after a "
+        "response (header_timeout_seconds closes it sooner when smaller).",
+    )
+    body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=300,
+        description="A request body that sends nothing for this long is answered 408.",
+    )
+    forwarded_allow_ips: str = Field(
+        default="127.0.0.1",
+        description="Comma-separated proxy addresses or networks (or `*`) whose "
+        "X-Forwarded-For and X-Forwarded-Proto are trusted; anyone else's are ignored.",
+    )
     api_keys: Annotated[tuple[ApiKey, ...], NoDecode] = Field(
         default=(),
         description="Comma-separated name:scope:sha256hex entries (`python -m app.keys`).",
@@ -72,6 +121,23 @@ class Settings(BaseSettings):
         keys = tuple(value)
         check_unique(keys)
         return keys
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _check_forwarded_allow_ips(cls, value: str) -> str:
+        # uvicorn keeps an entry it cannot parse (a typo, "10.0.0.1/8", a "*" among others)
+        # as a literal that no address matches: it would silently trust no proxy.
+        if value.strip() == "*":
+            return "*"
+        for entry in (e.strip() for e in value.split(",")):
+            try:
+                ipaddress.ip_network(entry) if "/" in entry else ipaddress.ip_address(entry)
+            except ValueError:
+                raise ValueError(
+                    f"forwarded_allow_ips: {entry!r} is not an IP address nor a network "
+                    "(host bits zero); `*` trusts everyone, and only on its own"
+                ) from None
+        return value
 
     @model_validator(mode="after")
     def _refuse_open_on_a_network(self) -> Settings:

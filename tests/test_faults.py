@@ -463,7 +463,7 @@ def test_a_statement_in_flight_when_the_database_freezes_is_bounded(cluster: Clu
     )
     database = Database(url, settings)
     try:
-        with pytest.raises(DatabaseUnavailable), database.transaction() as repo:  # noqa: PT012
+        with pytest.raises(DatabaseUnavailable), database.transaction(write=True) as repo:  # noqa: PT012
             repo.list_calibrators(10, 0, None)  # the connection is checked out, in a transaction
             try:
                 cluster.freeze()
@@ -474,7 +474,7 @@ def test_a_statement_in_flight_when_the_database_freezes_is_bounded(cluster: Clu
                 cluster.thaw()
         assert database.unavailable
         assert took < STATEMENT_TIMEOUT + CLIENT_GRACE_SECONDS + 1.0
-        with database.transaction() as repo:  # the same Database works again
+        with database.transaction(write=True) as repo:  # the same Database works again
             repo.list_calibrators(10, 0, None)
         assert not database.unavailable
     finally:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from app.service import VersionView
+from app.service import CalibrationService, VersionView
 from app.store import VersionRecord
 
 from .deps import (
@@ -17,10 +17,11 @@ from .deps import (
     ServiceDep,
     existing_version_number,
     json_response,
+    off_loop,
     parse_selector,
     read_body,
 )
-from .requests import parse_fit
+from .requests import FitSource, parse_fit, read_fit
 from .responses import ERRORS, FIT_BODY, FIT_DESCRIPTION
 from .schemas import CalibratorList, CalibratorOut, VersionOut
 
@@ -77,10 +78,16 @@ async def fit(
     # The query options are declared above for the OpenAPI docs; parse_fit reads them, with
     # the body's own fields taking precedence, whatever the media type.
     del method, params, description, tags
-    body = await read_body(request)
-    args = await parse_fit(request, body, service.settings.max_batch_rows)
-    view = await run_in_threadpool(
-        service.fit_version,
+    with service.work.admit():  # before reading a body of up to 64 MiB, refused when full
+        source = await read_fit(request, await read_body(request))
+        view = await off_loop(request, _fit, service, name, source)
+    location = f"/v1/calibrators/{name}/versions/{view.record.version}"
+    return json_response(version_document(view), 201, headers={"Location": location})
+
+
+def _fit(service: CalibrationService, name: str, source: FitSource) -> VersionView:
+    args = parse_fit(source, service.settings.max_batch_rows)
+    return service.fit_version(
         name,
         args.batch,
         method=args.method,
@@ -88,8 +95,6 @@ async def fit(
         description=args.description,
         tags=args.tags,
     )
-    location = f"/v1/calibrators/{name}/versions/{view.record.version}"
-    return json_response(version_document(view), 201, headers={"Location": location})
 
 
 @router.get(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import orjson
 from fastapi import Depends, Path, Request
@@ -31,6 +32,9 @@ SelectorParam = Annotated[
 AliasParam = Annotated[
     str, Path(pattern=NAME_PATTERN, description="Alias name.", examples=["production"])
 ]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 _DIGITS = re.compile(r"^[0-9]+$")
 _ALIAS = re.compile(NAME_PATTERN)
@@ -91,6 +95,16 @@ async def read_body(request: Request) -> bytes:
     body = b"".join(chunks)
     request._body = body  # so that request.form() can parse what was read
     return body
+
+
+async def off_loop(
+    request: Request, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """``function`` run in the service's bounded pool of CPU-heavy work (:mod:`app.work`):
+    off the event loop, within its time budget, abandoned when the client disconnects. The
+    route holds its place in the pool first (``with service.work.admit():``), before it
+    reads the body."""
+    return await get_service(request).work.supervise(request.receive, function, *args, **kwargs)
 
 
 def json_response(

@@ -9,10 +9,20 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from app.batch import invalid
-from app.pictures import MEDIA_TYPES, ImageFormat, batch_diagram, stored_diagram
-from app.service import CalibrationService
+from app.diagnosis import MEDIA_TYPES, ImageFormat, Reports
+from app.diagnosis import Query as DiagnosisQuery
+from app.resolver import Selector
+from app.service import CalibrationService, Prediction
 
-from .deps import NameParam, SelectorParam, ServiceDep, json_response, parse_selector, read_body
+from .deps import (
+    NameParam,
+    SelectorParam,
+    ServiceDep,
+    json_response,
+    off_loop,
+    parse_selector,
+    read_body,
+)
 from .requests import parse_diagnostics, parse_predict
 from .responses import DIAGNOSTICS_BODY, ERRORS, PREDICT_BODY
 from .schemas import DiagnosticsOut, PredictOut
@@ -56,19 +66,10 @@ async def predict(
 ) -> Response:
     """Map raw scores to calibrated probabilities, in input order, with the version used;
     with `intervals`, a `venn_abers` version also answers each score's interval [p0, p1]."""
-    args = parse_predict(request, await read_body(request))
-    if args.version is not None and version is not None and args.version != version:
-        raise invalid(("body", "version"), f"is {args.version!r} but the query says {version!r}")
-    if args.intervals is not None and intervals is not None and args.intervals != intervals:
-        body, query = (str(flag).lower() for flag in (args.intervals, intervals))
-        raise invalid(("body", "intervals"), f"is {body} but the query says {query}")
-    selector_text = args.version or version or "latest"
-    selector = parse_selector(name, selector_text)
-    asked = (
-        ("body", "intervals") if args.intervals else ("query", "intervals") if intervals else None
-    )
+    body = await read_body(request)
+    content_type = request.headers.get("content-type")
     prediction = await run_in_threadpool(
-        service.predict, name, selector, args.scores, intervals=asked
+        _predict, service, name, content_type, body, version, intervals
     )
     answer: dict[str, Any] = {
         "name": name,
@@ -80,26 +81,39 @@ async def predict(
     return json_response(answer)
 
 
-def _diagnostics(
+def _predict(
+    service: CalibrationService,
     name: str,
-    version: int,
-    n_bins: int,
-    strategy: str,
-    class_index: int | None,
-    n: int,
-    cal: Any,
-    raw: Any,
-) -> Response:
+    content_type: str | None,
+    body: bytes,
+    version: str | None,
+    intervals: bool | None,
+) -> Prediction:
+    """Parse and predict, off the event loop (a body may hold millions of scores)."""
+    args = parse_predict(content_type, body, service.settings.max_batch_rows)
+    if args.version is not None and version is not None and args.version != version:
+        raise invalid(("body", "version"), f"is {args.version!r} but the query says {version!r}")
+    if args.intervals is not None and intervals is not None and args.intervals != intervals:
+        flags = (str(flag).lower() for flag in (args.intervals, intervals))
+        raise invalid(("body", "intervals"), "is {} but the query says {}".format(*flags))
+    selector = parse_selector(name, args.version or version or "latest")
+    asked = (
+        ("body", "intervals") if args.intervals else ("query", "intervals") if intervals else None
+    )
+    return service.predict(name, selector, args.scores, intervals=asked)
+
+
+def _diagnostics(reports: Reports, query: DiagnosisQuery) -> Response:
     return json_response(
         {
-            "name": name,
-            "version": version,
-            "n_bins": n_bins,
-            "strategy": strategy,
-            "class_index": class_index,
-            "n_samples": n,
-            "calibrated": cal,
-            "raw": raw,
+            "name": reports.name,
+            "version": reports.version,
+            "n_bins": query.n_bins,
+            "strategy": query.strategy,
+            "class_index": query.class_index,
+            "n_samples": reports.n_samples,
+            "calibrated": reports.calibrated,
+            "raw": reports.raw,
         }
     )
 
@@ -113,6 +127,7 @@ def _diagnostics(
 async def stored_diagnostics(
     name: NameParam,
     selector: SelectorParam,
+    request: Request,
     service: ServiceDep,
     n_bins: NBins = 10,
     strategy: StrategyQuery = "uniform",
@@ -120,18 +135,13 @@ async def stored_diagnostics(
 ) -> Response:
     """Reliability bins and metrics of the version's cross-validated predictions on its
     fitting batch, next to those of the raw scores. Multiclass versions report the top label
-    (confidence = row max, correct = arg max equals the label) unless `class_index` is set."""
-    record, cal, raw = await run_in_threadpool(
-        service.diagnose_stored,
-        name,
-        parse_selector(name, selector),
-        n_bins=n_bins,
-        strategy=strategy,
-        class_index=class_index,
-    )
-    return _diagnostics(
-        name, record.version, n_bins, strategy, class_index, record.n_samples, cal, raw
-    )
+    (confidence = row max, correct = arg max equals the label) unless `class_index` is set.
+    Computed once per version and query, then kept."""
+    query = DiagnosisQuery(n_bins, strategy, class_index)
+    found = parse_selector(name, selector)
+    with service.work.admit():
+        reports = await off_loop(request, service.diagnosis.stored, name, found, query)
+    return _diagnostics(reports, query)
 
 
 @router.post(
@@ -146,73 +156,68 @@ async def batch_diagnostics(
 ) -> Response:
     """How the stored version does on today's traffic. Nothing is stored. With
     `Accept: image/png` or `image/svg+xml` the answer is the reliability diagram."""
-    args = parse_diagnostics(request, await read_body(request), service.settings.max_batch_rows)
-    strategy: Literal["uniform", "quantile"] = (
-        "quantile" if args.strategy == "quantile" else "uniform"
-    )
     picture = wanted_image(request.headers.get("accept"))
-    if picture is not None:
-        image = await run_in_threadpool(
-            batch_diagram,
-            service,
-            name,
-            parse_selector(name, selector),
-            args.batch,
-            n_bins=args.n_bins,
-            strategy=strategy,
-            class_index=args.class_index,
-            image_format=picture,
+    content_type = request.headers.get("content-type")
+    found = parse_selector(name, selector)
+    with service.work.admit():
+        body = await read_body(request)
+        if picture is not None:
+            image = await off_loop(
+                request, _batch_picture, service, name, found, content_type, body, picture
+            )
+            return Response(image, media_type=MEDIA_TYPES[picture])
+        reports, query = await off_loop(
+            request, _batch_reports, service, name, found, content_type, body
         )
-        return Response(image, media_type=MEDIA_TYPES[picture])
-    version, cal, raw = await run_in_threadpool(
-        service.diagnose_batch,
-        name,
-        parse_selector(name, selector),
-        args.batch,
-        n_bins=args.n_bins,
-        strategy=strategy,
-        class_index=args.class_index,
-    )
-    return _diagnostics(
-        name, version, args.n_bins, strategy, args.class_index, args.batch.n_samples, cal, raw
-    )
+    return _diagnostics(reports, query)
+
+
+def _batch_reports(
+    service: CalibrationService,
+    name: str,
+    selector: Selector,
+    content_type: str | None,
+    body: bytes,
+) -> tuple[Reports, DiagnosisQuery]:
+    args = parse_diagnostics(content_type, body, service.settings.max_batch_rows)
+    query = DiagnosisQuery(args.n_bins, args.strategy, args.class_index)
+    return service.diagnosis.on_batch(name, selector, args.batch, query), query
+
+
+def _batch_picture(
+    service: CalibrationService,
+    name: str,
+    selector: Selector,
+    content_type: str | None,
+    body: bytes,
+    image_format: ImageFormat,
+) -> bytes:
+    args = parse_diagnostics(content_type, body, service.settings.max_batch_rows)
+    query = DiagnosisQuery(args.n_bins, args.strategy, args.class_index)
+    return service.diagnosis.batch_picture(name, selector, args.batch, query, image_format)
 
 
 def wanted_image(accept: str | None) -> ImageFormat | None:
-    """The picture format an Accept header asks for, if it prefers one over JSON."""
+    """The picture format an Accept header prefers over JSON, if any (RFC 9110 12.5.1):
+    the highest ``q`` wins, the earlier entry on a tie, and ``q=0`` means "not this"."""
+    best: tuple[float, ImageFormat | None] = (0.0, None)
     for part in (accept or "").split(","):
-        media = part.split(";", 1)[0].strip().lower()
-        if media == "image/png":
-            return "png"
-        if media == "image/svg+xml":
-            return "svg"
-        if media in ("application/json", "*/*", "application/*"):
-            return None
-    return None
-
-
-async def _stored_picture(
-    image_format: ImageFormat,
-    name: str,
-    selector: str,
-    request: Request,
-    service: CalibrationService,
-    n_bins: int,
-    strategy: Literal["uniform", "quantile"],
-    class_index: int | None,
-) -> Response:
-    image = await run_in_threadpool(
-        stored_diagram,
-        service,
-        request.app.state.pictures,
-        name,
-        parse_selector(name, selector),
-        n_bins=n_bins,
-        strategy=strategy,
-        class_index=class_index,
-        image_format=image_format,
-    )
-    return Response(image, media_type=MEDIA_TYPES[image_format])
+        media, *parameters = (piece.strip().lower() for piece in part.split(";"))
+        quality = 1.0
+        for parameter in parameters:
+            key, _, value = parameter.partition("=")
+            if key.strip() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        if not 0.0 < quality <= 1.0 or quality <= best[0]:
+            continue
+        if media in ("image/png", "image/*", "image/svg+xml"):
+            best = (quality, "svg" if media == "image/svg+xml" else "png")
+        elif media in ("application/json", "*/*", "application/*", "application/problem+json"):
+            best = (quality, None)
+    return best[1]
 
 
 def _picture_route(image_format: ImageFormat) -> None:
@@ -227,9 +232,13 @@ def _picture_route(image_format: ImageFormat) -> None:
         strategy: StrategyQuery = "uniform",
         class_index: ClassIndex = None,
     ) -> Response:
-        return await _stored_picture(
-            image_format, name, selector, request, service, n_bins, strategy, class_index
-        )
+        query = DiagnosisQuery(n_bins, strategy, class_index)
+        found = parse_selector(name, selector)
+        with service.work.admit():
+            image = await off_loop(
+                request, service.diagnosis.stored_picture, name, found, query, image_format
+            )
+        return Response(image, media_type=MEDIA_TYPES[image_format])
 
     stored_diagram.__name__ = f"stored_diagram_{image_format}"
     router.add_api_route(

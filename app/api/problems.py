@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from app.batch import describe_loc
-from app.errors import DatabaseUnavailable, FieldError, ServiceError
+from app.errors import FieldError, ServiceError
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("app.errors")
@@ -51,7 +51,7 @@ def problem_response(
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     headers = None
-    if isinstance(exc, DatabaseUnavailable):
+    if exc.retry_after_seconds is not None:
         headers = {"Retry-After": str(exc.retry_after_seconds)}
     return problem_response(
         exc.status, exc.detail, title=exc.title, errors=exc.errors, headers=headers

@@ -9,7 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from app.batch import invalid
-from app.comparison import compare_versions
+from app.service import CalibrationService
 
 from .calibrators import version_document
 from .deps import (
@@ -20,6 +20,7 @@ from .deps import (
     check_alias_name,
     existing_version_number,
     json_response,
+    off_loop,
     parse_selector,
     read_body,
 )
@@ -136,7 +137,15 @@ async def compare(
 ) -> Response:
     """Every selected version (default: all, newest first, at most 50) predicts the batch;
     answers their metrics, best first, with each metric's gap to the best. Nothing is stored."""
-    data = await _json_body(request)
+    require_media_type(request.headers.get("content-type"), JSON_TYPES)
+    with service.work.admit():
+        body = await read_body(request)
+        result = await off_loop(request, _compare, service, name, body, by)
+    return json_response(result)
+
+
+def _compare(service: CalibrationService, name: str, body: bytes, by: str) -> dict[str, Any]:
+    data = parse_json_object(body)
     check_keys(data, ("scores", "labels", "sample_weight", "versions"))
     batch = labelled_batch(data, service.settings.max_batch_rows)
     selectors = data.get("versions")
@@ -147,8 +156,7 @@ async def compare(
             if isinstance(item, bool) or not isinstance(item, int | str):
                 raise invalid(("body", "versions", i), "must be a version number or a name")
         selectors = [parse_selector(name, str(item)) for item in selectors]
-    result = await run_in_threadpool(compare_versions, service, name, batch, selectors, by=by)
-    return json_response(result)
+    return service.diagnosis.compare(name, batch, selectors, by=by)
 
 
 @router.get(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 from starlette.datastructures import UploadFile
 
 from app.batch import Batch, invalid, validate_batch
+from app.errors import PayloadTooLarge
 
 from .payloads import (
     CSV_TYPES,
@@ -46,17 +47,39 @@ def check_keys(data: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
             raise invalid(("body", key), f"is not a known field; expected {', '.join(allowed)}")
 
 
-async def parse_fit(request: Request, body: bytes, max_rows: int) -> FitArgs:
-    """A fit request as JSON, CSV or a multipart upload of CSV, with query options."""
+@dataclass(frozen=True)
+class FitSource:
+    """A fit request as received, before parsing: its media type, the bytes to parse (the
+    JSON or CSV body, or the uploaded CSV file) and the options given outside them."""
+
+    kind: str
+    data: bytes
+    options: dict[str, str]
+
+
+async def read_fit(request: Request, body: bytes) -> FitSource:
+    """What a fit request holds, read on the event loop (the multipart form needs it)."""
     kind = require_media_type(
         request.headers.get("content-type"), (*JSON_TYPES, *CSV_TYPES, MULTIPART)
     )
-    query = request.query_params
+    options = {k: v for k, v in request.query_params.items() if k in _OPTIONS}
+    if kind != MULTIPART:
+        return FitSource(kind, body, options)
+    data, form_options = await _multipart_csv(request)
+    return FitSource(kind, data, {**options, **form_options})
+
+
+_OPTIONS = ("method", "params", "description", "tags")
+
+
+def parse_fit(source: FitSource, max_rows: int) -> FitArgs:
+    """A fit request as JSON, CSV or a multipart upload of CSV, with its options (the
+    body's own fields first, then the form's, then the query's). CPU-heavy: run off the loop."""
     options: dict[str, Any] = {}
-    if kind in JSON_TYPES:
-        data = parse_json_object(body)
+    if source.kind in JSON_TYPES:
+        data = parse_json_object(source.data)
         check_keys(data, FIT_FIELDS)
-        options = {k: data[k] for k in ("method", "params", "description", "tags") if k in data}
+        options = {k: data[k] for k in _OPTIONS if k in data}
         scores = (
             number_array(data.get("scores"), "scores", matrix=True) if "scores" in data else None
         )
@@ -67,17 +90,12 @@ async def parse_fit(request: Request, body: bytes, max_rows: int) -> FitArgs:
         if labels is None:
             raise invalid(("body", "labels"), "is required")
     else:
-        if kind == MULTIPART:
-            csv_bytes, form_options = await _multipart_csv(request)
-            options.update(form_options)
-        else:
-            csv_bytes = body
         scores, labels, weights = parse_csv(
-            csv_bytes, field="file" if kind == MULTIPART else "body"
+            source.data, field="file" if source.kind == MULTIPART else "body"
         )
-    for key in ("method", "params", "description", "tags"):
-        if key not in options and key in query:
-            options[key] = _query_option(key, query[key])
+    for key, raw in source.options.items():
+        if key not in options:
+            options[key] = _query_option(key, raw)
     batch = validate_batch(scores, labels, weights, max_rows=max_rows)
     return FitArgs(
         batch=batch,
@@ -88,16 +106,12 @@ async def parse_fit(request: Request, body: bytes, max_rows: int) -> FitArgs:
     )
 
 
-async def _multipart_csv(request: Request) -> tuple[bytes, dict[str, Any]]:
+async def _multipart_csv(request: Request) -> tuple[bytes, dict[str, str]]:
     form = await request.form()
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
         raise invalid(("body", "file"), "is required: a CSV file field (curl -F file=@batch.csv)")
-    options: dict[str, Any] = {}
-    for key in ("method", "params", "description", "tags"):
-        value = form.get(key)
-        if isinstance(value, str):
-            options[key] = _query_option(key, value)
+    options = {key: value for key in _OPTIONS if isinstance(value := form.get(key), str)}
     return await upload.read(), options
 
 
@@ -145,12 +159,15 @@ class PredictArgs:
     intervals: bool | None
 
 
-def parse_predict(request: Request, body: bytes) -> PredictArgs:
-    require_media_type(request.headers.get("content-type"), JSON_TYPES)
+def parse_predict(content_type: str | None, body: bytes, max_rows: int) -> PredictArgs:
+    """A predict body: scores (at most ``max_rows``), and the optional selector and flag."""
+    require_media_type(content_type, JSON_TYPES)
     data = parse_json_object(body)
     check_keys(data, ("scores", "version", "intervals"))
     if "scores" not in data:
         raise invalid(("body", "scores"), "is required")
+    if isinstance(data["scores"], list) and len(data["scores"]) > max_rows:
+        raise PayloadTooLarge(f"scores has {len(data['scores'])} rows; the limit is {max_rows}")
     scores = number_array(data["scores"], "scores", matrix=True)
     version = data.get("version")
     if (version is not None and not isinstance(version, int | str)) or isinstance(version, bool):
@@ -180,12 +197,12 @@ def labelled_batch(data: Mapping[str, Any], max_rows: int) -> Batch:
 class DiagnosticsArgs:
     batch: Batch
     n_bins: int
-    strategy: str
+    strategy: Literal["uniform", "quantile"]
     class_index: int | None
 
 
-def parse_diagnostics(request: Request, body: bytes, max_rows: int) -> DiagnosticsArgs:
-    require_media_type(request.headers.get("content-type"), JSON_TYPES)
+def parse_diagnostics(content_type: str | None, body: bytes, max_rows: int) -> DiagnosticsArgs:
+    require_media_type(content_type, JSON_TYPES)
     data = parse_json_object(body)
     check_keys(data, ("scores", "labels", "sample_weight", "n_bins", "strategy", "class_index"))
     batch = labelled_batch(data, max_rows)
@@ -193,11 +210,11 @@ def parse_diagnostics(request: Request, body: bytes, max_rows: int) -> Diagnosti
     if not isinstance(n_bins, int) or isinstance(n_bins, bool) or not 2 <= n_bins <= 100:
         raise invalid(("body", "n_bins"), "must be an integer from 2 to 100")
     strategy = data.get("strategy", "uniform")
-    if strategy not in ("uniform", "quantile"):
+    if strategy != "uniform" and strategy != "quantile":
         raise invalid(("body", "strategy"), "must be 'uniform' or 'quantile'")
     class_index = data.get("class_index")
     if class_index is not None and (
         not isinstance(class_index, int) or isinstance(class_index, bool) or class_index < 0
     ):
         raise invalid(("body", "class_index"), "must be a non-negative integer or null")
-    return DiagnosticsArgs(batch, n_bins, str(strategy), class_index)
+    return DiagnosticsArgs(batch, n_bins, strategy, class_index)

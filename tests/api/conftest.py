@@ -14,7 +14,11 @@ from app.store import Database
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, cv_folds=5, latest_refresh_seconds=1.0)
+    # A queue deep enough for the tests that fire dozens of fits at once to test numbering;
+    # test_work.py tests the bound itself.
+    return Settings(
+        database_url=database_url, cv_folds=5, latest_refresh_seconds=1.0, max_queued_fits=64
+    )
 
 
 @pytest.fixture

@@ -304,7 +304,10 @@ def test_serve_refuses_to_start_on_0000_without_keys(monkeypatch: pytest.MonkeyP
 
 def test_make_run_checks_the_host_it_binds() -> None:
     makefile = (Path(__file__).parents[2] / "Makefile").read_text()
-    assert "CALIBRATION_HOST=$(HOST) $(PY) -m uvicorn app.main:app --host $(HOST)" in makefile
+    assert (
+        "CALIBRATION_HOST=$(HOST) CALIBRATION_PORT=$(PORT) CALIBRATION_WORKERS=1 $(PY) -m app.serve"
+        in makefile
+    )
 
 
 # --- The key helper and the comparison -----------------------------------------------------

@@ -32,7 +32,7 @@ def test_png_and_svg_of_a_stored_version(client: TestClient) -> None:
     assert pixels.shape[:2] == (900, 800)
     again = client.get(f"{BASE}/versions/1/diagnostics.png")
     assert again.content == r.content  # cached per (version, query), and deterministic
-    assert client.app.state.pictures.hits >= 1  # type: ignore[attr-defined]
+    assert client.app.state.service.diagnosis.pictures.hits >= 1  # type: ignore[attr-defined]
     r = client.get(f"{BASE}/versions/1/diagnostics.svg?n_bins=20&strategy=quantile")
     assert r.headers["content-type"].startswith("image/svg+xml")
     assert {"diagonal", "calibrated-curve", "raw-curve", "histogram"} <= ids(r.content)

@@ -1,0 +1,199 @@
+"""How good are a version's probabilities: reliability reports, diagrams and comparisons.
+
+The use cases behind the diagnostics, picture and compare routes. Each reads what it needs
+in one transaction; what a stored version yields never changes (its row id is never reused),
+so its reports and diagrams are computed once per query and kept in bounded memos
+(:mod:`app.memo`), and its decoded fitting batch is shared by the reports being computed.
+Knows no HTTP; the routes run these methods through the bounded :class:`app.work.WorkPool`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.batch import Batch, invalid
+from app.calibration import CalibrationError
+from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_report
+from app.comparison import MAX_COMPARED, rank
+from app.diagrams import render_reliability_diagram
+from app.errors import InvalidInput, StoredDataCorrupt
+from app.memo import Memo
+from app.resolver import Selector, VersionResolver
+from app.store import ArtifactError, Database, StoredBatch, VersionRecord, decode_batch
+
+Strategy = Literal["uniform", "quantile"]
+ImageFormat = Literal["png", "svg"]
+MEDIA_TYPES: dict[ImageFormat, str] = {"png": "image/png", "svg": "image/svg+xml"}
+
+REPORTS_KEPT = 512
+"""Reliability reports kept (a few kilobytes each)."""
+PICTURES_KEPT = 128
+"""Rendered diagrams kept (tens of kilobytes each)."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a reliability report is asked for."""
+
+    n_bins: int = 10
+    strategy: Strategy = "uniform"
+    class_index: int | None = None
+
+
+@dataclass(frozen=True)
+class Reports:
+    """The calibrated and raw reliability reports of one labelled batch, for one version."""
+
+    name: str
+    version: int
+    method: str
+    n_samples: int
+    calibrated: dict[str, Any]
+    raw: dict[str, Any]
+
+
+class Diagnosis:
+    """Reports, diagrams and comparisons of stored versions."""
+
+    def __init__(self, database: Database, versions: VersionResolver) -> None:
+        self.database = database
+        self.versions = versions
+        self.reports: Memo[Reports] = Memo(REPORTS_KEPT)
+        self.pictures: Memo[bytes] = Memo(PICTURES_KEPT)
+        # Decoded batches (~250 MB for 10^7 rows) are shared while in use, never kept.
+        self.batches: Memo[StoredBatch] = Memo(0, weak=True)
+
+    # -- the version's own, out-of-fold ----------------------------------------------------
+    def stored(self, name: str, selector: Selector, query: Query) -> Reports:
+        """The reports of the version's cross-validated predictions on its fitting batch."""
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, selector)
+        return self.reports.get_or_compute((record.id, query), lambda: self._stored(record, query))
+
+    def stored_picture(
+        self, name: str, selector: Selector, query: Query, image_format: ImageFormat
+    ) -> bytes:
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, selector)
+
+        def draw() -> bytes:
+            reports = self.reports.get_or_compute(
+                (record.id, query), lambda: self._stored(record, query)
+            )
+            return _draw(reports, query, image_format)
+
+        return self.pictures.get_or_compute((record.id, query, image_format), draw)
+
+    def _stored(self, record: VersionRecord, query: Query) -> Reports:
+        stored = self.batches.get_or_compute(record.id, lambda: self._decoded(record))
+        calibrated, raw = _reports(
+            stored.out_of_fold, stored.scores, stored.labels, stored.weights, query, "query"
+        )
+        return Reports(
+            record.name, record.version, record.method, record.n_samples, calibrated, raw
+        )
+
+    def _decoded(self, record: VersionRecord) -> StoredBatch:
+        with self.database.transaction() as repo:
+            data = repo.get_batch(record.id)
+        try:
+            return decode_batch(data)
+        except ArtifactError as exc:
+            raise StoredDataCorrupt(
+                f"the stored batch of {record.name!r} v{record.version} cannot be read: {exc}"
+            ) from None
+
+    # -- a fresh labelled batch --------------------------------------------------------------
+    def on_batch(self, name: str, selector: Selector, batch: Batch, query: Query) -> Reports:
+        """The same reports on a fresh labelled batch; nothing is stored or kept."""
+        loaded = self.versions.resolve(name, selector)
+        probabilities = loaded.checked_predict(batch.scores)
+        calibrated, raw = _reports(
+            probabilities, batch.scores, batch.labels, batch.weights, query, "body"
+        )
+        return Reports(name, loaded.version, loaded.method, batch.n_samples, calibrated, raw)
+
+    def batch_picture(
+        self,
+        name: str,
+        selector: Selector,
+        batch: Batch,
+        query: Query,
+        image_format: ImageFormat,
+    ) -> bytes:
+        return _draw(self.on_batch(name, selector, batch, query), query, image_format)
+
+    # -- compare ---------------------------------------------------------------------------
+    def compare(
+        self, name: str, batch: Batch, selectors: Sequence[Selector] | None, *, by: str
+    ) -> dict[str, Any]:
+        """Rank the selected versions (default: every version, newest first, at most 50) on
+        one labelled batch. The versions are read in one snapshot."""
+        with self.database.transaction() as repo:
+            if selectors is None:
+                _, records, _ = repo.get_calibrator(name, MAX_COMPARED, 0)
+            else:
+                if len(selectors) > MAX_COMPARED:
+                    raise invalid(
+                        ("body", "versions"), f"lists {len(selectors)}; at most {MAX_COMPARED}"
+                    )
+                records = [repo.get_version(name, selector) for selector in selectors]
+        rows: list[dict[str, Any]] = []
+        seen: set[int] = set()
+        for i, record in enumerate(records):
+            if record.version in seen:
+                continue
+            seen.add(record.version)
+            loaded = self.versions.load(record)
+            try:
+                probabilities = loaded.checked_predict(batch.scores)
+            except InvalidInput as exc:
+                where = ("body", "versions", i) if selectors is not None else ("body", "scores")
+                raise invalid(where, f"(v{loaded.version}): {exc.detail}") from None
+            rows.append(
+                {
+                    "version": loaded.version,
+                    "method": loaded.method,
+                    "metrics": headline(probabilities, batch.labels, batch.weights),
+                }
+            )
+        raw = headline(raw_as_probabilities(batch.scores), batch.labels, batch.weights)
+        rank(rows, by)
+        return {"name": name, "n_samples": batch.n_samples, "by": by, "versions": rows, "raw": raw}
+
+
+def _draw(reports: Reports, query: Query, image_format: ImageFormat) -> bytes:
+    which = "" if query.class_index is None else f" · class {query.class_index}"
+    title = f"{reports.name} v{reports.version} · {reports.method} · n = {reports.n_samples}"
+    return render_reliability_diagram(
+        reports.calibrated, reports.raw, title=title + which, image_format=image_format
+    )
+
+
+def _reports(
+    probabilities: NDArray[np.float64],
+    scores: NDArray[np.float64],
+    labels: NDArray[np.int64],
+    weights: NDArray[np.float64],
+    query: Query,
+    source: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The calibrated and the raw reliability reports of one labelled batch; errors in the
+    query's options are located in ``source`` (``"query"`` or ``"body"``)."""
+    options: dict[str, Any] = {
+        "n_bins": query.n_bins,
+        "strategy": query.strategy,
+        "class_index": query.class_index,
+    }
+    try:
+        calibrated = reliability_report(probabilities, labels, weights, **options)
+        raw = reliability_report(raw_as_probabilities(scores), labels, weights, **options)
+    except CalibrationError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise invalid((source, field), message or str(exc)) from None
+    return calibrated, raw

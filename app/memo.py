@@ -1,0 +1,80 @@
+"""A bounded, thread-safe memo of immutable results, computed once per key.
+
+What a stored version yields (its reliability report for a query, its diagram, its decoded
+fitting batch) never changes: the version's row id is never reused, so a key that starts
+with it names one result forever. :class:`Memo` keeps the most recently used results up to
+a capacity, and computes a missing one once however many requests ask for it at the same
+time (the others wait for it), so eight concurrent requests for one diagram cost one
+computation, not eight.
+
+A memo made with ``weak=True`` keeps a result only while someone still uses it: large
+intermediate results (a decoded 10^7-row batch) are shared by the computations running at
+the same time, and freed with the last of them.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, MutableMapping
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+class Memo(Generic[V]):
+    """An LRU of at most ``capacity`` results, with one computation per missing key."""
+
+    def __init__(self, capacity: int, *, weak: bool = False) -> None:
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._entries: MutableMapping[Hashable, V] = (
+            weakref.WeakValueDictionary() if weak else OrderedDict()
+        )
+        self._computing: dict[Hashable, threading.Lock] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> V | None:
+        """The result for ``key`` if present (and now the most recently used)."""
+        with self._lock:
+            return self._hit(key)
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], V]) -> V:
+        """The result for ``key``, computing it if missing; concurrent callers with the same
+        key wait for one computation (if it raises, the next waiter tries its own)."""
+        with self._lock:
+            found = self._hit(key)
+            if found is not None:
+                return found
+            gate = self._computing.setdefault(key, threading.Lock())
+        with gate:
+            with self._lock:
+                found = self._hit(key)
+                if found is not None:
+                    return found
+                self.misses += 1
+            try:
+                value = compute()
+                self.put(key, value)
+            finally:
+                with self._lock:
+                    self._computing.pop(key, None)
+            return value
+
+    def put(self, key: Hashable, value: V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            if isinstance(self._entries, OrderedDict):
+                self._entries.move_to_end(key)
+                while len(self._entries) > self._capacity:
+                    self._entries.popitem(last=False)
+
+    def _hit(self, key: Hashable) -> V | None:
+        value = self._entries.get(key)
+        if value is not None:
+            if isinstance(self._entries, OrderedDict):
+                self._entries.move_to_end(key)
+            self.hits += 1
+        return value

@@ -1,0 +1,194 @@
+"""CPU-heavy work off the event loop, within bounds: how many at once, how long, for whom.
+
+Parsing a large body, fitting, cross-validating, diagnosing and drawing take seconds on a
+large batch. Run on the event loop, they stall every other request of the worker (``/healthz``
+included, and the container's health check with it); run without a bound, a handful of them
+exhaust the cores and the memory. So every such job goes through one :class:`WorkPool`:
+
+- at most ``workers`` jobs run at once (``CALIBRATION_MAX_CONCURRENT_FITS``), each in a
+  thread of the pool's own (numpy and scipy release the GIL in their kernels);
+- at most ``queue`` more wait for a thread; past that a request is refused at once with
+  :class:`Busy` (503 with ``Retry-After``), before its body is even read;
+- a job has a time budget (``CALIBRATION_FIT_TIMEOUT_SECONDS``) from when it starts, and is
+  abandoned when its client disconnects.
+
+Threads cannot be killed, so abandoning is cooperative: the job's code calls
+:func:`checkpoint` between its steps (every fold, every candidate, every grid point), which
+raises :class:`Abandoned` once the budget is spent or the client has gone. The route always
+waits for the job itself to end, so its answer says what happened: a job that got past its
+last checkpoint before the deadline completes (a fit is stored and answers 201), one stopped
+at a checkpoint stored nothing and answers 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar
+
+from app.errors import Busy, ClientGone, OverBudget
+
+logger = logging.getLogger("app.work")
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Abandoned(Exception):
+    """Raised by :func:`checkpoint` in a job whose budget is spent or whose client left."""
+
+
+@dataclass
+class Budget:
+    """When the running job must stop, and whether its client has gone."""
+
+    seconds: float
+    deadline: float = float("inf")
+    gone: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> None:
+        self.deadline = time.monotonic() + self.seconds
+
+    def check(self) -> None:
+        if self.gone.is_set():
+            raise Abandoned("the client disconnected")
+        if time.monotonic() > self.deadline:
+            raise Abandoned(f"the job ran past its budget of {self.seconds:g} s")
+
+
+_budget: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("budget", default=None)
+
+
+def checkpoint() -> None:
+    """Stop the current job here (:class:`Abandoned`) if it is over budget or unwanted.
+
+    Free outside a pooled job; call it between steps of long computations, never inside a
+    step (it is cheap, but a step is what is lost when it fires).
+    """
+    budget = _budget.get()
+    if budget is not None:
+        budget.check()
+
+
+def in_context(function: Callable[P, T]) -> Callable[P, T]:
+    """``function`` run in a copy of the caller's context: helper threads (joblib's) then
+    see the job's budget, so :func:`checkpoint` works in them too."""
+    context = contextvars.copy_context()
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return context.copy().run(function, *args, **kwargs)
+
+    return run
+
+
+class WorkPool:
+    """The bounded executor of one process (see the module docstring)."""
+
+    def __init__(self, workers: int, queue: int, budget_seconds: float) -> None:
+        self.workers = workers
+        self.capacity = workers + queue
+        self.budget_seconds = budget_seconds
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="work")
+        self._admitted = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def admit(self) -> Iterator[None]:
+        """A place for one job, held until the block ends: taken before the request's body
+        is read, so a full pool refuses (:class:`Busy`) without reading 64 MiB for nothing."""
+        with self._lock:
+            if self._admitted >= self.capacity:
+                waiting = self._admitted - self.workers
+                raise Busy(
+                    f"all {self.workers} workers are busy and {waiting} jobs are waiting; "
+                    "retry shortly"
+                )
+            self._admitted += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._admitted -= 1
+
+    async def run(
+        self,
+        gone: Callable[[], Awaitable[object]] | None,
+        function: Callable[P, T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """:meth:`admit`, then :meth:`supervise`: for a request that holds no body."""
+        with self.admit():
+            return await self.supervise(gone, function, *args, **kwargs)
+
+    async def supervise(
+        self,
+        gone: Callable[[], Awaitable[object]] | None,
+        function: Callable[P, T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``function(*args, **kwargs)`` in a pooled thread under a budget, once admitted.
+
+        ``gone`` is awaited alongside the job and returns when the client disconnects (the
+        ASGI ``receive``, once the body has been read): the job is then abandoned.
+
+        Raises
+        ------
+        OverBudget
+            When the job stopped at a checkpoint past its budget.
+        ClientGone
+            When it stopped because its client disconnected.
+        """
+        budget = Budget(self.budget_seconds)
+
+        def job() -> T:
+            budget.start()
+            _budget.set(budget)
+            return function(*args, **kwargs)
+
+        context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._executor, context.run, job)
+        watcher = asyncio.ensure_future(_wait_gone(gone)) if gone is not None else None
+        try:
+            if watcher is not None:
+                waited: set[asyncio.Future[Any]] = {future, watcher}
+                await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+                if watcher.done() and not future.done():
+                    budget.gone.set()
+            # The job's own end is the answer, whatever happened meanwhile (see above).
+            return await future
+        except asyncio.CancelledError:
+            budget.gone.set()  # the request itself was cancelled (shutdown): stop the job
+            raise
+        except Abandoned as exc:
+            if budget.gone.is_set():
+                logger.info("abandoned a job: %s", exc)
+                raise ClientGone(str(exc)) from None
+            raise OverBudget(
+                f"{exc}; nothing was stored. Send a smaller batch, fewer folds or a "
+                "simpler method, or raise CALIBRATION_FIT_TIMEOUT_SECONDS"
+            ) from None
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    def close(self) -> None:
+        """Stop taking jobs; wait for the running ones (at shutdown)."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+async def _wait_gone(gone: Callable[[], Awaitable[object]]) -> None:
+    """Return once ``gone`` reports a disconnect (other ASGI messages are ignored)."""
+    while True:
+        message = await gone()
+        if not isinstance(message, dict) or message.get("type") == "http.disconnect":
+            return
