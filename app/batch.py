@@ -6,14 +6,13 @@ first offending index, so that the error names it (``scores[17] is NaN``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration import BINARY_ONLY, METHODS, MULTICLASS_ONLY
-from app.errors import FieldError, InvalidInput
+from app.errors import PayloadTooLarge, invalid
 
 
 @dataclass(frozen=True)
@@ -39,21 +38,6 @@ class Batch:
     @property
     def n_positive(self) -> int:
         return int(np.count_nonzero(self.labels == 1)) if not self.is_multiclass else 0
-
-
-def invalid(loc: Sequence[str | int], msg: str) -> InvalidInput:
-    """A 422 whose detail reads ``field[index] msg``."""
-    where = describe_loc(loc)
-    return InvalidInput(f"{where} {msg}", errors=(FieldError(tuple(loc), msg),))
-
-
-def describe_loc(loc: Sequence[str | int]) -> str:
-    """``("body", "scores", 17)`` → ``scores[17]``."""
-    parts = [p for p in loc if p not in ("body", "query")]
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "body"
 
 
 def first_true(mask: NDArray[np.bool_]) -> int:
@@ -91,8 +75,6 @@ def validate_batch(
     if n == 0:
         raise invalid(("body", "scores"), "is empty; a batch needs at least one pair")
     if n > max_rows:
-        from app.errors import PayloadTooLarge
-
         raise PayloadTooLarge(f"the batch has {n} rows; the limit is {max_rows}")
     if labels.shape[0] != n:
         raise invalid(("body", "labels"), f"has {labels.shape[0]} values but scores has {n}")

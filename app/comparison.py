@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.batch import invalid
+from app.errors import invalid
 
 MAX_COMPARED = 50
 HIGHER_IS_BETTER = frozenset({"auc", "accuracy"})

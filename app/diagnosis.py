@@ -16,12 +16,12 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from app.batch import Batch, invalid
+from app.batch import Batch
 from app.calibration import CalibrationError
 from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_report
 from app.comparison import MAX_COMPARED, rank
 from app.diagrams import render_reliability_diagram
-from app.errors import InvalidInput, StoredDataCorrupt
+from app.errors import InvalidInput, StoredDataCorrupt, invalid
 from app.memo import Memo
 from app.resolver import Selector, VersionResolver
 from app.store import ArtifactError, Database, StoredBatch, VersionRecord, decode_batch

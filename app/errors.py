@@ -131,3 +131,18 @@ class StoredDataCorrupt(ServiceError):
 
     status = 500
     title = "Stored version is corrupt"
+
+
+def invalid(loc: Sequence[str | int], msg: str) -> InvalidInput:
+    """A 422 whose detail reads ``field[index] msg``."""
+    where = describe_loc(loc)
+    return InvalidInput(f"{where} {msg}", errors=(FieldError(tuple(loc), msg),))
+
+
+def describe_loc(loc: Sequence[str | int]) -> str:
+    """``("body", "scores", 17)`` → ``scores[17]``."""
+    parts = [p for p in loc if p not in ("body", "query")]
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "body"

@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from app.batch import check_scores, invalid
+from app.batch import check_scores
 from app.calibration.base import CalibrationError, Calibrator
 from app.calibration.multiclass import MulticlassCalibrator
+from app.errors import invalid
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from app.batch import Batch, check_method_fits_batch, invalid
+from app.batch import Batch, check_method_fits_batch
 from app.calibration import (
     CalibrationError,
     IntervalCalibrator,
@@ -27,7 +27,7 @@ from app.calibration import (
 from app.calibration.diagnostics import headline, raw_as_probabilities
 from app.calibration.methods import CAPABILITIES
 from app.diagnosis import Diagnosis
-from app.errors import FieldError, InvalidInput
+from app.errors import FieldError, InvalidInput, invalid
 from app.observability import record_fit, record_predictions
 from app.predictors import LoadedVersion
 from app.resolver import Selector, VersionResolver

@@ -8,10 +8,10 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import orjson
 from fastapi import Depends, Path, Request
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
-from app.batch import invalid
-from app.errors import NotFound, PayloadTooLarge
+from app.errors import ClientGone, NotFound, PayloadTooLarge, invalid
 from app.resolver import Selector
 from app.service import CalibrationService
 
@@ -87,11 +87,14 @@ async def read_body(request: Request) -> bytes:
         raise PayloadTooLarge(f"the body has {declared} bytes; the limit is {limit}")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"the body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"the body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # not a server error: logged and counted as 499
+        raise ClientGone(f"the client disconnected after sending {size} bytes") from None
     body = b"".join(chunks)
     request._body = body  # so that request.form() can parse what was read
     return body

@@ -71,14 +71,16 @@ class FastPredict:
 
 
 def _content_length(scope: Scope) -> int | None:
-    json = False
+    """The declared length of a JSON body; None (the regular route decides) for anything
+    else, including a request with two Content-Type headers."""
+    types = []
     length = None
     for key, value in scope["headers"]:
         if key == b"content-type":
-            json = value.split(b";", 1)[0].strip().lower() == b"application/json"
+            types.append(value.split(b";", 1)[0].strip().lower())
         elif key == b"content-length" and value.isdigit():
             length = int(value)
-    return length if json else None
+    return length if types == [b"application/json"] else None
 
 
 async def _read(receive: Receive, length: int) -> tuple[bytes, bool]:
@@ -123,6 +125,8 @@ def _answer(service: CalibrationService, name: str, scope: Scope, body: bytes) -
     scores = data.get("scores")
     selector = _selector(data.get("version"), scope["query_string"])
     if not isinstance(scores, list) or selector is None:
+        return None
+    if len(scores) > service.settings.max_batch_rows:
         return None
     loaded = service.cached(name, selector)
     if loaded is None:

@@ -19,8 +19,7 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-from app.batch import invalid
-from app.errors import MalformedBody, UnsupportedMediaType
+from app.errors import MalformedBody, UnsupportedMediaType, invalid
 
 JSON_TYPES = ("application/json",)
 CSV_TYPES = ("text/csv", "application/csv", "text/plain")

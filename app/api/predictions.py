@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from app.batch import invalid
 from app.diagnosis import MEDIA_TYPES, ImageFormat, Reports
 from app.diagnosis import Query as DiagnosisQuery
+from app.errors import invalid
 from app.resolver import Selector
 from app.service import CalibrationService, Prediction
 

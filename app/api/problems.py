@@ -18,8 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from app.batch import describe_loc
-from app.errors import FieldError, ServiceError
+from app.errors import FieldError, ServiceError, describe_loc
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("app.errors")

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from app.batch import invalid
+from app.errors import invalid
 from app.service import CalibrationService
+from app.store.records import MAX_TAGS
 
 from .calibrators import version_document
 from .deps import (
@@ -29,7 +30,7 @@ from .payloads import (
     parse_json_object,
     require_media_type,
 )
-from .requests import MAX_DESCRIPTION, MAX_TAGS, check_keys, labelled_batch
+from .requests import MAX_DESCRIPTION, check_keys, labelled_batch
 from .responses import ERRORS, body_doc
 from .schemas import AliasRequest, CompareOut, CompareRequest, VersionOut, VersionPatch
 

@@ -12,8 +12,9 @@ from fastapi import Request
 from numpy.typing import NDArray
 from starlette.datastructures import UploadFile
 
-from app.batch import Batch, invalid, validate_batch
-from app.errors import PayloadTooLarge
+from app.batch import Batch, validate_batch
+from app.errors import PayloadTooLarge, invalid
+from app.store.records import MAX_TAGS
 
 from .payloads import (
     CSV_TYPES,
@@ -29,7 +30,6 @@ from .payloads import (
 
 FIT_FIELDS = ("scores", "labels", "sample_weight", "method", "params", "description", "tags")
 MAX_DESCRIPTION = 10_000
-MAX_TAGS = 100
 
 
 @dataclass(frozen=True)

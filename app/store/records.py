@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+MAX_TAGS = 100
+"""Tags one version may carry, whether given at fit or merged in by PATCH."""
+
 
 @dataclass(frozen=True)
 class NewVersion:

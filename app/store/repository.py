@@ -17,7 +17,7 @@ from typing import Literal
 from sqlalchemy import ColumnElement, delete, func, select, update
 from sqlalchemy.orm import InstrumentedAttribute
 
-from app.errors import Conflict, NotFound
+from app.errors import Conflict, NotFound, invalid
 from app.store.aliases import AliasOperations
 from app.store.artifacts import sha256_hex
 from app.store.models import Alias, Calibrator, Version, VersionBlob, as_stored_json
@@ -30,7 +30,7 @@ from app.store.queries import (
     utc_now,
     version_record,
 )
-from app.store.records import CalibratorSummary, NewVersion, VersionRecord
+from app.store.records import MAX_TAGS, CalibratorSummary, NewVersion, VersionRecord
 
 Selector = int | Literal["latest"] | str
 """A version number, ``"latest"``, or an alias name."""
@@ -214,7 +214,14 @@ class Repository(AliasOperations):
             row.description = description
         if tags:
             merged = {**row.tags, **{k: v for k, v in tags.items() if v is not None}}
-            row.tags = {k: v for k, v in merged.items() if tags.get(k, "") is not None}
+            merged = {k: v for k, v in merged.items() if tags.get(k, "") is not None}
+            if len(merged) > MAX_TAGS:
+                raise invalid(
+                    ("body", "tags"),
+                    f"would leave v{record.version} with {len(merged)} tags; the limit is "
+                    f"{MAX_TAGS} (a null value deletes a key)",
+                )
+            row.tags = merged
         self._session.flush()
         return version_record(name, row, record.aliases)
 

@@ -1,0 +1,141 @@
+"""The smaller defects of issue 10, one regression test each: a request's answer never
+depends on which path served it, and a request costs what its limits allow."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from app.store import Database
+
+from .helpers import assert_problem, sigmoid_batch
+
+BASE = "/v1/calibrators/churn"
+
+
+@pytest.fixture
+def fitted(client: TestClient) -> TestClient:
+    r = client.post(f"{BASE}/fit", json={**sigmoid_batch(), "method": "platt"})
+    assert r.status_code == 201, r.text
+    return client
+
+
+@pytest.mark.parametrize(
+    ("types", "status"),
+    [(["application/json", "text/csv"], 200), (["text/csv", "application/json"], 415)],
+)
+def test_two_content_types_get_one_answer_on_every_path(
+    fitted: TestClient, types: list[str], status: int
+) -> None:
+    headers = [("content-type", kind) for kind in types]
+    statuses = set()
+    for _ in range(3):  # the first loads the version; the next would take the hot path
+        r = fitted.post(f"{BASE}/predict", content=b'{"scores": [0.5]}', headers=headers)
+        statuses.add(r.status_code)
+    assert statuses == {status}
+
+
+def test_a_patch_cannot_merge_past_the_tag_limit(fitted: TestClient) -> None:
+    first = {f"a{i}": "x" for i in range(60)}
+    assert fitted.patch(f"{BASE}/versions/1", json={"tags": first}).status_code == 200
+    more = {f"b{i}": "y" for i in range(41)}
+    assert_problem(
+        fitted.patch(f"{BASE}/versions/1", json={"tags": more}), 422, "101 tags", "100"
+    )
+    assert len(fitted.get(f"{BASE}/versions/1").json()["tags"]) == 60
+    swap = {**{f"a{i}": None for i in range(41)}, **more}  # deletions count first
+    assert fitted.patch(f"{BASE}/versions/1", json={"tags": swap}).status_code == 200
+    assert len(fitted.get(f"{BASE}/versions/1").json()["tags"]) == 60
+
+
+@pytest.mark.parametrize(
+    ("accept", "media"),
+    [
+        ("image/png;q=0, application/json", "application/json"),
+        ("image/png;q=0", "application/json"),
+        ("application/json;q=0.5, image/svg+xml", "image/svg+xml"),
+        ("application/json, image/png", "application/json"),
+        ("image/png;q=0.9, image/svg+xml", "image/svg+xml"),
+        ("image/*", "image/png"),
+    ],
+)
+def test_accept_quality_values_choose_the_answer(
+    fitted: TestClient, accept: str, media: str
+) -> None:
+    r = fitted.post(
+        f"{BASE}/versions/1/diagnostics", json=sigmoid_batch(seed=3), headers={"accept": accept}
+    )
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith(media)
+
+
+def test_predict_refuses_more_rows_than_the_batch_limit(
+    settings: Settings, database: Database
+) -> None:
+    app = create_app(settings.model_copy(update={"max_batch_rows": 1000}), database=database)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        client.post(f"{BASE}/fit", json={**sigmoid_batch(), "method": "platt"})
+        assert client.post(f"{BASE}/predict", json={"scores": [0.1] * 1000}).status_code == 200
+        assert_problem(
+            client.post(f"{BASE}/predict", json={"scores": [0.1] * 1001}), 413, "1001", "1000"
+        )
+
+
+def test_a_full_pool_answers_503_with_retry_after_before_reading_the_body(
+    settings: Settings, database: Database
+) -> None:
+    tight = settings.model_copy(update={"max_concurrent_fits": 1, "max_queued_fits": 0})
+    app = create_app(tight, database=database)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        with client.app.state.service.work.admit():  # type: ignore[attr-defined]
+            r = client.post(f"{BASE}/fit", json={**sigmoid_batch(), "method": "platt"})
+            assert_problem(r, 503, "busy")
+            assert r.headers["retry-after"].isdigit()
+            assert r.headers["connection"] == "close"  # the body was never read
+        assert client.post(f"{BASE}/fit", json=sigmoid_batch()).status_code == 201
+
+
+def test_a_client_that_leaves_mid_body_is_no_server_error(
+    settings: Settings, database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(settings, database=database)
+    sent: list[dict[str, Any]] = []
+    messages = [
+        {"type": "http.request", "body": b'{"scores": [0.1, 0.', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": f"{BASE}/fit",
+        "raw_path": f"{BASE}/fit".encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"9999")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
+    }
+
+    async def lifespan_and_request() -> None:
+        async with app.router.lifespan_context(app):
+            await app(scope, receive, send)
+
+    asyncio.run(lifespan_and_request())
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    assert start["status"] == 499
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
