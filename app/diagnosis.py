@@ -23,8 +23,8 @@ from app.comparison import MAX_COMPARED, rank
 from app.diagrams import render_reliability_diagram
 from app.errors import InvalidInput, StoredDataCorrupt, invalid
 from app.memo import Memo
-from app.resolver import Selector, VersionResolver
 from app.store import ArtifactError, Database, StoredBatch, VersionRecord, decode_batch
+from app.version_cache import Selector, VersionCache
 
 Strategy = Literal["uniform", "quantile"]
 ImageFormat = Literal["png", "svg"]
@@ -60,7 +60,7 @@ class Reports:
 class Diagnosis:
     """Reports, diagrams and comparisons of stored versions."""
 
-    def __init__(self, database: Database, versions: VersionResolver) -> None:
+    def __init__(self, database: Database, versions: VersionCache) -> None:
         self.database = database
         self.versions = versions
         self.reports: Memo[Reports] = Memo(REPORTS_KEPT)

@@ -28,9 +28,8 @@ from app.calibration.diagnostics import headline, raw_as_probabilities
 from app.calibration.methods import CAPABILITIES
 from app.diagnosis import Diagnosis
 from app.errors import FieldError, InvalidInput, invalid
+from app.loaded import LoadedVersion
 from app.observability import record_fit, record_predictions
-from app.predictors import LoadedVersion
-from app.resolver import Selector, VersionResolver
 from app.settings import Settings
 from app.store import (
     CalibratorSummary,
@@ -40,6 +39,7 @@ from app.store import (
     encode_artifact,
     encode_batch,
 )
+from app.version_cache import Selector, VersionCache
 from app.work import WorkPool
 
 logger = logging.getLogger("app.service")
@@ -74,8 +74,7 @@ class CalibrationService:
     def __init__(self, database: Database, settings: Settings) -> None:
         self.database = database
         self.settings = settings
-        self.versions = VersionResolver(database, settings)
-        self.loaded = self.versions.loaded
+        self.versions = VersionCache(database, settings.latest_refresh_seconds)
         self.diagnosis = Diagnosis(database, self.versions)
         self.work = WorkPool(
             settings.max_concurrent_fits, settings.max_queued_fits, settings.fit_timeout_seconds
@@ -133,7 +132,7 @@ class CalibrationService:
         )
         with self.database.transaction(write=True) as repo:
             record = repo.create_version(name, new)
-        self.loaded.put(
+        self.versions.fitted(
             LoadedVersion(
                 record.id,
                 name,
@@ -144,7 +143,6 @@ class CalibrationService:
                 state,
             )
         )
-        self.loaded.remember_label(name, "latest", record.version)
         record_fit(method, time.perf_counter() - started)
         logger.info(
             "fitted %s v%d with %s on %d pairs",
@@ -176,7 +174,7 @@ class CalibrationService:
     def delete_version(self, name: str, version: int, *, force: bool = False) -> None:
         with self.database.transaction(write=True) as repo:
             repo.delete_version(name, version, force=force)
-        self.loaded.forget(name, version)
+        self.versions.forget(name, version)
 
     def update_version(
         self,
@@ -196,13 +194,13 @@ class CalibrationService:
         with self.database.transaction(write=True) as repo:
             repo.set_alias(name, alias, version)
             record = repo.get_version(name, version)
-        self.loaded.remember_label(name, alias, version)
+        self.versions.aliased(name, alias, version)
         return VersionView(record=record, fitted=self._load(record).state)
 
     def delete_alias(self, name: str, alias: str) -> None:
         with self.database.transaction(write=True) as repo:
             repo.delete_alias(name, alias)
-        self.loaded.forget(name)
+        self.versions.forget(name)
 
     def calibrator_aliases(self, name: str) -> dict[str, int]:
         with self.database.transaction() as repo:
@@ -217,7 +215,7 @@ class CalibrationService:
     def delete_calibrator(self, name: str) -> None:
         with self.database.transaction(write=True) as repo:
             repo.delete_calibrator(name)
-        self.loaded.forget(name)
+        self.versions.forget(name)
 
     def ready(self) -> bool:
         return self.database.ping()
@@ -230,12 +228,20 @@ class CalibrationService:
         scores: NDArray[np.float64],
         *,
         intervals: tuple[str, ...] | None = None,
-    ) -> Prediction:
+        cached_only: bool = False,
+    ) -> Prediction | None:
         """Calibrated probabilities from the selected version, in input order (counted as
         served: ``calibration_predictions_total``). ``intervals``, the location the client
         asked for them in (``("body", "intervals")`` or the query's), adds each score's
-        probability interval (n x 2, or n x k x 2) for methods that give one; else 422."""
-        loaded = self.resolve(name, selector)
+        probability interval (n x 2, or n x k x 2) for methods that give one; else 422.
+
+        With ``cached_only``, None when the version cannot be served without waiting for the
+        database (the hot path then hands the request to the regular route)."""
+        loaded = (
+            self.versions.cached(name, selector) if cached_only else self.resolve(name, selector)
+        )
+        if loaded is None:
+            return None
         if intervals is not None and not CAPABILITIES[loaded.method].intervals:
             giving = ", ".join(m for m, c in CAPABILITIES.items() if c.intervals)
             raise invalid(
@@ -251,12 +257,8 @@ class CalibrationService:
         record_predictions(loaded.method, len(scores))
         return Prediction(name, loaded.version, probabilities, pairs)
 
-    def cached(self, name: str, selector: Selector) -> LoadedVersion | None:
-        """See :meth:`app.resolver.VersionResolver.cached`: no database wait, or None."""
-        return self.versions.cached(name, selector)
-
     def resolve(self, name: str, selector: Selector) -> LoadedVersion:
-        """The loaded calibrator for a selector (see :class:`app.resolver.VersionResolver`)."""
+        """The loaded calibrator for a selector (see :class:`app.version_cache.VersionCache`)."""
         return self.versions.resolve(name, selector)
 
     def _load(self, record: VersionRecord) -> LoadedVersion:

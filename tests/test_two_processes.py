@@ -30,7 +30,13 @@ def replicas(postgres_server: PostgresServer, tmp_path: Path) -> Iterator[list[S
     started: list[Service] = []
     try:
         started = [
-            Service(postgres_server.url(database), tmp_path / f"serve-{i}.log") for i in range(2)
+            # A queue deep enough for FITS at once: the numbering is under test, not the bound.
+            Service(
+                postgres_server.url(database),
+                tmp_path / f"serve-{i}.log",
+                CALIBRATION_MAX_QUEUED_FITS="64",
+            )
+            for i in range(2)
         ]
         for service in started:
             service.wait_until_ready()

@@ -12,8 +12,8 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from app.errors import ClientGone, NotFound, PayloadTooLarge, invalid
-from app.resolver import Selector
 from app.service import CalibrationService
+from app.version_cache import Selector
 
 from .schemas import NAME_PATTERN
 

@@ -1,12 +1,12 @@
 """The hot path of ``POST /v1/calibrators/{name}/predict``, in plain ASGI.
 
 Model servers call predict on every request they serve, so its overhead is their latency.
-When a small JSON request names a version that is loaded and confirmed fresh (see
-:mod:`app.predictors`), this middleware answers it directly: orjson in, the kernel, orjson
-out, without FastAPI's routing, dependency solving or the threadpool hop. Anything else — a
-cache miss that needs the database, a large body, any doubt about the input — is handed,
-body and all, to the regular route, which validates it and answers errors as problem+json.
-The answer is the same either way; only the time it takes differs.
+When a small JSON request names a version that may be served from memory (the freshness
+policy of :mod:`app.version_cache`), this middleware answers it directly, without FastAPI's
+routing, dependency solving or the threadpool hop. It runs the very function the regular
+route runs (:func:`app.api.predictions.answer_predict`), so the answer is the same either
+way; anything that function cannot answer from memory — a cache miss that needs the
+database, a large body, an error to report — is handed, body and all, to the regular route.
 """
 
 from __future__ import annotations
@@ -15,16 +15,13 @@ import re
 from collections.abc import Callable
 from urllib.parse import parse_qsl
 
-import numpy as np
-import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.observability import record_predictions
-from app.resolver import Selector
 from app.service import CalibrationService
 
+from .predictions import answer_predict
+
 _PATH = re.compile(r"^/v1/calibrators/([A-Za-z0-9][A-Za-z0-9._-]{0,127})/predict$")
-_DIGITS = re.compile(r"^[0-9]{1,18}$")
 FAST_MAX_BYTES = 64 * 1024
 """Larger bodies take the regular route, whose kernel runs off the event loop."""
 
@@ -52,7 +49,7 @@ class FastPredict:
         body, more = await _read(receive, length)
         try:
             answer = None if more else _answer(service, match.group(1), scope, body)
-        except Exception:  # any doubt: the regular route answers (and reports errors properly)
+        except Exception:  # any doubt: the regular route answers, and reports any error
             answer = None
         if answer is None:
             await self.app(scope, _replay(body, more, receive), send)
@@ -115,55 +112,10 @@ def _replay(body: bytes, more: bool, receive: Receive) -> Receive:
 
 
 def _answer(service: CalibrationService, name: str, scope: Scope, body: bytes) -> bytes | None:
-    """The response body, or None when the regular route should decide."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
+    """The response body, or None when the regular route should decide (a query parameter
+    other than one ``version``, a version not served from memory, any error)."""
+    query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+    if any(key != "version" for key, _ in query) or len(query) > 1:
         return None
-    if not isinstance(data, dict) or not data.keys() <= {"scores", "version"}:
-        return None
-    scores = data.get("scores")
-    selector = _selector(data.get("version"), scope["query_string"])
-    if not isinstance(scores, list) or selector is None:
-        return None
-    if len(scores) > service.settings.max_batch_rows:
-        return None
-    loaded = service.cached(name, selector)
-    if loaded is None:
-        return None
-    array = np.asarray(scores)
-    expected_ndim = 1 if loaded.n_classes == 2 else 2
-    if array.dtype.kind not in "fi" or array.ndim != expected_ndim:
-        return None
-    if array.ndim == 2 and array.shape[1] != loaded.n_classes:
-        return None
-    array = array.astype(np.float64, copy=False)
-    if not np.isfinite(array).all():
-        return None
-    probabilities = loaded.calibrator.predict(array)
-    record_predictions(loaded.method, len(array))
-    return orjson.dumps(
-        {"name": name, "version": loaded.version, "probabilities": probabilities},
-        option=orjson.OPT_SERIALIZE_NUMPY,
-    )
-
-
-def _selector(in_body: object, query_string: bytes) -> Selector | None:
-    """The selector from the body or the query (None when they disagree or look odd)."""
-    in_query = None
-    if query_string:
-        pairs = parse_qsl(query_string.decode("latin-1"))
-        if any(key != "version" for key, _ in pairs) or len(pairs) > 1:
-            return None
-        in_query = pairs[0][1] if pairs else None
-    if in_body is not None and (isinstance(in_body, bool) or not isinstance(in_body, int | str)):
-        return None
-    text = str(in_body) if in_body is not None else in_query
-    if in_body is not None and in_query is not None and text != in_query:
-        return None
-    if text is None:
-        return "latest"
-    if _DIGITS.match(text):
-        number = int(text)
-        return number if number >= 1 else None
-    return text
+    version = query[0][1] if query else None
+    return answer_predict(service, name, "application/json", body, version, None, cached_only=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
@@ -11,8 +12,8 @@ from starlette.responses import Response
 from app.diagnosis import MEDIA_TYPES, ImageFormat, Reports
 from app.diagnosis import Query as DiagnosisQuery
 from app.errors import invalid
-from app.resolver import Selector
-from app.service import CalibrationService, Prediction
+from app.service import CalibrationService
+from app.version_cache import Selector
 
 from .deps import (
     NameParam,
@@ -68,28 +69,29 @@ async def predict(
     with `intervals`, a `venn_abers` version also answers each score's interval [p0, p1]."""
     body = await read_body(request)
     content_type = request.headers.get("content-type")
-    prediction = await run_in_threadpool(
-        _predict, service, name, content_type, body, version, intervals
+    answer = await run_in_threadpool(
+        answer_predict, service, name, content_type, body, version, intervals
     )
-    answer: dict[str, Any] = {
-        "name": name,
-        "version": prediction.version,
-        "probabilities": prediction.probabilities,
-    }
-    if prediction.intervals is not None:
-        answer["intervals"] = prediction.intervals
-    return json_response(answer)
+    assert answer is not None  # only the hot path's cached_only gives None
+    return Response(answer, media_type="application/json")
 
 
-def _predict(
+def answer_predict(
     service: CalibrationService,
     name: str,
     content_type: str | None,
     body: bytes,
     version: str | None,
     intervals: bool | None,
-) -> Prediction:
-    """Parse and predict, off the event loop (a body may hold millions of scores)."""
+    *,
+    cached_only: bool = False,
+) -> bytes | None:
+    """The answer to a predict request: parsed, validated, predicted, written as JSON.
+
+    The one predict path: the route runs it off the event loop (a body may hold millions of
+    scores); the hot path (:mod:`app.api.fast_predict`) runs it inline for small bodies with
+    ``cached_only``, and hands the request to the route when it gives None or raises.
+    """
     args = parse_predict(content_type, body, service.settings.max_batch_rows)
     if args.version is not None and version is not None and args.version != version:
         raise invalid(("body", "version"), f"is {args.version!r} but the query says {version!r}")
@@ -100,7 +102,19 @@ def _predict(
     asked = (
         ("body", "intervals") if args.intervals else ("query", "intervals") if intervals else None
     )
-    return service.predict(name, selector, args.scores, intervals=asked)
+    prediction = service.predict(
+        name, selector, args.scores, intervals=asked, cached_only=cached_only
+    )
+    if prediction is None:
+        return None
+    answer: dict[str, Any] = {
+        "name": name,
+        "version": prediction.version,
+        "probabilities": prediction.probabilities,
+    }
+    if prediction.intervals is not None:
+        answer["intervals"] = prediction.intervals
+    return orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def _diagnostics(reports: Reports, query: DiagnosisQuery) -> Response:

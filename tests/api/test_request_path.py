@@ -44,9 +44,7 @@ def test_a_patch_cannot_merge_past_the_tag_limit(fitted: TestClient) -> None:
     first = {f"a{i}": "x" for i in range(60)}
     assert fitted.patch(f"{BASE}/versions/1", json={"tags": first}).status_code == 200
     more = {f"b{i}": "y" for i in range(41)}
-    assert_problem(
-        fitted.patch(f"{BASE}/versions/1", json={"tags": more}), 422, "101 tags", "100"
-    )
+    assert_problem(fitted.patch(f"{BASE}/versions/1", json={"tags": more}), 422, "101 tags", "100")
     assert len(fitted.get(f"{BASE}/versions/1").json()["tags"]) == 60
     swap = {**{f"a{i}": None for i in range(41)}, **more}  # deletions count first
     assert fitted.patch(f"{BASE}/versions/1", json={"tags": swap}).status_code == 200

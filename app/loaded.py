@@ -1,0 +1,59 @@
+"""A stored version, decoded and ready to predict: what the version cache holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.batch import check_scores
+from app.calibration.base import CalibrationError, Calibrator
+from app.calibration.multiclass import MulticlassCalibrator
+from app.errors import invalid
+
+
+@dataclass(frozen=True)
+class LoadedVersion:
+    """A version ready to predict: its row id (never reused), method, number of classes and
+    fitted calibrator (binary: vectors in and out; multiclass: n x k matrices)."""
+
+    version_id: int
+    name: str
+    version: int
+    method: str
+    n_classes: int
+    calibrator: Calibrator | MulticlassCalibrator
+    state: dict[str, Any]
+
+    def checked_predict(self, scores: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The probabilities for scores of the version's shape, all finite (else 422)."""
+        self.check_shape(scores)
+        check_scores(scores)
+        return self.predict(scores)
+
+    def predict(self, scores: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The calibrated probabilities; scores the method refuses (bostrom: rows that are not
+        probability vectors) are a 422 naming ``scores``, never a 500."""
+        try:
+            probabilities: NDArray[np.float64] = self.calibrator.predict(scores)
+        except CalibrationError as exc:
+            raise invalid(("body", "scores"), f"{exc} ({self.name!r} v{self.version})") from None
+        return probabilities
+
+    def check_shape(self, scores: NDArray[np.float64]) -> None:
+        """Vectors for binary versions, n x k matrices for k-class versions (else 422)."""
+        where = f"{self.name!r} v{self.version}"
+        if self.n_classes == 2 and scores.ndim != 1:
+            raise invalid(
+                ("body", "scores"),
+                f"is a matrix but {where} is a binary calibrator; send one score per element",
+            )
+        if self.n_classes > 2 and (scores.ndim != 2 or scores.shape[1] != self.n_classes):
+            shape = "a vector" if scores.ndim == 1 else f"an n x {scores.shape[1]} matrix"
+            raise invalid(
+                ("body", "scores"),
+                f"is {shape} but {where} calibrates {self.n_classes} classes; "
+                f"send an n x {self.n_classes} matrix",
+            )
