@@ -21,7 +21,7 @@ from app.calibration import CalibrationError
 from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_report
 from app.comparison import MAX_COMPARED, rank
 from app.diagrams import render_reliability_diagram
-from app.errors import InvalidInput, StoredDataCorrupt, invalid
+from app.errors import InvalidInput, StoredDataCorrupt, invalid, invalid_in
 from app.memo import Memo
 from app.store import ArtifactError, Database, StoredBatch, VersionRecord, decode_batch
 from app.version_cache import Selector, VersionCache
@@ -194,6 +194,5 @@ def _reports(
         calibrated = reliability_report(probabilities, labels, weights, **options)
         raw = reliability_report(raw_as_probabilities(scores), labels, weights, **options)
     except CalibrationError as exc:
-        field, _, message = str(exc).partition(": ")
-        raise invalid((source, field), message or str(exc)) from None
+        raise invalid_in(source, exc.loc, exc.reason) from None
     return calibrated, raw

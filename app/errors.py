@@ -139,6 +139,15 @@ def invalid(loc: Sequence[str | int], msg: str) -> InvalidInput:
     return InvalidInput(f"{where} {msg}", errors=(FieldError(tuple(loc), msg),))
 
 
+def invalid_in(source: str, loc: Sequence[str | int], msg: str) -> InvalidInput:
+    """A 422 for a field found inside the request's ``source`` (``"body"``, ``"query"``), as
+    :class:`app.calibration.CalibrationError` gives it (``loc`` may be empty: the source
+    as a whole, and then the detail is the message alone)."""
+    if loc:
+        return invalid((source, *loc), msg)
+    return InvalidInput(msg, errors=(FieldError((source,), msg),))
+
+
 def describe_loc(loc: Sequence[str | int]) -> str:
     """``("body", "scores", 17)`` → ``scores[17]``."""
     parts = [p for p in loc if p not in ("body", "query")]

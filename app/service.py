@@ -27,7 +27,7 @@ from app.calibration import (
 from app.calibration.diagnostics import headline, raw_as_probabilities
 from app.calibration.methods import CAPABILITIES
 from app.diagnosis import Diagnosis
-from app.errors import FieldError, InvalidInput, invalid
+from app.errors import invalid, invalid_in
 from app.loaded import LoadedVersion
 from app.observability import record_fit, record_predictions
 from app.settings import Settings
@@ -58,6 +58,7 @@ class CalibratorView:
     summary: CalibratorSummary
     versions: list[VersionRecord]
     total: int
+    aliases: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,9 @@ class CalibrationService:
                 n_jobs=n_jobs,
             )
         except ParamError as exc:
-            raise invalid(("body", "params", exc.field), _after_field(str(exc))) from None
+            raise invalid_in("body", exc.loc, exc.reason) from None
         except CalibrationError as exc:
-            raise InvalidInput(str(exc), errors=(FieldError(("body",), str(exc)),)) from None
+            raise invalid_in("body", exc.loc, exc.reason) from None
         state = outcome.calibrator.state()
         metrics = {
             "cv": headline(outcome.out_of_fold, batch.labels, batch.weights),
@@ -167,9 +168,11 @@ class CalibrationService:
             return repo.list_calibrators(limit, offset, tag)
 
     def get_calibrator(self, name: str, limit: int, offset: int) -> CalibratorView:
+        """The calibrator, a page of its versions and its aliases, from one snapshot."""
         with self.database.transaction() as repo:
             summary, versions, total = repo.get_calibrator(name, limit, offset)
-        return CalibratorView(summary, versions, total)
+            aliases = repo.calibrator_aliases(name)
+        return CalibratorView(summary, versions, total, aliases)
 
     def delete_version(self, name: str, version: int, *, force: bool = False) -> None:
         with self.database.transaction(write=True) as repo:
@@ -201,10 +204,6 @@ class CalibrationService:
         with self.database.transaction(write=True) as repo:
             repo.delete_alias(name, alias)
         self.versions.forget(name)
-
-    def calibrator_aliases(self, name: str) -> dict[str, int]:
-        with self.database.transaction() as repo:
-            return repo.calibrator_aliases(name)
 
     def artifact(self, name: str, selector: Selector) -> tuple[VersionRecord, bytes]:
         """The stored artifact document of a version, byte for byte."""
@@ -268,8 +267,3 @@ class CalibrationService:
         """Stop background work (at shutdown)."""
         self.work.close()
         self.versions.close()
-
-
-def _after_field(message: str) -> str:
-    """``params.targets: must be ...`` → ``must be ...`` (the location is carried separately)."""
-    return message.split(": ", 1)[1] if ": " in message else message

@@ -13,8 +13,9 @@ exhaust the cores and the memory. So every such job goes through one :class:`Wor
   abandoned when its client disconnects.
 
 Threads cannot be killed, so abandoning is cooperative: the job's code calls
-:func:`checkpoint` between its steps (every fold, every candidate, every grid point), which
-raises :class:`Abandoned` once the budget is spent or the client has gone. The route always
+:func:`app.calibration.budget.checkpoint` between its steps (every fold, every candidate,
+every grid point), which raises :class:`~app.calibration.budget.Abandoned` once the budget is
+spent or the client has gone. The route always
 waits for the job itself to end, so its answer says what happened: a job that got past its
 last checkpoint before the deadline completes (a fit is stored and answers 201), one stopped
 at a checkpoint stored nothing and answers 503.
@@ -26,66 +27,20 @@ import asyncio
 import contextvars
 import logging
 import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
+from app.calibration.budget import Abandoned, Budget, checkpoint, enter
 from app.errors import Busy, ClientGone, OverBudget
 
 logger = logging.getLogger("app.work")
 
+__all__ = ["Abandoned", "WorkPool", "checkpoint"]
+
 P = ParamSpec("P")
 T = TypeVar("T")
-
-
-class Abandoned(Exception):
-    """Raised by :func:`checkpoint` in a job whose budget is spent or whose client left."""
-
-
-@dataclass
-class Budget:
-    """When the running job must stop, and whether its client has gone."""
-
-    seconds: float
-    deadline: float = float("inf")
-    gone: threading.Event = field(default_factory=threading.Event)
-
-    def start(self) -> None:
-        self.deadline = time.monotonic() + self.seconds
-
-    def check(self) -> None:
-        if self.gone.is_set():
-            raise Abandoned("the client disconnected")
-        if time.monotonic() > self.deadline:
-            raise Abandoned(f"the job ran past its budget of {self.seconds:g} s")
-
-
-_budget: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("budget", default=None)
-
-
-def checkpoint() -> None:
-    """Stop the current job here (:class:`Abandoned`) if it is over budget or unwanted.
-
-    Free outside a pooled job; call it between steps of long computations, never inside a
-    step (it is cheap, but a step is what is lost when it fires).
-    """
-    budget = _budget.get()
-    if budget is not None:
-        budget.check()
-
-
-def in_context(function: Callable[P, T]) -> Callable[P, T]:
-    """``function`` run in a copy of the caller's context: helper threads (joblib's) then
-    see the job's budget, so :func:`checkpoint` works in them too."""
-    context = contextvars.copy_context()
-
-    def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        return context.copy().run(function, *args, **kwargs)
-
-    return run
 
 
 class WorkPool:
@@ -150,8 +105,7 @@ class WorkPool:
         budget = Budget(self.budget_seconds)
 
         def job() -> T:
-            budget.start()
-            _budget.set(budget)
+            enter(budget)
             return function(*args, **kwargs)
 
         context = contextvars.copy_context()

@@ -46,7 +46,7 @@ from sqlalchemy.pool import NullPool
 from app.errors import DatabaseUnavailable
 from app.settings import Settings
 from app.store import Database
-from app.store.db import CLIENT_GRACE_SECONDS
+from app.store.engines import CLIENT_GRACE_SECONDS
 from app.store.migrate import upgrade
 from tests.api.helpers import assert_problem, sigmoid_batch
 

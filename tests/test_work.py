@@ -9,8 +9,9 @@ import time
 import pytest
 from joblib import Parallel, delayed
 
+from app.calibration.budget import Abandoned, checkpoint, in_context
 from app.errors import Busy, ClientGone, OverBudget
-from app.work import Abandoned, WorkPool, checkpoint, in_context
+from app.work import WorkPool
 
 BOUND = 10.0
 """Generous bound on every wait, so that a broken pool fails instead of hanging."""

@@ -90,10 +90,10 @@ def _fit(service: CalibrationService, name: str, source: FitSource) -> VersionVi
     return service.fit_version(
         name,
         args.batch,
-        method=args.method,
-        params=args.params,
-        description=args.description,
-        tags=args.tags,
+        method=args.options.method,
+        params=args.options.params,
+        description=args.options.description,
+        tags=args.options.tags,
     )
 
 
@@ -158,7 +158,6 @@ async def get_calibrator(
 ) -> Response:
     """The calibrator with its versions, newest first, paginated."""
     view = await run_in_threadpool(service.get_calibrator, name, limit, offset)
-    aliases = await run_in_threadpool(service.calibrator_aliases, name)
     s = view.summary
     return json_response(
         {
@@ -167,7 +166,7 @@ async def get_calibrator(
             "method": s.method,
             "n_versions": s.n_versions,
             "updated_at": s.updated_at,
-            "aliases": aliases,
+            "aliases": view.aliases,
             "versions": [version_summary(v) for v in view.versions],
             "total": view.total,
         }

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel
 from starlette.responses import Response
 
-from app.errors import invalid
 from app.service import CalibrationService
-from app.store.records import MAX_TAGS
 
 from .calibrators import version_document
+from .contracts import AliasBody, CompareBody, PatchBody, validated
 from .deps import (
     AliasParam,
     NameParam,
@@ -30,23 +30,25 @@ from .payloads import (
     parse_json_object,
     require_media_type,
 )
-from .requests import MAX_DESCRIPTION, check_keys, labelled_batch
+from .requests import parse_compare
 from .responses import ERRORS, body_doc
-from .schemas import AliasRequest, CompareOut, CompareRequest, VersionOut, VersionPatch
+from .schemas import CompareOut, VersionOut
 
 router = APIRouter(prefix="/v1", tags=["registry"])
 
+M = TypeVar("M", bound=BaseModel)
 
-async def _json_body(request: Request) -> dict[str, Any]:
+
+async def _json_body(request: Request, contract: type[M]) -> M:
     require_media_type(request.headers.get("content-type"), JSON_TYPES)
-    return parse_json_object(await read_body(request))
+    return validated(contract, parse_json_object(await read_body(request)))
 
 
 @router.put(
     "/calibrators/{name}/aliases/{alias}",
     response_model=VersionOut,
     summary="Point an alias at a version",
-    openapi_extra=body_doc(AliasRequest),
+    openapi_extra=body_doc(AliasBody),
     responses=ERRORS,
 )
 async def put_alias(
@@ -54,12 +56,8 @@ async def put_alias(
 ) -> Response:
     """Create the alias or move it, atomically; answers the version it now points to."""
     check_alias_name(alias)
-    data = await _json_body(request)
-    check_keys(data, ("version",))
-    version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise invalid(("body", "version"), "must be a version number (an integer >= 1)")
-    version = existing_version_number(name, version)
+    data = await _json_body(request, AliasBody)
+    version = existing_version_number(name, data.version)
     view = await run_in_threadpool(service.set_alias, name, alias, version)
     return json_response(version_document(view))
 
@@ -80,7 +78,7 @@ async def delete_alias(name: NameParam, alias: AliasParam, service: ServiceDep) 
     "/calibrators/{name}/versions/{selector}",
     response_model=VersionOut,
     summary="Change a version's description and tags",
-    openapi_extra=body_doc(VersionPatch),
+    openapi_extra=body_doc(PatchBody),
     responses=ERRORS,
 )
 async def patch_version(
@@ -88,35 +86,13 @@ async def patch_version(
 ) -> Response:
     """`description` replaces; `tags` merge, a null value deleting its key. The fitted
     numbers of a version never change."""
-    data = await _json_body(request)
-    check_keys(data, ("description", "tags"))
-    description = data.get("description")
-    if description is not None and not isinstance(description, str):
-        raise invalid(("body", "description"), "must be a string")
-    if description is not None and len(description) > MAX_DESCRIPTION:
-        raise invalid(
-            ("body", "description"),
-            f"has {len(description)} characters; the limit is {MAX_DESCRIPTION}",
-        )
-    tags = data.get("tags")
-    if tags is not None:
-        if not isinstance(tags, dict):
-            raise invalid(("body", "tags"), "must be an object of strings (null deletes a key)")
-        if len(tags) > MAX_TAGS:
-            raise invalid(("body", "tags"), f"has {len(tags)} entries; the limit is {MAX_TAGS}")
-        for key, value in tags.items():
-            if value is not None and not isinstance(value, str):
-                raise invalid(("body", "tags", key), "must be a string or null")
-            if len(key) > 128 or (value is not None and len(value) > 1024):
-                raise invalid(
-                    ("body", "tags", key), "is too long (keys 128, values 1024 characters)"
-                )
+    data = await _json_body(request, PatchBody)
     view = await run_in_threadpool(
         service.update_version,
         name,
         parse_selector(name, selector),
-        description=description,
-        tags=tags,
+        description=data.description,
+        tags=data.tags,
     )
     return json_response(version_document(view))
 
@@ -125,7 +101,7 @@ async def patch_version(
     "/calibrators/{name}/compare",
     response_model=CompareOut,
     summary="Compare versions on a labelled batch",
-    openapi_extra=body_doc(CompareRequest),
+    openapi_extra=body_doc(CompareBody),
     responses=ERRORS,
 )
 async def compare(
@@ -146,17 +122,8 @@ async def compare(
 
 
 def _compare(service: CalibrationService, name: str, body: bytes, by: str) -> dict[str, Any]:
-    data = parse_json_object(body)
-    check_keys(data, ("scores", "labels", "sample_weight", "versions"))
-    batch = labelled_batch(data, service.settings.max_batch_rows)
-    selectors = data.get("versions")
-    if selectors is not None:
-        if not isinstance(selectors, list):
-            raise invalid(("body", "versions"), "must be an array of selectors")
-        for i, item in enumerate(selectors):
-            if isinstance(item, bool) or not isinstance(item, int | str):
-                raise invalid(("body", "versions", i), "must be a version number or a name")
-        selectors = [parse_selector(name, str(item)) for item in selectors]
+    batch, given = parse_compare(body, service.settings.max_batch_rows)
+    selectors = None if given is None else [parse_selector(name, str(s)) for s in given]
     return service.diagnosis.compare(name, batch, selectors, by=by)
 
 

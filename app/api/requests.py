@@ -1,9 +1,10 @@
-"""The fit, predict and diagnostics bodies, from any accepted media type to typed arguments."""
+"""The fit, predict, diagnostics and compare bodies, from any accepted media type to typed
+arguments: the small fields through their contract (:mod:`app.api.contracts`), the big
+arrays through the numpy path (:mod:`app.api.payloads`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -14,13 +15,20 @@ from starlette.datastructures import UploadFile
 
 from app.batch import Batch, validate_batch
 from app.errors import PayloadTooLarge, invalid
-from app.store.records import MAX_TAGS
 
+from .contracts import (
+    CompareBody,
+    DiagnosticsBody,
+    FitBody,
+    FitOptions,
+    LabelledBody,
+    PredictBody,
+    validated,
+)
 from .payloads import (
     CSV_TYPES,
     JSON_TYPES,
     MULTIPART,
-    check_text,
     number_array,
     optional_number_array,
     parse_csv,
@@ -28,23 +36,7 @@ from .payloads import (
     require_media_type,
 )
 
-FIT_FIELDS = ("scores", "labels", "sample_weight", "method", "params", "description", "tags")
-MAX_DESCRIPTION = 10_000
-
-
-@dataclass(frozen=True)
-class FitArgs:
-    batch: Batch
-    method: str
-    params: dict[str, Any]
-    description: str
-    tags: dict[str, str] = field(default_factory=dict)
-
-
-def check_keys(data: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
-    for key in data:
-        if key not in allowed:
-            raise invalid(("body", key), f"is not a known field; expected {', '.join(allowed)}")
+_OPTIONS = tuple(FitOptions.model_fields)
 
 
 @dataclass(frozen=True)
@@ -55,6 +47,12 @@ class FitSource:
     kind: str
     data: bytes
     options: dict[str, str]
+
+
+@dataclass(frozen=True)
+class FitArgs:
+    batch: Batch
+    options: FitOptions
 
 
 async def read_fit(request: Request, body: bytes) -> FitSource:
@@ -69,41 +67,23 @@ async def read_fit(request: Request, body: bytes) -> FitSource:
     return FitSource(kind, data, {**options, **form_options})
 
 
-_OPTIONS = ("method", "params", "description", "tags")
-
-
 def parse_fit(source: FitSource, max_rows: int) -> FitArgs:
     """A fit request as JSON, CSV or a multipart upload of CSV, with its options (the
     body's own fields first, then the form's, then the query's). CPU-heavy: run off the loop."""
-    options: dict[str, Any] = {}
     if source.kind in JSON_TYPES:
         data = parse_json_object(source.data)
-        check_keys(data, FIT_FIELDS)
-        options = {k: data[k] for k in _OPTIONS if k in data}
-        scores = (
-            number_array(data.get("scores"), "scores", matrix=True) if "scores" in data else None
-        )
-        labels = number_array(data.get("labels"), "labels") if "labels" in data else None
-        weights = optional_number_array(data.get("sample_weight"), "sample_weight")
-        if scores is None:
-            raise invalid(("body", "scores"), "is required")
-        if labels is None:
-            raise invalid(("body", "labels"), "is required")
+        given = {k: _query_option(k, raw) for k, raw in source.options.items() if k not in data}
+        body = validated(FitBody, {**given, **data})
+        scores = number_array(body.scores, "scores", matrix=True)
+        labels = number_array(body.labels, "labels")
+        weights = optional_number_array(body.sample_weight, "sample_weight")
+        options: FitOptions = body
     else:
-        scores, labels, weights = parse_csv(
-            source.data, field="file" if source.kind == MULTIPART else "body"
-        )
-    for key, raw in source.options.items():
-        if key not in options:
-            options[key] = _query_option(key, raw)
-    batch = validate_batch(scores, labels, weights, max_rows=max_rows)
-    return FitArgs(
-        batch=batch,
-        method=_string(options.get("method", "auto"), "method", 64),
-        params=_object(options.get("params", {}), "params"),
-        description=_string(options.get("description", ""), "description", MAX_DESCRIPTION),
-        tags=_tags(options.get("tags", {})),
-    )
+        given = {key: _query_option(key, raw) for key, raw in source.options.items()}
+        options = validated(FitOptions, given)
+        field = "file" if source.kind == MULTIPART else "body"
+        scores, labels, weights = parse_csv(source.data, field=field)
+    return FitArgs(validate_batch(scores, labels, weights, max_rows=max_rows), options)
 
 
 async def _multipart_csv(request: Request) -> tuple[bytes, dict[str, str]]:
@@ -124,34 +104,6 @@ def _query_option(key: str, raw: str) -> Any:
         raise invalid(("query", key), 'must be a JSON object, e.g. {"targets": "hard"}') from None
 
 
-def _string(value: object, name: str, limit: int) -> str:
-    if not isinstance(value, str):
-        raise invalid(("body", name), "must be a string")
-    if len(value) > limit:
-        raise invalid(("body", name), f"has {len(value)} characters; the limit is {limit}")
-    check_text(value, ("body", name))
-    return value
-
-
-def _object(value: object, name: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise invalid(("body", name), "must be a JSON object")
-    return value
-
-
-def _tags(value: object) -> dict[str, str]:
-    tags = _object(value, "tags")
-    if len(tags) > MAX_TAGS:
-        raise invalid(("body", "tags"), f"has {len(tags)} entries; the limit is {MAX_TAGS}")
-    for key, item in tags.items():
-        if not isinstance(item, str):
-            raise invalid(("body", "tags", key), "must be a string")
-        if len(key) > 128 or len(item) > 1024:
-            raise invalid(("body", "tags", key), "is too long (keys 128, values 1024 characters)")
-        check_text(key + item, ("body", "tags", key))
-    return tags
-
-
 @dataclass(frozen=True)
 class PredictArgs:
     scores: NDArray[np.float64]
@@ -162,32 +114,21 @@ class PredictArgs:
 def parse_predict(content_type: str | None, body: bytes, max_rows: int) -> PredictArgs:
     """A predict body: scores (at most ``max_rows``), and the optional selector and flag."""
     require_media_type(content_type, JSON_TYPES)
-    data = parse_json_object(body)
-    check_keys(data, ("scores", "version", "intervals"))
-    if "scores" not in data:
-        raise invalid(("body", "scores"), "is required")
-    if isinstance(data["scores"], list) and len(data["scores"]) > max_rows:
-        raise PayloadTooLarge(f"scores has {len(data['scores'])} rows; the limit is {max_rows}")
-    scores = number_array(data["scores"], "scores", matrix=True)
-    version = data.get("version")
-    if (version is not None and not isinstance(version, int | str)) or isinstance(version, bool):
-        raise invalid(("body", "version"), "must be a version number, 'latest' or an alias")
-    intervals = data.get("intervals")
-    if intervals is not None and not isinstance(intervals, bool):
-        raise invalid(("body", "intervals"), "must be true or false")
-    return PredictArgs(scores, None if version is None else str(version), intervals)
+    data = validated(PredictBody, parse_json_object(body))
+    if isinstance(data.scores, list) and len(data.scores) > max_rows:
+        raise PayloadTooLarge(f"scores has {len(data.scores)} rows; the limit is {max_rows}")
+    scores = number_array(data.scores, "scores", matrix=True)
+    version = None if data.version is None else str(data.version)
+    return PredictArgs(scores, version, data.intervals)
 
 
-def labelled_batch(data: Mapping[str, Any], max_rows: int) -> Batch:
-    """``scores``, ``labels`` and ``sample_weight`` of a JSON body that judges stored versions
-    (diagnostics, compare): one class alone is fine there."""
-    for key in ("scores", "labels"):
-        if key not in data:
-            raise invalid(("body", key), "is required")
+def labelled_batch(body: LabelledBody, max_rows: int) -> Batch:
+    """The batch of a body that judges stored versions (diagnostics, compare): one class
+    alone is fine there."""
     return validate_batch(
-        number_array(data["scores"], "scores", matrix=True),
-        number_array(data["labels"], "labels"),
-        optional_number_array(data.get("sample_weight"), "sample_weight"),
+        number_array(body.scores, "scores", matrix=True),
+        number_array(body.labels, "labels"),
+        optional_number_array(body.sample_weight, "sample_weight"),
         max_rows=max_rows,
         require_both_classes=False,
     )
@@ -203,18 +144,11 @@ class DiagnosticsArgs:
 
 def parse_diagnostics(content_type: str | None, body: bytes, max_rows: int) -> DiagnosticsArgs:
     require_media_type(content_type, JSON_TYPES)
-    data = parse_json_object(body)
-    check_keys(data, ("scores", "labels", "sample_weight", "n_bins", "strategy", "class_index"))
+    data = validated(DiagnosticsBody, parse_json_object(body))
     batch = labelled_batch(data, max_rows)
-    n_bins = data.get("n_bins", 10)
-    if not isinstance(n_bins, int) or isinstance(n_bins, bool) or not 2 <= n_bins <= 100:
-        raise invalid(("body", "n_bins"), "must be an integer from 2 to 100")
-    strategy = data.get("strategy", "uniform")
-    if strategy != "uniform" and strategy != "quantile":
-        raise invalid(("body", "strategy"), "must be 'uniform' or 'quantile'")
-    class_index = data.get("class_index")
-    if class_index is not None and (
-        not isinstance(class_index, int) or isinstance(class_index, bool) or class_index < 0
-    ):
-        raise invalid(("body", "class_index"), "must be a non-negative integer or null")
-    return DiagnosticsArgs(batch, n_bins, strategy, class_index)
+    return DiagnosticsArgs(batch, data.n_bins, data.strategy, data.class_index)
+
+
+def parse_compare(body: bytes, max_rows: int) -> tuple[Batch, list[int | str] | None]:
+    data = validated(CompareBody, parse_json_object(body))
+    return labelled_batch(data, max_rows), data.versions

@@ -6,7 +6,8 @@ from typing import Any
 
 from app.calibration.catalog import params_markdown
 
-from .schemas import DiagnosticsRequest, FitRequest, PredictRequest, Problem
+from .contracts import DiagnosticsBody, FitBody, PredictBody
+from .schemas import Problem
 
 _PROBLEM = {"application/problem+json": {"schema": Problem.model_json_schema()}}
 
@@ -34,7 +35,7 @@ FIT_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
         "content": {
-            "application/json": _json_body(FitRequest),
+            "application/json": _json_body(FitBody),
             "text/csv": {
                 "schema": {"type": "string"},
                 "example": _CSV_EXAMPLE,
@@ -61,8 +62,8 @@ def body_doc(model: type[Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": _json_body(model)}}}
 
 
-PREDICT_BODY = body_doc(PredictRequest)
-DIAGNOSTICS_BODY = body_doc(DiagnosticsRequest)
+PREDICT_BODY = body_doc(PredictBody)
+DIAGNOSTICS_BODY = body_doc(DiagnosticsBody)
 
 
 FIT_DESCRIPTION = (

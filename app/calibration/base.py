@@ -11,6 +11,8 @@ Nothing in :mod:`app.calibration` imports FastAPI, pydantic or SQLAlchemy.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, Self, TypeAlias
@@ -26,7 +28,29 @@ JSONValue: TypeAlias = Any
 
 
 class CalibrationError(ValueError):
-    """A batch or parameter set that a method cannot work with; the message names the field."""
+    """A batch or parameter set that a method cannot work with.
+
+    Raised as ``CalibrationError("labels: must be 0 or 1 (index 3)")``: the text before the
+    first ``": "`` names the field when it is one (``labels``, ``scores[3]``, ``n_bins``).
+    ``loc`` is that field as a location (``("scores", 3)``; empty when none is named) and
+    ``reason`` the rest, so the API can say where without parsing messages.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        head, separator, rest = message.partition(": ")
+        match = _FIELD.fullmatch(head) if separator else None
+        self.loc: tuple[str | int, ...] = () if match is None else _location(head)
+        self.reason = message if match is None else rest
+
+
+_FIELD = re.compile(r"[a-z_]+(?:\.[a-z_]+|\[[0-9]+\])*")
+"""A field as the messages name it: ``labels``, ``params.targets``, ``scores[3]``."""
+
+
+def _location(field: str) -> tuple[str | int, ...]:
+    parts = re.findall(r"[a-z_]+|\[[0-9]+\]", field)
+    return tuple(int(p[1:-1]) if p.startswith("[") else p for p in parts)
 
 
 class ParamError(CalibrationError):
@@ -82,8 +106,9 @@ class Calibrator(Protocol):
     """A calibration method: ``from_params`` → ``fit`` → ``predict``; ``state``/``from_state``.
 
     ``fit`` receives validated arrays of equal length n >= 1: finite ``scores``; ``labels``
-    as float64 0.0/1.0; non-negative ``sample_weight`` with a positive sum. A training fold
-    may hold a single class (cross-validation on small batches); a method must still fit.
+    as float64 0.0/1.0; non-negative ``sample_weight`` with a positive sum, of any finite size
+    (weights are relative: see :func:`relative_weights`). A training fold may hold a single
+    class (cross-validation on small batches); a method must still fit.
     """
 
     method: ClassVar[str]
@@ -135,7 +160,8 @@ def check_batch(
 
     Raises :class:`CalibrationError` naming the field: ``scores`` (or ``scores_field``) must be
     finite, ``labels`` 0/1, ``sample_weight`` finite, non-negative with a positive sum, and all
-    three of one length n >= 1.
+    three of one length n >= 1. The weights may be of any finite size, their sum too
+    (see :func:`relative_weights`).
     """
     f = _float_vector(scores, scores_field)
     y = _float_vector(labels, "labels")
@@ -156,9 +182,61 @@ def check_batch(
     bad = ~np.isfinite(w) | (w < 0)
     if bad.any():
         raise CalibrationError(f"sample_weight: must be finite and >= 0 (index {_first(bad)})")
-    if not w.sum() > 0:
+    if not w.max() > 0:  # not w.sum(): finite weights may have a sum past 1.8e308
         raise CalibrationError("sample_weight: the weights must have a positive sum")
     return f, y, w
+
+
+def relative_weights(sample_weight: FloatArray) -> tuple[FloatArray, int]:
+    """(w 2^-e, e): the weights divided by the power of two that brings the largest into [0.5, 1).
+
+    Sample weights are relative: a weighted fit or mean depends on their ratios, not on their
+    unit. Every computation that needs only the ratios reads the weights through this function
+    first: the logistic fits of Platt and beta, isotonic regression, histogram binning,
+    temperature scaling, Boström's correction, Kish's effective size (so the Laplace bound)
+    and the measures of :mod:`~app.calibration.metrics`. (Venn-ABERS divides by the largest
+    weight instead, which makes any equal weights exactly 1 for its exact hull arithmetic.)
+    So any finite weights work, whatever their unit. Without it, subnormal weights (below
+    2.2e-308) lose digits in every product, and a sum of them is too small to divide by
+    (1 / 6e-309 overflows), while weights near 1e308 overflow in squares and sums. The
+    alternative, refusing subnormal weights, would refuse ``c * w`` for a valid ``w`` and
+    leave the large end broken.
+
+    Dividing by a power of two is exact, so weights of ordinary size give the same results,
+    bit for bit, as the weights as given, and ``c * w`` gives ``w``'s results up to the rounding
+    of ``c * w`` itself. Only a weight more than 2^1021 times below the largest loses digits
+    (it becomes subnormal), and one 2^1075 times below becomes 0: next to the largest, either
+    vanishes from any sum anyway.
+
+    Not scale-invariant, by definition: the few places that add pseudo-counts to weighted
+    counts (Laplace's rule of succession) count the weights in the caller's units, via
+    :func:`unit_weight`: Platt's smoothed targets (N+ + 1) / (N+ + 2) and 1 / (N- + 2), as
+    scikit-learn computes them (weights of 1e-300 pull every target to 1/2, and weights of
+    1e300 make them the hard 0/1), and histogram binning's ``smoothing="laplace"``. So
+    ``platt`` with its default targets, the binning with Laplace smoothing, and ``auto``
+    whenever it tries Platt are not scale-invariant. A reliability bin also reports its
+    ``weight`` in the caller's units. Everything else is scale-invariant, including beta's
+    negligible ridge, which is counted per unit of mean weight.
+    """
+    exponent = math.frexp(float(sample_weight.max()))[1]
+    with np.errstate(under="ignore"):
+        relative: FloatArray = np.ldexp(sample_weight, -exponent)
+    return relative, exponent
+
+
+_UNIT_WEIGHT_CAP = 1000
+
+
+def unit_weight(exponent: int) -> float:
+    """A weight of 1 in the caller's units, in the units of :func:`relative_weights`: 2^-e.
+
+    Used for pseudo-counts added to relative weighted counts (e.g. (N+ + 1) / (N+ + 2) is
+    (n + u) / (n + 2u) with n = N+ 2^-e and u this). Capped at 2^1000, reached for weights
+    below ~1e-301: a relative sum is at most the number of points, so past the cap it falls
+    below float64's resolution next to the pseudo-count either way. The cap changes no
+    result, and it keeps the count from overflowing.
+    """
+    return math.ldexp(1.0, min(-exponent, _UNIT_WEIGHT_CAP))
 
 
 def _float_vector(values: object, field: str) -> FloatArray:

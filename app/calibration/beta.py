@@ -14,6 +14,13 @@ otherwise b = 0 when b < 0). Here the refit is by Newton's method on tie-pooled 
 lbfgs (:func:`~app.calibration.newton.fit_logistic`, the solver Platt scaling uses); and should
 the remaining slope still be negative (scores that rank the classes the wrong
 way round), it is dropped too, leaving a constant map, so a, b >= 0 always holds.
+
+One departure for weighted batches: betacal's ridge is in the units of the sample weights, so
+its fit depends on their scale (weights of 1e-300 let the ridge flatten the map to a
+constant). Here the ridge is that of the weights rescaled to mean 1, which is betacal's ridge
+for unweighted data and makes the fit scale-invariant
+(:func:`~app.calibration.base.relative_weights`). For weights of mean m the two ridges differ
+by the factor m, which moves a and b by some 1e-11 relative unless m is extreme.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from app.calibration.base import (
     JSONValue,
     StateError,
     check_state_keys,
+    relative_weights,
     state_float,
 )
 from app.calibration.bounds import BoundOnly, OutputBound
@@ -100,11 +108,13 @@ class BetaCalibrator(BoundOnly):
         """Fit a, b, c by weighted maximum likelihood, dropping a negative slope; ``self``."""
         require_open_unit_interval(scores, self.method)
         self.bound = self.bound.fitted(sample_weight)
-        f, weight, positive = pool_ties(scores, labels, sample_weight)
+        # Relative weights (exact), then rescaled to mean 1 per point, so the tolerances and
+        # betacal's ridge mean what they mean unweighted, whatever the weights' scale.
+        w, _ = relative_weights(sample_weight)
+        f, weight, positive = pool_ties(scores, labels, w)
         log_f, log_1mf = beta_features(f)
-        # Weights rescaled to mean 1 per point so the tolerances mean the same whatever their
-        # scale; the ridge is rescaled with them so the optimum is betacal's.
-        scale = np.count_nonzero(sample_weight) / float(weight.sum())
+        scale = np.count_nonzero(w) / float(weight.sum())
+        weight, positive = scale * weight, scale * positive
         features = (log_f, log_1mf)
         kept = [0, 1]
         total, n_pos = float(weight.sum()), float(positive.sum())
@@ -113,11 +123,11 @@ class BetaCalibrator(BoundOnly):
             start = np.zeros(len(kept) + 1)
             start[-1] = np.log((n_pos + 0.5) / (total - n_pos + 0.5))
             ridge = np.zeros(len(kept) + 1)
-            ridge[:-1] = scale * _RIDGE
+            ridge[:-1] = _RIDGE
             theta = fit_logistic(
                 [features[j] for j in kept],
-                scale * weight,
-                scale * positive,
+                weight,
+                positive,
                 start,
                 ridge=ridge,
                 max_iter=_MAX_ITER,

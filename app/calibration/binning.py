@@ -26,8 +26,10 @@ from app.calibration.base import (
     check_state_keys,
     choice_param,
     int_param,
+    relative_weights,
     state_floats,
     state_int,
+    unit_weight,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.crossval import effective_folds, predict_folds, stratified_folds
@@ -56,7 +58,9 @@ class HistogramBinning:
     smoothing : {"none", "laplace"}, default "none"
         A bin's value: ``"none"`` is pos / n, ``"laplace"`` is (pos + 1) / (n + 2) (Laplace's
         rule of succession, pulling small bins toward 1/2), where n and pos are the bin's
-        summed weight and summed weight of positives.
+        summed weight and summed weight of positives. So ``"laplace"`` depends on the weights'
+        unit (weights of 1e-300 give every bin 1/2), ``"none"`` does not
+        (:func:`~app.calibration.base.relative_weights`).
     bound : {"none", "laplace"}, default "none"
         ``"laplace"`` clips the outputs into [1 / (n + 2), (n + 1) / (n + 2)]
         (:class:`~app.calibration.bounds.OutputBound`): without smoothing, a bin holding one
@@ -120,7 +124,9 @@ class HistogramBinning:
             self.bins_requested = _choose_bins(
                 self.smoothing, self.bound, scores, labels, sample_weight
             )
-        f, weight, positive = pool_ties(scores, labels, sample_weight)
+        # relative weights (exact), so that subnormal ones keep their digits in the cuts
+        w, exponent = relative_weights(sample_weight)
+        f, weight, positive = pool_ties(scores, labels, w)
         # weighted equal-frequency cuts: the pooled score at which the weight before it first
         # reaches j/n_bins of the total starts bin j (Zadrozny & Elkan's equal-frequency bins)
         before = np.cumsum(weight) - weight
@@ -133,7 +139,8 @@ class HistogramBinning:
         n = np.bincount(index, weights=weight, minlength=inner.size + 1)
         pos = np.bincount(index, weights=positive, minlength=inner.size + 1)
         if self.smoothing == "laplace":
-            self.values = (pos + 1.0) / (n + 2.0)
+            one = unit_weight(exponent)  # the rule's pseudo-counts are in the caller's units
+            self.values = (pos + one) / (n + 2.0 * one)
         else:
             self.values = np.clip(pos / n, 0.0, 1.0)  # every bin holds weight > 0
         return self

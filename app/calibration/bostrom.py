@@ -26,6 +26,7 @@ from app.calibration.base import (
     check_param_keys,
     check_state_keys,
     choice_param,
+    relative_weights,
     state_float,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
@@ -88,7 +89,8 @@ class BostromCalibrator:
         p, top, p_top = _rows(scores)
         self.bound = self.bound.fitted(sample_weight, n_classes=p.shape[1])
         rows = np.arange(labels.size)
-        w = sample_weight / sample_weight.sum()
+        w, _ = relative_weights(sample_weight)  # exact; its sum neither overflows nor underflows
+        w /= w.sum()
         # With d = e_top - p the corrected row is p + r d, and its Brier score
         # |p + r d - e_y|^2 = |p - e_y|^2 + 2 r q + r^2 s with q = (p - e_y).d, s = |d|^2.
         norm2 = np.einsum("ij,ij->i", p, p)

@@ -31,6 +31,7 @@ from app.calibration.base import (
     StateError,
     check_param_keys,
     choice_param,
+    relative_weights,
     state_floats,
 )
 
@@ -133,11 +134,10 @@ class BoundOnly:
 def effective_size(sample_weight: FloatArray) -> float:
     """Kish's effective sample size (sum w)^2 / sum w^2: n for equal weights, scale-free.
 
-    Weights far from 1 (whose squares would underflow or overflow) are divided by the largest
-    first.
+    Computed on :func:`~app.calibration.base.relative_weights` (the largest in [0.5, 1)), so
+    the squares neither underflow nor overflow, whatever the weights' size; unit weights (any
+    power of two) give n exactly, other equal weights n to rounding.
     """
-    total, squares = float(sample_weight.sum()), float(np.dot(sample_weight, sample_weight))
-    if not (np.isfinite(squares) and squares > 1e-250 and total < 1e150):
-        w = sample_weight / float(np.max(sample_weight))
-        total, squares = float(w.sum()), float(np.dot(w, w))
-    return total * total / squares
+    w, _ = relative_weights(sample_weight)
+    total = float(w.sum())
+    return total * total / float(np.dot(w, w))

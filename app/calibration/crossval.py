@@ -15,6 +15,7 @@ from joblib import Parallel, delayed
 from numpy.typing import NDArray
 
 from app.calibration.base import CalibrationError, FloatArray
+from app.calibration.budget import checkpoint, in_context
 
 
 class _FoldCalibrator(Protocol):
@@ -111,6 +112,7 @@ def cross_validate(
         rows = np.take(scores, held_out[fold], axis=0)
         predicted: list[FloatArray] = []
         for make in makers:
+            checkpoint()  # the job may be over its budget, or its client gone
             calibrator = make()
             calibrator.fit(*train)
             predicted.append(calibrator.predict(rows))
@@ -120,7 +122,7 @@ def cross_validate(
         per_fold = [fit_fold(fold) for fold in range(k)]
     else:
         per_fold = Parallel(n_jobs=n_jobs, prefer="threads")(
-            delayed(fit_fold)(fold) for fold in range(k)
+            delayed(in_context(fit_fold))(fold) for fold in range(k)
         )
     out = [np.empty(scores.shape, dtype=np.float64) for _ in makers]
     for rows, predicted in zip(held_out, per_fold, strict=True):
@@ -131,10 +133,16 @@ def cross_validate(
 
 def check_training_weight(weights: FloatArray, folds: NDArray[np.intp]) -> int:
     """The number of folds, once every fold's training part is known to hold positive weight
-    (else :class:`CalibrationError`: no calibrator can be fitted on weight 0)."""
+    (else :class:`CalibrationError`: no calibrator can be fitted on weight 0).
+
+    The points of positive weight are counted, not their weights summed: the total minus a
+    fold's weight rounds a training part of tiny weights to 0 when the fold holds a large one
+    (1 + 1e-320 - 1 is 0), yet the calibrators fit relative weights, tiny ones included.
+    """
     k = int(folds.max()) + 1
-    train_weight = float(weights.sum()) - np.bincount(folds, weights=weights, minlength=k)
-    if np.any(train_weight <= 0):
+    positive = np.compress(weights > 0, folds)
+    outside = positive.size - np.bincount(positive, minlength=k)
+    if np.any(outside == 0):
         raise CalibrationError(
             "sample_weight: cross-validation needs positive weight outside every fold; "
             "give at least two points a positive weight"

@@ -59,9 +59,10 @@ def reliability_report(
             strategy=strategy,
             class_index=class_index,
         )
-    y = labels.astype(np.float64)
     if class_index in (None, 1):
+        y = labels.astype(np.float64)
         return summarize(probabilities, y, weights, n_bins=n_bins, strategy=strategy)
     if class_index == 0:
-        return summarize(1.0 - probabilities, 1.0 - y, weights, n_bins=n_bins, strategy=strategy)
+        y = np.subtract(1.0, labels, dtype=np.float64)  # 1 - y, without a copy of y
+        return summarize(1.0 - probabilities, y, weights, n_bins=n_bins, strategy=strategy)
     raise CalibrationError(f"class_index: is {class_index}; a binary calibrator has classes 0, 1")

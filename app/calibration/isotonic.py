@@ -23,6 +23,7 @@ from app.calibration.base import (
     check_param_keys,
     check_state_keys,
     choice_param,
+    relative_weights,
     state_floats,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
@@ -112,8 +113,9 @@ class IsotonicCalibrator:
         )
         # Zero weights dropped and ties pooled as scikit-learn's _make_unique does: a score
         # within float64's resolution of the previous one joins its pool, whose value is the
-        # weighted mean label.
-        x, pooled_w, pooled_pos = pool_ties(scores, labels, sample_weight, min_gap=_TIE_RESOLUTION)
+        # weighted mean label. Relative weights (exact), so subnormal ones keep their digits.
+        w, _ = relative_weights(sample_weight)
+        x, pooled_w, pooled_pos = pool_ties(scores, labels, w, min_gap=_TIE_RESOLUTION)
         pooled_y = pooled_pos / pooled_w
         # PAV on the pooled points, eq. (6) with weights
         m = np.clip(isotonic_regression(pooled_y, weights=pooled_w, increasing=True).x, 0.0, 1.0)

@@ -57,7 +57,10 @@ def fit_logistic(
     features : sequence of p arrays of length m
         The feature columns of the m pooled points (the intercept is added here).
     weight, target : ndarray of length m
-        Summed weights and summed weights times targets (0 <= target <= weight).
+        Summed weights and summed weights times targets (0 <= target <= weight). The
+        tolerances are absolute, so the callers pass weights rescaled to a mean of 1 per point
+        (from :func:`~app.calibration.base.relative_weights`, which keeps subnormal or huge
+        weights from underflowing or overflowing on the way).
     theta0 : ndarray of length p + 1
         The starting point (intercept last).
     ridge : ndarray of length p + 1, optional

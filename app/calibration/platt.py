@@ -23,8 +23,10 @@ from app.calibration.base import (
     check_state_keys,
     choice_param,
     int_param,
+    relative_weights,
     state_float,
     state_int,
+    unit_weight,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.newton import fit_logistic
@@ -46,6 +48,11 @@ class PlattCalibrator:
         t- = 1/(N- + 2) for negatives (*Predicting Good Probabilities*, eq. 4), where N+ and
         N- are the *weighted* class counts (the sum of the sample weights of each class, as
         scikit-learn does), so they scale with the weights. ``"hard"``: the labels 0/1.
+        Hence Platt's targets make the fit depend on the weights' unit (weights times c give
+        another fit): the pseudo-counts 1 and 2 are in units of weight, so weights of 1e-300
+        pull every target to 1/2 (a constant map, p = 1/2), weights of 1e300 make them the
+        hard targets. ``"hard"`` is scale-invariant, as is every weight of the fit itself
+        (:func:`~app.calibration.base.relative_weights`).
     max_iter : int in 1..10000, default 100
         Newton iterations at most.
     trim, trim_tau_min, trim_grid, trim_center, trim_loss, trim_folds
@@ -120,19 +127,24 @@ class PlattCalibrator:
             sample_weight,
             self.trim,
         )
+        # Relative weights (exact: a power of two), so that subnormal or huge weights neither
+        # underflow nor overflow below; the counts n_pos, n_neg are in those units.
+        w, exponent = relative_weights(sample_weight)
         # Tied scores pooled: the same loss, summed over the distinct scores only. Zero weights
         # are dropped there too (nothing to the loss, but they would stretch x's range below).
-        f, weight, positive = pool_ties(scores, labels, sample_weight)
+        f, weight, positive = pool_ties(scores, labels, w)
         n_pos = float(positive.sum())
         n_neg = float(weight.sum()) - n_pos
+        one = unit_weight(exponent)  # Platt's pseudo-counts are in the caller's units
         if self.targets == "platt":
-            # Platt's targets, Predicting Good Probabilities eq. (4), with weighted counts
-            t_pos, t_neg = (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0)
+            # Platt's targets, Predicting Good Probabilities eq. (4), with weighted counts:
+            # (N+ + 1) / (N+ + 2) and 1 / (N- + 2), numerator and denominator times 2^-e
+            t_pos, t_neg = (n_pos + one) / (n_pos + 2.0 * one), one / (n_neg + 2.0 * one)
         else:
             t_pos, t_neg = 1.0, 0.0
         # Weights rescaled to mean 1 per point, so the published absolute gradient tolerance
         # means for weighted data what it means unweighted, whatever the weights' scale.
-        scale = np.count_nonzero(sample_weight) / float(weight.sum())
+        scale = np.count_nonzero(w) / float(weight.sum())
         target = scale * (positive * t_pos + (weight - positive) * t_neg)
         # Newton works on x in [-1, 1]: f divided by a power of two (exact) and centred, which
         # keeps exp() and the Hessian tame for |f| up to 1e308 and A, B are mapped back below.
@@ -145,7 +157,7 @@ class PlattCalibrator:
         x = (u - centre) / half_range if half_range > 0 else np.zeros_like(u)
         # Platt's starting point: A = 0, B = log((N- + 1) / (N+ + 1)). The solver fits
         # expit(eta) with eta = -(a x + b), so its coefficients are (-a, -b).
-        start = np.array([0.0, -math.log((n_neg + 1.0) / (n_pos + 1.0))])
+        start = np.array([0.0, -math.log((n_neg + one) / (n_pos + one))])
         weight = scale * weight
         if x.size >= _WARM_START_MIN:
             # Many distinct scores: Newton from the optimum of every k-th point (weights times

@@ -24,6 +24,7 @@ from app.calibration.base import (
     JSONValue,
     StateError,
     check_state_keys,
+    relative_weights,
     state_float,
 )
 from app.calibration.bounds import BoundOnly, OutputBound
@@ -77,7 +78,8 @@ class TemperatureScaling(BoundOnly):
         self.input = "probabilities" if is_probability_matrix(scores) else "logits"
         z = self._centred_logits(scores)  # row maxima 0: exp(beta z) <= 1 never overflows
         true = z[np.arange(labels.size), labels]
-        w = sample_weight / sample_weight.sum()
+        w, _ = relative_weights(sample_weight)  # exact; its sum neither overflows nor underflows
+        w /= w.sum()
 
         def loss(log_beta: float) -> float:
             beta = np.exp(log_beta)

@@ -30,6 +30,7 @@ from app.calibration.base import (
     state_float,
     state_floats,
 )
+from app.calibration.budget import checkpoint, in_context
 from app.calibration.crossval import effective_folds, stratified_folds
 from app.calibration.metrics import brier_score, log_loss
 
@@ -237,15 +238,19 @@ def choose_tau(
         train_rank = rank[train_by_score]
         # small n: neighbouring taus keep the same points, fitted once
         wanted = dict.fromkeys(kept_count(float(tau), ranked.size) for tau in taus)
-        return [
-            (m, held, fit_predict(np.compress(train_rank < m, train_by_score), f[held]))
-            for m in wanted
-            if only is None or m == only
-        ]
+        fitted = []
+        for m in wanted:
+            if only is None or m == only:
+                checkpoint()  # each kept count is a fit: the job may be over its budget
+                kept = np.compress(train_rank < m, train_by_score)
+                fitted.append((m, held, fit_predict(kept, f[held])))
+        return fitted
 
     if f.size >= PARALLEL_MIN_SAMPLES and len(jobs) > 1:
         # numpy and scipy release the GIL in the sorts and array passes that dominate a fit
-        results = Parallel(n_jobs=-1, prefer="threads")(delayed(run)(*job) for job in jobs)
+        results = Parallel(n_jobs=-1, prefer="threads")(
+            delayed(in_context(run))(*job) for job in jobs
+        )
     else:
         results = [run(*job) for job in jobs]
     out = np.empty((taus.size, f.size))  # every tau's predictions, in `positive` order

@@ -4,206 +4,34 @@
 :class:`~app.store.repository.Repository` on a fresh session, commits when the block ends
 normally and rolls back when it raises, so a fit is stored completely or not at all. Lost
 connections, refused connections and timeouts become :class:`~app.errors.DatabaseUnavailable`
-(503 with ``Retry-After``).
-
-On PostgreSQL every wait for the server is bounded on the client, so a hung server (frozen,
-or behind a partition that drops packets) gives a 503 in bounded time rather than a request
-that never ends. ``statement_timeout`` is enforced by the server, so it cannot help when the
-server does not run; TCP keepalives and ``tcp_user_timeout`` cannot either, because the frozen
-server's kernel still acknowledges every packet. The bounds, with C the connect timeout and S
-the statement timeout:
-
-- connecting (a new pooled connection): C, enforced by psycopg (at least 2 s, as libpq does);
-- the pool pre-ping of an idle connection: C; when it fails the pool is invalidated and one
-  new connection is tried, so a checkout gives up after at most 2 C;
-- waiting for a free pooled connection: ``db_pool_timeout_seconds``;
-- each statement, commit or rollback: S + :data:`CLIENT_GRACE_SECONDS` (the server cancels at
-  S; the client gives up a little later, when the server did not even do that).
-
-A connection that timed out on the client is closed (its protocol state is unknown), which
-SQLAlchemy takes for a disconnect: it is discarded, and the pool with it.
+(503 with ``Retry-After``). How the engines bound every wait: :mod:`app.store.engines`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-import orjson
-import psycopg
-from psycopg.abc import RV, PQGen
-from psycopg.errors import _WaitTimeout
-from psycopg.rows import TupleRow
-from sqlalchemy import Connection, Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.engine.interfaces import Dialect
+from sqlalchemy import text
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from app.errors import DatabaseUnavailable
 from app.settings import Settings
-from app.store.models import dump_json
+from app.store.engines import SQLITE_BEGIN, make_engine, normalize_url
 from app.store.repository import Repository
 
-logger = logging.getLogger(__name__)
+__all__ = ["Database", "normalize_url"]
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-"""How long an SQLite writer waits for another writer's lock before giving up."""
+logger = logging.getLogger(__name__)
 
 _UNAVAILABLE_ERRORS = (OperationalError, InterfaceError, PoolTimeoutError)
 """Connection trouble, lock or statement timeouts, an exhausted pool: the database is not
 answering, which a client should retry (503), unlike a bug in a statement (500)."""
-
-
-def normalize_url(url: str) -> str:
-    """Return ``url`` as SQLAlchemy should see it, preparing the ground for SQLite files.
-
-    ``postgres://`` and ``postgresql://`` (as Heroku-style environments spell them) select the
-    psycopg 3 driver; for an SQLite file the parent directory is created.
-    """
-    for prefix in ("postgres://", "postgresql://"):
-        if url.startswith(prefix):
-            url = "postgresql+psycopg://" + url.removeprefix(prefix)
-    parsed = make_url(url)
-    database = parsed.database or ":memory:"
-    if parsed.get_backend_name() == "sqlite" and not database.startswith((":memory:", "file:")):
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
-    return url
-
-
-CLIENT_GRACE_SECONDS = 1.0
-"""How long after the server's statement timeout the client stops waiting for an answer."""
-
-_WAIT_INTERVAL_SECONDS = 0.1
-"""psycopg's polling interval while it waits for the server (its own default)."""
-
-
-class BoundedConnection(psycopg.Connection[TupleRow]):
-    """A psycopg connection that stops waiting for a server that does not answer.
-
-    :attr:`wait_timeout` bounds every wait of the connection for its server (sending a
-    statement and reading its result, commit, rollback). When it expires the connection is
-    closed, since the server may still be in the middle of the statement, and a
-    :class:`psycopg.OperationalError` is raised, which SQLAlchemy treats as a disconnect.
-    """
-
-    wait_timeout: float | None = None
-
-    def wait(
-        self,
-        gen: PQGen[RV],
-        interval: float = _WAIT_INTERVAL_SECONDS,
-        timeout: float | None = None,
-    ) -> RV:
-        bound = self.wait_timeout if timeout is None else None
-        try:
-            return super().wait(gen, interval, timeout if bound is None else bound)
-        except _WaitTimeout:
-            if bound is None:
-                raise  # the caller's own timeout (e.g. notifies): theirs to handle
-            self.pgconn.finish()
-            raise psycopg.OperationalError(
-                f"the database did not answer within {bound:g} s; connection closed"
-            ) from None
-
-
-def _set_postgres_bounds(engine: Engine, settings: Settings) -> None:
-    """Bound every wait of the engine's connections (see the module docstring)."""
-    statement_seconds = settings.db_statement_timeout_seconds + CLIENT_GRACE_SECONDS
-    ping_seconds = max(2.0, settings.db_connect_timeout_seconds)
-
-    def connect(
-        _dialect: Dialect,
-        _record: ConnectionPoolEntry,
-        cargs: tuple[Any, ...],
-        cparams: dict[str, Any],
-    ) -> BoundedConnection:
-        connection = BoundedConnection.connect(*cargs, **cparams)
-        connection.wait_timeout = statement_seconds
-        return connection
-
-    def checkin(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
-        # The next use of an idle pooled connection is the pre-ping: bound it like a connect.
-        if isinstance(dbapi_connection, BoundedConnection):
-            dbapi_connection.wait_timeout = ping_seconds
-
-    def checkout(
-        dbapi_connection: Any, _record: ConnectionPoolEntry, _proxy: PoolProxiedConnection
-    ) -> None:
-        if isinstance(dbapi_connection, BoundedConnection):
-            dbapi_connection.wait_timeout = statement_seconds
-
-    event.listen(engine, "do_connect", connect)
-    event.listen(engine, "checkin", checkin)
-    event.listen(engine, "checkout", checkout)
-
-
-def _set_sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
-    """WAL (readers never block the writer), a busy timeout, and enforced foreign keys.
-
-    The driver's own transaction handling is switched off (it would BEGIN only before the
-    first INSERT/UPDATE/DELETE, leaving earlier reads outside the transaction):
-    :func:`_begin_sqlite` opens every transaction itself.
-    """
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-    finally:
-        cursor.close()
-
-
-_SQLITE_BEGIN = "calibration_sqlite_begin"
-"""The execution option naming how :func:`_begin_sqlite` begins: ``DEFERRED`` or ``IMMEDIATE``."""
-
-
-def _begin_sqlite(connection: Connection) -> None:
-    """Open the transaction: ``BEGIN IMMEDIATE`` for a writer, which takes SQLite's single
-    writer lock at once (waiting up to the busy timeout), so that everything it reads after
-    is what it writes over; ``BEGIN`` (a snapshot, no lock) for a reader."""
-    mode = connection.get_execution_options().get(_SQLITE_BEGIN, "DEFERRED")
-    connection.exec_driver_sql(f"BEGIN {mode}")
-
-
-def make_engine(url: str, settings: Settings) -> Engine:
-    """Build the engine for ``url`` with the backend-specific settings of the service."""
-    url = normalize_url(url)
-    backend = make_url(url).get_backend_name()
-    options: dict[str, Any] = {
-        "json_serializer": dump_json,
-        "json_deserializer": orjson.loads,
-        "pool_size": settings.db_pool_size,
-    }
-    if backend == "postgresql":
-        statement_ms = round(settings.db_statement_timeout_seconds * 1000)
-        options["pool_pre_ping"] = True
-        options["pool_timeout"] = settings.db_pool_timeout_seconds
-        options["connect_args"] = {
-            # libpq takes whole seconds, and treats anything below 2 as 2.
-            "connect_timeout": max(2, math.ceil(settings.db_connect_timeout_seconds)),
-            "options": f"-c statement_timeout={statement_ms}",
-            # Idle pooled connections to a host that vanished are noticed by the kernel.
-            "keepalives": 1,
-            "keepalives_idle": 30,
-            "keepalives_interval": 10,
-            "keepalives_count": 3,
-        }
-    engine = create_engine(url, **options)
-    if backend == "sqlite":
-        event.listen(engine, "connect", _set_sqlite_pragmas)
-        event.listen(engine, "begin", _begin_sqlite)
-    elif backend == "postgresql":
-        _set_postgres_bounds(engine, settings)
-    return engine
 
 
 class Database:
@@ -220,8 +48,8 @@ class Database:
             }
             self._write_options: dict[str, Any] = {}
         else:
-            self._read_options = {_SQLITE_BEGIN: "DEFERRED"}
-            self._write_options = {_SQLITE_BEGIN: "IMMEDIATE"}
+            self._read_options = {SQLITE_BEGIN: "DEFERRED"}
+            self._write_options = {SQLITE_BEGIN: "IMMEDIATE"}
 
     @property
     def unavailable(self) -> bool:

@@ -65,7 +65,7 @@ def test_compare_bad_input(client: TestClient) -> None:
     assert_problem(
         client.post(f"{BASE}/compare", json={**batch, "versions": list(range(1, 60))}),
         422,
-        "at most 50",
+        "the limit is 50",
     )
     assert_problem(client.post(f"{BASE}/compare", json={"labels": [0, 1]}), 422, "scores")
     assert_problem(

@@ -137,3 +137,27 @@ def test_a_client_that_leaves_mid_body_is_no_server_error(
     start = next(m for m in sent if m["type"] == "http.response.start")
     assert start["status"] == 499
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_a_bad_class_index_is_located_where_it_was_sent(fitted: TestClient) -> None:
+    body = {**sigmoid_batch(seed=3), "class_index": 5}
+    posted = assert_problem(fitted.post(f"{BASE}/versions/1/diagnostics", json=body), 422)
+    assert posted["errors"][0]["loc"] == ["body", "class_index"]
+    got = assert_problem(fitted.get(f"{BASE}/versions/1/diagnostics?class_index=5"), 422)
+    assert got["errors"][0]["loc"] == ["query", "class_index"]
+
+
+def test_a_calibration_error_names_its_field(client: TestClient) -> None:
+    body = {"scores": [0.1, 0.2, 0.3], "labels": [0, 1, 2], "method": "platt"}
+    problem = assert_problem(client.post(f"{BASE}/fit", json=body), 422)
+    assert problem["errors"][0]["loc"][:2] == ["body", "labels"]
+
+
+def test_a_fit_over_its_time_budget_stores_nothing(settings: Settings, database: Database) -> None:
+    tight = settings.model_copy(update={"fit_timeout_seconds": 1e-6})
+    app = create_app(tight, database=database)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        r = client.post(f"{BASE}/fit", json={**sigmoid_batch(2000), "method": "auto"})
+        assert_problem(r, 503, "budget", "nothing was stored")
+        assert r.headers["retry-after"].isdigit()
+        assert client.get(BASE).status_code == 404

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import struct
+import tracemalloc
 from typing import Any
 
 import numpy as np
@@ -82,6 +83,26 @@ def test_what_is_stored(k: int | None, weights: str, label_bytes: int, weight_by
     assert (magic, version, n, columns) == (b"\x89CSBATCH", 1, 1000, k or 1)
     assert bool(flags & UNIFORM) == (weight_bytes == 0)
     assert np.frombuffer(weight)[0] == (w[0] if weight_bytes == 0 else 0.0)
+
+
+@pytest.mark.parametrize("weights", ["ones", "varied"])
+def test_reading_copies_only_the_labels(weights: str) -> None:
+    """Floats are views of the blob and uniform weights a broadcast of the header's one; the
+    labels alone are widened into a new int64 array (after unpacking, bits to bytes)."""
+    n = 200_000
+    scores, labels, w, oof = _batch(n, None, weights)
+    data = encode_batch(scores, labels, w, oof)
+    tracemalloc.start()
+    try:
+        batch = decode_batch(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 9 * n + 10_000  # int64 labels and the unpacked bits
+    for array in (batch.scores, batch.out_of_fold, batch.weights):
+        assert not array.flags.writeable
+    assert batch.weights.strides == ((0,) if weights == "ones" else (8,))
+    _assert_bits_equal(batch, scores, labels, w, oof)
 
 
 def test_strided_and_fortran_arrays_are_written_in_row_order() -> None:

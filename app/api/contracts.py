@@ -1,0 +1,246 @@
+"""The JSON request bodies: one pydantic model each, which both validates and documents.
+
+The limits ``/docs`` shows are the limits enforced, because they are the same model. Only the
+big arrays (``scores``, ``labels``, ``sample_weight``) are left to the numpy path of
+:mod:`app.api.payloads`, which converts millions of numbers at once and names the index of
+the first bad one; here they are documented (:data:`Numbers`) and passed through as parsed.
+Validation errors become one 422 whose ``errors`` carry each failure's location and a
+sentence (:func:`validated`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+)
+from pydantic_core import ErrorDetails
+
+from app.calibration import METHODS
+from app.comparison import MAX_COMPARED
+from app.errors import FieldError, InvalidInput, describe_loc
+from app.store.records import MAX_TAGS
+
+M = TypeVar("M", bound=BaseModel)
+
+MAX_DESCRIPTION = 10_000
+
+_VECTOR = {"type": "array", "items": {"type": "number"}}
+_MATRIX = {"type": "array", "items": _VECTOR}
+Numbers = Annotated[Any, WithJsonSchema({"anyOf": [_VECTOR, _MATRIX]})]
+"""Scores: a vector, or n x k for multiclass (converted and checked by the numpy path)."""
+Labels = Annotated[Any, WithJsonSchema({"type": "array", "items": {"type": "integer"}})]
+Weights = Annotated[Any, WithJsonSchema({"anyOf": [_VECTOR, {"type": "null"}]})]
+
+
+def _no_nul(text: str) -> str:
+    if "\x00" in text:
+        raise ValueError("holds the character U+0000 (NUL), which no text may contain")
+    return text
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+TagKey = Annotated[str, AfterValidator(_no_nul), Field(min_length=1, max_length=128)]
+
+
+def _selector(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("must be a version number, 'latest' or an alias")
+    return value
+
+
+Selector = Annotated[int | str, BeforeValidator(_selector)]
+
+
+def _tag_value(value: object, *, deletes: bool) -> object:
+    if value is None and deletes:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("must be a string or null" if deletes else "must be a string")
+    if len(value) > 1024:
+        raise ValueError(f"has {len(value)} characters; the limit is 1024 (too long)")
+    return _no_nul(value)
+
+
+TagValue = Annotated[str, BeforeValidator(lambda v: _tag_value(v, deletes=False))]
+TagPatch = Annotated[str | None, BeforeValidator(lambda v: _tag_value(v, deletes=True))]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class FitOptions(_Body):
+    """What a fit is asked to do, in any media type (CSV takes them from the query or form)."""
+
+    method: Text = Field(
+        default="auto",
+        max_length=64,
+        description=f"One of {', '.join(METHODS)}; see the method table below for params.",
+    )
+    params: dict[str, Any] = Field(default_factory=dict, description="Method parameters.")
+    description: Text = Field(default="", max_length=MAX_DESCRIPTION)
+    tags: dict[TagKey, TagValue] = Field(default_factory=dict, max_length=MAX_TAGS)
+
+
+class FitBody(FitOptions):
+    """A labelled batch to fit a new version on (also accepted as CSV; see the README)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "scores": [-2.1, -0.4, 0.3, 1.7, 2.2, -1.0],
+                    "labels": [0, 0, 1, 1, 1, 0],
+                    "method": "platt",
+                    "params": {"targets": "platt"},
+                    "description": "weekly refit",
+                    "tags": {"team": "risk"},
+                }
+            ]
+        },
+    )
+
+    scores: Numbers = Field(description="Raw model outputs, finite.")
+    labels: Labels = Field(
+        description="0/1 or booleans (binary); 0..k-1 (multiclass). Same length as scores."
+    )
+    sample_weight: Weights = Field(default=None, description="Non-negative weights.")
+
+
+class PredictBody(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"scores": [-1.2, 0.0, 0.7], "version": "latest"}]},
+    )
+
+    scores: Numbers = Field(
+        description="Raw scores to calibrate, finite: a vector, or n x k for multiclass."
+    )
+    version: Selector | None = Field(
+        default=None, description="A version number, `latest` (the default) or an alias."
+    )
+    intervals: Annotated[bool | None, WithJsonSchema({"type": "boolean", "default": False})] = (
+        Field(
+            default=None,
+            description="Also answer each score's Venn-ABERS interval [p0, p1] (methods that give "
+            "intervals: venn_abers); 422 for other methods. Also `?intervals=true`.",
+        )
+    )
+
+
+class LabelledBody(_Body):
+    """A fresh labelled batch that stored versions are judged on."""
+
+    scores: Numbers
+    labels: Labels
+    sample_weight: Weights = None
+
+
+class DiagnosticsBody(LabelledBody):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "scores": [-1.2, 0.1, 0.8, 2.0],
+                    "labels": [0, 0, 1, 1],
+                    "n_bins": 10,
+                    "strategy": "uniform",
+                }
+            ]
+        },
+    )
+
+    n_bins: int = Field(default=10, ge=2, le=100)
+    strategy: Literal["uniform", "quantile"] = "uniform"
+    class_index: int | None = Field(
+        default=None, ge=0, description="One class against the rest; default top-label."
+    )
+
+
+class CompareBody(LabelledBody):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "scores": [-1.2, 0.1, 0.8, 2.0],
+                    "labels": [0, 0, 1, 1],
+                    "versions": [1, "production", "latest"],
+                }
+            ]
+        },
+    )
+
+    versions: list[Selector] | None = Field(
+        default=None,
+        max_length=MAX_COMPARED,
+        description="Selectors to compare (default: every version, newest first, at most 50).",
+    )
+
+
+class AliasBody(_Body):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"version": 3}]})
+
+    version: int = Field(ge=1, description="The version the alias points to from now on.")
+
+
+class PatchBody(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"description": "promoted after review", "tags": {"stage": "prod"}}]
+        },
+    )
+
+    description: Text | None = Field(
+        default=None, max_length=MAX_DESCRIPTION, description="Replaces the description."
+    )
+    tags: dict[TagKey, TagPatch] | None = Field(
+        default=None,
+        max_length=MAX_TAGS,
+        description="Merged into the tags; a null value deletes its key.",
+    )
+
+
+def validated(model: type[M], data: dict[str, Any], source: str = "body") -> M:
+    """``data`` as ``model``, or one 422 naming every failure (located under ``source``)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = [
+            FieldError((source, *error["loc"]), _sentence(model, error)) for error in exc.errors()
+        ]
+        detail = "; ".join(f"{describe_loc(e.loc)} {e.msg}" for e in errors[:5])
+        raise InvalidInput(detail, errors=errors) from None
+
+
+def _sentence(model: type[BaseModel], error: ErrorDetails) -> str:
+    """A pydantic error as the service words its 422s."""
+    kind, context, given = error["type"], error.get("ctx", {}), error.get("input")
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return f"is not a known field; expected {', '.join(model.model_fields)}"
+    if kind in ("string_too_long", "too_long") and isinstance(given, str | list | dict):
+        unit = "characters" if isinstance(given, str) else "entries"
+        return f"has {len(given)} {unit}; the limit is {context.get('max_length')}"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind == "value_error":
+        return str(context.get("error", error["msg"]))
+    words = {
+        "string_type": "must be a string",
+        "int_type": "must be an integer",
+        "bool_type": "must be true or false",
+        "dict_type": "must be a JSON object",
+        "list_type": "must be an array",
+        "literal_error": f"must be {context.get('expected')}",
+        "greater_than_equal": f"must be >= {context.get('ge')}",
+        "less_than_equal": f"must be <= {context.get('le')}",
+    }
+    return words.get(kind, error["msg"])

@@ -1,0 +1,127 @@
+"""Batches of several blocks: the measures against direct references, and what they allocate.
+
+The measures work through a batch :data:`~app.calibration.metrics.BLOCK` rows at a time; these
+batches span three blocks (the last partial), with ties across the blocks' boundaries and points
+exactly on bin edges, and the references are the unblocked formulas.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+from sklearn.metrics import roc_auc_score
+
+from app.calibration.diagnostics import reliability_report
+from app.calibration.metrics import (
+    BLOCK,
+    brier_score,
+    log_loss,
+    reliability_bins,
+    roc_auc,
+    weighted_mean,
+)
+from tests.calibration.batches import random_weights
+
+N = 2 * BLOCK + 1234
+Arrays = tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]
+
+
+def _batch(seed: int, *, decimals: int | None = None, weighted: bool = False) -> Arrays:
+    rng = np.random.default_rng(seed)
+    p = rng.beta(0.8, 1.3, N)
+    if decimals is not None:
+        p = np.round(p, decimals)  # tie groups thousands of rows long, across blocks
+    y = (rng.random(N) < p).astype(np.float64)
+    y[:2] = [0.0, 1.0]
+    w = random_weights(rng, N) if weighted else np.ones(N)
+    return p, y, w
+
+
+def _exact_auc(p: NDArray[np.float64], y: NDArray[np.float64]) -> Fraction:
+    """Mann-Whitney in exact arithmetic, over the distinct scores (few when rounded)."""
+    values, pool = np.unique(p, return_inverse=True)
+    positives = np.bincount(pool, weights=y, minlength=values.size).astype(int)
+    negatives = np.bincount(pool, minlength=values.size) - positives
+    below = np.concatenate([[0], np.cumsum(negatives)[:-1]])
+    numerator = sum(
+        Fraction(int(a) * (2 * int(b) + int(c)), 2)
+        for a, b, c in zip(positives, below, negatives, strict=True)
+    )
+    return numerator / (int(positives.sum()) * int(negatives.sum()))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("decimals", [None, 2, 0])
+def test_auc_matches_sklearn_across_blocks(weighted: bool, decimals: int | None) -> None:
+    p, y, w = _batch(1, decimals=decimals, weighted=weighted)
+    sw = w if weighted else None
+    assert roc_auc(p, y, sw) == pytest.approx(roc_auc_score(y, p, sample_weight=sw), rel=1e-12)
+
+
+@pytest.mark.parametrize("decimals", [2, 0])
+def test_auc_of_equal_weights_is_the_exact_ratio_rounded_once(decimals: int) -> None:
+    p, y, _ = _batch(2, decimals=decimals)
+    exact = float(_exact_auc(p, y))
+    assert roc_auc(p, y) == exact
+    assert roc_auc(p, y, np.full(N, 3.7)) == exact  # equal weights cancel
+    assert roc_auc(np.full(N, 0.25), y, random_weights(np.random.default_rng(3), N)) == 0.5
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+@pytest.mark.parametrize("n_bins", [2, 10, 37, 100])
+def test_bins_are_searchsorted_and_bincount(weighted: bool, strategy: str, n_bins: int) -> None:
+    p, y, w = _batch(4, decimals=2, weighted=weighted)  # quantile edges fall on data points
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    p[: edges.size] = edges  # and every uniform edge is a point
+    p[edges.size : 2 * edges.size - 2] = np.nextafter(edges[1:-1], 1.0)
+    p[2 * edges.size] = -0.0
+    bins = reliability_bins(p, y, n_bins, strategy, w)
+    if strategy == "quantile":
+        edges = np.percentile(p, np.linspace(0.0, 1.0, n_bins + 1) * 100)
+    index = np.searchsorted(edges[1:-1], p)
+    count = np.bincount(index, minlength=n_bins)
+    weight = np.bincount(index, weights=w, minlength=n_bins)
+    assert [b.lower for b in bins] + [bins[-1].upper] == edges.tolist()
+    assert [b.count for b in bins] == count.tolist()
+    np.testing.assert_allclose([b.weight for b in bins], weight, rtol=1e-12)
+    filled = [b for b in bins if b.weight > 0]
+    share = weight[weight > 0]
+    mean = np.bincount(index, weights=w * p, minlength=n_bins)[weight > 0] / share
+    frac = np.bincount(index, weights=w * y, minlength=n_bins)[weight > 0] / share
+    np.testing.assert_allclose([b.mean_predicted for b in filled], mean, rtol=1e-12)
+    np.testing.assert_allclose([b.fraction_positive for b in filled], frac, rtol=1e-12)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_means_across_blocks(weighted: bool) -> None:
+    p, y, w = _batch(5, weighted=weighted)
+    p[:3] = [0.0, 1.0, 1e-17]  # the log loss clips
+    q = np.clip(p, 1e-15, 1 - 1e-15)
+    assert brier_score(p, y, w) == pytest.approx(np.average((p - y) ** 2, weights=w), rel=1e-13)
+    loss = -np.average(y * np.log(q) + (1 - y) * np.log1p(-q), weights=w)
+    assert log_loss(p, y, w) == pytest.approx(loss, rel=1e-13)
+    assert weighted_mean(y, w) == pytest.approx(np.average(y, weights=w), rel=1e-13)
+
+
+@pytest.mark.parametrize("weights", ["uniform", "varied"])
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_a_report_allocates_a_few_batch_sized_arrays(weights: str, strategy: str) -> None:
+    """A report on a decoded batch (int64 labels, uniform weights as a broadcast) allocates
+    about 2.5 float arrays of the batch's size at its peak; it took about 10 before."""
+    n = 10**6
+    rng = np.random.default_rng(6)
+    p = rng.beta(0.8, 1.3, n)
+    labels = (rng.random(n) < p).astype(np.int64)
+    w = np.broadcast_to(1.0, (n,)) if weights == "uniform" else rng.uniform(0.1, 3.0, n)
+    tracemalloc.start()
+    try:
+        reliability_report(p, labels, w, n_bins=10, strategy=strategy)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 8 * n
