@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,33 +39,10 @@ from app.store import (
     encode_batch,
 )
 from app.version_cache import Selector, VersionCache
+from app.views import CalibratorView, Prediction, VersionView
 from app.work import WorkPool
 
 logger = logging.getLogger("app.service")
-
-
-@dataclass(frozen=True)
-class VersionView:
-    """A stored version with its readable fitted numbers."""
-
-    record: VersionRecord
-    fitted: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class CalibratorView:
-    summary: CalibratorSummary
-    versions: list[VersionRecord]
-    total: int
-    aliases: dict[str, int]
-
-
-@dataclass(frozen=True)
-class Prediction:
-    name: str
-    version: int
-    probabilities: NDArray[np.float64]
-    intervals: NDArray[np.float64] | None = None
 
 
 class CalibrationService:

@@ -32,12 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
-from app.calibration.budget import Abandoned, Budget, checkpoint, enter
+from app.calibration.budget import Abandoned, Budget, enter
 from app.errors import Busy, ClientGone, OverBudget
 
 logger = logging.getLogger("app.work")
-
-__all__ = ["Abandoned", "WorkPool", "checkpoint"]
 
 P = ParamSpec("P")
 T = TypeVar("T")

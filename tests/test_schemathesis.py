@@ -1,7 +1,8 @@
 """schemathesis over the OpenAPI description: every operation, authenticated, 100 examples each.
 
-Each operation is fuzzed against its own app on a fresh SQLite copy of one seeded database
-(calibrator ``churn``: versions 1-4, alias ``production`` -> 3, tag ``team:risk``), so that the
+Each operation is fuzzed, on SQLite and on PostgreSQL, against its own app on a fresh copy of
+one seeded database (calibrator ``churn``: versions 1-4, alias ``production`` -> 3, tag
+``team:risk``), so that the
 spec's examples (``churn``, ``latest``, ``3``, ``production``) reach real objects and a
 fuzzed DELETE in one operation's test cannot starve the next one. The checks: no 5xx, every
 status documented, every content type documented, every body valid against its schema.
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -37,6 +38,7 @@ from app.settings import Settings
 from app.store import Database
 from app.store.migrate import upgrade
 from tests.api.helpers import sigmoid_batch
+from tests.conftest import PostgresServer
 
 KEY, ENTRY = new_key("fuzzer", "write")
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -52,11 +54,8 @@ def _settings(url: str) -> Settings:
     return Settings(database_url=url, api_keys=(ENTRY,), cv_folds=2, latest_refresh_seconds=0)
 
 
-@pytest.fixture(scope="module")
-def seeded_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An SQLite file migrated to head holding ``churn`` v1-v4, alias ``production`` -> 3."""
-    path = tmp_path_factory.mktemp("fuzz-template") / "seeded.db"
-    url = f"sqlite:///{path}"
+def _seed(url: str) -> None:
+    """Migrate ``url`` to head and fit ``churn`` v1-v4, alias ``production`` -> 3."""
     upgrade(url)
     database = Database(url, _settings(url))
     try:
@@ -70,19 +69,54 @@ def seeded_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
             assert answer.status_code == 200, answer.text
     finally:
         database.dispose()
-    return path
+
+
+FreshCopy = Callable[[], Iterator[str]]
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def seeded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FreshCopy]:
+    """Per backend, a seeded database and a way to get a fresh copy of it per operation."""
+    if request.param == "sqlite":
+        template = tmp_path_factory.mktemp("fuzz-template") / "seeded.db"
+        _seed(f"sqlite:///{template}")
+
+        @contextmanager
+        def sqlite_copy() -> Iterator[str]:
+            path = tmp_path_factory.mktemp("fuzz") / "fuzz.db"
+            shutil.copyfile(template, path)
+            yield f"sqlite:///{path}"
+
+        yield sqlite_copy
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    name = server.create()
+    _seed(server.url(name))
+
+    @contextmanager
+    def postgres_copy() -> Iterator[str]:
+        copy = server.create(template=name)
+        try:
+            yield server.url(copy)
+        finally:
+            server.drop(copy)
+
+    yield postgres_copy
+    server.drop(name)
 
 
 @pytest.fixture
-def app(seeded_template: Path, tmp_path: Path) -> Iterator[FastAPI]:
+def app(seeded: FreshCopy) -> Iterator[FastAPI]:
     """A fresh copy of the seeded database behind a new app, for one operation's examples."""
-    path = tmp_path / "fuzz.db"
-    shutil.copyfile(seeded_template, path)
-    url = f"sqlite:///{path}"
-    database = Database(url, _settings(url))
-    yield create_app(_settings(url), database=database)
-    asgi.shutdown_lifespans()  # schemathesis started the app's lifespan on its first request
-    database.dispose()
+    with seeded() as url:
+        database = Database(url, _settings(url))
+        yield create_app(_settings(url), database=database)
+        asgi.shutdown_lifespans()  # schemathesis started the app's lifespan on its first request
+        database.dispose()
 
 
 # The description does not depend on the database; each test sends its cases to its own app.
@@ -128,3 +162,24 @@ def flatmap_path_parameters(
 )
 def test_the_api_conforms_to_its_description(case: schemathesis.Case[Any], app: FastAPI) -> None:
     case.call_and_validate(app=app, headers=AUTH, checks=CHECKS)
+
+
+# POST diagnostics answers a picture when Accept prefers one: fuzz that path too.
+pictures = schema.include(method="POST", path_regex=r"/diagnostics$")
+
+
+@pictures.parametrize()
+@settings(
+    max_examples=EXAMPLES // 2,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+@pytest.mark.parametrize(
+    "accept", ["image/png", "image/svg+xml", "image/*", "image/png;q=0, application/json"]
+)
+def test_diagnostics_pictures_conform_to_the_description(
+    case: schemathesis.Case[Any], app: FastAPI, accept: str
+) -> None:
+    case.call_and_validate(app=app, headers={**AUTH, "Accept": accept}, checks=CHECKS)

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from app.service import CalibrationService, VersionView
+from app.service import CalibrationService
 from app.store import VersionRecord
+from app.views import VersionView
 
 from .deps import (
     NameParam,

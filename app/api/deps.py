@@ -79,9 +79,15 @@ def check_alias_name(alias: str) -> None:
         )
 
 
-async def read_body(request: Request) -> bytes:
-    """The request body, refused with 413 as soon as it passes ``max_body_bytes``."""
-    limit: int = request.app.state.settings.max_body_bytes
+SMALL_BODY_BYTES = 1024 * 1024
+"""The limit of bodies parsed on the event loop (aliases, PATCH): a few fields, never a batch."""
+
+
+async def read_body(request: Request, limit: int | None = None) -> bytes:
+    """The request body, refused with 413 as soon as it passes ``limit`` (default:
+    ``max_body_bytes``)."""
+    if limit is None:
+        limit = request.app.state.settings.max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the body has {declared} bytes; the limit is {limit}")

@@ -1,29 +1,38 @@
-"""Request bodies → numpy arrays: JSON (orjson), CSV and multipart CSV uploads.
+"""Request bodies → numpy arrays: JSON (orjson); CSV in :mod:`app.api.csv_batches`.
 
 Conversion is vectorised (``np.asarray`` over the parsed list); only on failure does a scan
 find the first element that is not a number, so that the 4xx names it. Anything the body
 cannot express (a string score, a ragged matrix, a non-object body) is a 422 or 400 here,
 before the service sees it.
+
+Parsing runs in a worker thread (:mod:`app.work`), yet a thread frees the event loop only
+while it does not hold the GIL, and a C call holds it from start to end: ``np.loadtxt`` over a
+million rows ~200 ms, ``np.asarray`` of a million-element list ~50 ms. So no call here is
+given more than a slice of a big body: a CSV is read :data:`CSV_PIECE_BYTES` at a time, a
+list converted :data:`LIST_SLICE` elements at a time, and a big JSON body is parsed in
+another process (:mod:`app.api.json_process`, which runs :func:`read_json_arrays`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-from app.errors import MalformedBody, UnsupportedMediaType, invalid
+from app.errors import InvalidInput, MalformedBody, UnsupportedMediaType, invalid
 
 JSON_TYPES = ("application/json",)
 CSV_TYPES = ("text/csv", "application/csv", "text/plain")
 MULTIPART = "multipart/form-data"
+
+LIST_SLICE = 65_536
+"""Elements per ``np.asarray`` call (~3 ms with the GIL held)."""
 
 
 def media_type(content_type: str | None) -> str:
@@ -60,6 +69,56 @@ _ESCAPED_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 """A ``\\u0000`` escape in JSON text (not an escaped backslash followed by ``u0000``)."""
 
 
+BATCH_ARRAYS: Mapping[str, bool] = {"scores": True, "labels": False, "sample_weight": False}
+"""The big arrays of a labelled batch body, and whether each is a matrix (scores may be)."""
+
+
+@dataclass(frozen=True)
+class ParsedArray:
+    """A JSON array converted where its body was parsed (another process, for a big body):
+    the float64 array, or the 422 that converting it gave, which :func:`number_array` raises
+    when the caller asks for the field, so errors come in the order they always came."""
+
+    rows: int
+    """The array's length in the body."""
+    matrix: bool
+    array: NDArray[np.float64] | None = None
+    error: InvalidInput | None = None
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as bytes: unpickling an ndarray copies it twice with the GIL held, bytes
+        # once (the copy in _numbers_from_bytes lets the GIL go).
+        if self.array is None:
+            return (ParsedArray, (self.rows, self.matrix, None, self.error))
+        data = self.array.tobytes()
+        return (_numbers_from_bytes, (self.rows, self.matrix, data, self.array.shape))
+
+
+def _numbers_from_bytes(
+    rows: int, matrix: bool, data: bytes, shape: tuple[int, ...]
+) -> ParsedArray:
+    return ParsedArray(rows, matrix, np.frombuffer(data).reshape(shape).copy())
+
+
+def read_json_arrays(body: bytes, arrays: Mapping[str, bool]) -> dict[str, Any]:
+    """The body as a JSON object, each field of ``arrays`` that is a list converted to a
+    :class:`ParsedArray` (the mapping says which are matrices). What the JSON process runs."""
+    data = parse_json_object(body)
+    for name, matrix in arrays.items():
+        value = data.get(name)
+        if isinstance(value, list):
+            try:
+                array = number_array(value, name, matrix=matrix)
+            except InvalidInput as exc:
+                data[name] = ParsedArray(len(value), matrix, error=exc)
+            else:
+                data[name] = ParsedArray(len(value), matrix, array)
+    return data
+
+
 def check_text(value: str, loc: tuple[str | int, ...]) -> None:
     """422 when ``value`` holds NUL, which PostgreSQL's text and jsonb cannot store."""
     if "\x00" in value:
@@ -68,8 +127,17 @@ def check_text(value: str, loc: tuple[str | int, ...]) -> None:
 
 def number_array(value: object, field: str, *, matrix: bool = False) -> NDArray[np.float64]:
     """A JSON array of numbers (or, with ``matrix``, of equal-length arrays) as float64."""
+    if isinstance(value, ParsedArray):
+        if value.matrix != matrix:
+            raise TypeError(f"{field} was converted with matrix={value.matrix}, not {matrix}")
+        if value.error is not None:
+            raise value.error
+        assert value.array is not None
+        return value.array
     if not isinstance(value, list):
         raise invalid(("body", field), f"must be an array, not {_json_type(value)}")
+    if len(value) > LIST_SLICE and (sliced := _sliced_array(value, matrix)) is not None:
+        return sliced
     try:
         array = np.asarray(value)
     except ValueError:
@@ -86,6 +154,28 @@ def number_array(value: object, field: str, *, matrix: bool = False) -> NDArray[
         return np.asarray(value, dtype=np.float64)
     except (ValueError, OverflowError):
         raise invalid(("body", field), "must be an array of finite numbers") from None
+
+
+def _sliced_array(items: list[Any], matrix: bool) -> NDArray[np.float64] | None:
+    """``items`` as float64, :data:`LIST_SLICE` at a time, when every slice is plainly numbers
+    (or rows of numbers) of one shape; None for anything else, which the whole-list path
+    judges. Slices of booleans, int64 or float64 give the values the whole list gives."""
+    out: NDArray[np.float64] | None = None
+    for start in range(0, len(items), LIST_SLICE):
+        try:
+            part = np.asarray(items[start : start + LIST_SLICE])
+        except (ValueError, OverflowError):
+            return None
+        if part.dtype not in (np.bool_, np.int64, np.float64):
+            return None
+        if out is None:
+            if part.ndim != 1 and not (matrix and part.ndim == 2):
+                return None
+            out = np.empty((len(items), *part.shape[1:]))
+        elif part.shape[1:] != out.shape[1:]:
+            return None
+        out[start : start + len(part)] = part
+    return out
 
 
 def _raise_first_bad(items: list[Any], field: str, *, matrix: bool) -> None:
@@ -131,116 +221,6 @@ def _json_type(value: object) -> str:
 
 def optional_number_array(value: object, field: str) -> NDArray[np.float64] | None:
     return None if value is None else number_array(value, field)
-
-
-def parse_csv(
-    data: bytes, *, field: str = "file"
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64] | None]:
-    """A CSV batch → (scores, labels, weights).
-
-    Header ``score,label[,weight]`` (binary) or ``score_0,...,score_{k-1},label[,weight]``
-    (multiclass); columns may come in any order. Errors name the data row (1 = first row
-    after the header) and the column.
-    """
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise MalformedBody(f"{field}: the CSV is not UTF-8 ({exc.reason})") from None
-    lines = text.splitlines()
-    if not lines or not lines[0].strip():
-        raise invalid(("body", field), "is empty; expected a header row 'score,label'")
-    header = [h.strip().lower() for h in _csv_rows([lines[0]], field, first=0)[0]]
-    columns = _csv_columns(header, field)
-    rows = [line for line in lines[1:] if line.strip()]
-    if not rows:
-        raise invalid(("body", field), "has a header but no data rows")
-    table = _csv_table(rows, len(header), header, field)
-    score_cols = columns["scores"]
-    scores = table[:, score_cols[0]] if len(score_cols) == 1 else table[:, score_cols]
-    labels = table[:, columns["label"][0]]
-    weights = table[:, columns["weight"][0]] if columns["weight"] else None
-    return np.ascontiguousarray(scores), np.ascontiguousarray(labels), weights
-
-
-def _csv_columns(header: list[str], field: str) -> Mapping[str, list[int]]:
-    known = {"score", "label", "weight"}
-    multi = sorted(
-        (index, i) for i, h in enumerate(header) if (index := _class_column(h)) is not None
-    )
-    for i, name in enumerate(header):
-        if name not in known and _class_column(name) is None:
-            shown = name if len(name) <= 40 else f"{name[:40]}..."
-            raise invalid(("body", field, "header", i), f"unknown column {shown!r}")
-    if len(set(header)) != len(header):
-        raise invalid(("body", field, "header"), "repeats a column name")
-    if "label" not in header:
-        raise invalid(("body", field, "header"), "has no 'label' column")
-    if "score" in header and multi:
-        raise invalid(("body", field, "header"), "mixes 'score' with 'score_0..'")
-    if multi:
-        if [j for j, _ in multi] != list(range(len(multi))):
-            raise invalid(
-                ("body", field, "header"), "multiclass columns must be score_0..score_{k-1}"
-            )
-        score_cols = [i for _, i in multi]
-    elif "score" in header:
-        score_cols = [header.index("score")]
-    else:
-        raise invalid(("body", field, "header"), "has no 'score' column")
-    weight = [header.index("weight")] if "weight" in header else []
-    return {"scores": score_cols, "label": [header.index("label")], "weight": weight}
-
-
-def _class_column(name: str) -> int | None:
-    """j for a column named ``score_j`` (j of at most 6 digits: more classes are refused
-    anyway, and a longer run of digits is not worth converting), else None."""
-    digits = name.removeprefix("score_")
-    if digits == name or not digits.isdigit() or len(digits) > 6:
-        return None
-    return int(digits)
-
-
-def _csv_table(rows: list[str], width: int, header: list[str], field: str) -> NDArray[np.float64]:
-    try:
-        table = np.loadtxt(
-            io.StringIO("\n".join(rows)), delimiter=",", dtype=np.float64, ndmin=2, comments=None
-        )
-        if table.shape[1] == width:
-            return table
-    except ValueError:
-        pass
-    # Not plain numbers (quoted cells, a ragged row, a word): read it as CSV, name what fails.
-    values = np.empty((len(rows), width))
-    for r, row in enumerate(_csv_rows(rows, field, first=1)):
-        if len(row) != width:
-            raise invalid(
-                ("body", field, "row", r + 1), f"has {len(row)} fields; the header has {width}"
-            )
-        for c, cell in enumerate(row):
-            try:
-                values[r, c] = float(cell)
-            except ValueError:
-                shown = cell.strip() if len(cell) <= 40 else f"{cell.strip()[:40]}..."
-                raise invalid(
-                    ("body", field, "row", r + 1, header[c]), f"is {shown!r}, not a number"
-                ) from None
-    return values
-
-
-def _csv_rows(lines: list[str], field: str, *, first: int) -> list[list[str]]:
-    """The cells of CSV ``lines`` (row numbers from ``first`` in errors: 0 is the header)."""
-    rows: list[list[str]] = []
-    reader = csv.reader(lines)
-    while True:
-        try:
-            row = next(reader, None)
-        except csv.Error as exc:  # e.g. a field over the csv module's 131072-character limit
-            number = first + len(rows)
-            where = ("header",) if number == 0 else ("row", number)
-            raise invalid(("body", field, *where), f"cannot be read as CSV: {exc}") from None
-        if row is None:
-            return rows
-        rows.append(row)
 
 
 def require_media_type(content_type: str | None, allowed: tuple[str, ...]) -> str:

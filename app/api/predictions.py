@@ -1,49 +1,28 @@
-"""Routes: predict with a version, and its reliability diagnostics."""
+"""Route: predict with a version (and the one function both predict paths run)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from app.diagnosis import MEDIA_TYPES, ImageFormat, Reports
-from app.diagnosis import Query as DiagnosisQuery
 from app.errors import invalid
 from app.service import CalibrationService
-from app.version_cache import Selector
 
 from .deps import (
     NameParam,
-    SelectorParam,
     ServiceDep,
-    json_response,
-    off_loop,
     parse_selector,
     read_body,
 )
-from .requests import parse_diagnostics, parse_predict
-from .responses import DIAGNOSTICS_BODY, ERRORS, PREDICT_BODY
-from .schemas import DiagnosticsOut, PredictOut
+from .requests import parse_predict
+from .responses import ERRORS, PREDICT_BODY
+from .schemas import PredictOut
 
 router = APIRouter(prefix="/v1", tags=["predictions"])
-
-NBins = Annotated[int, Query(ge=2, le=100, description="Number of bins.")]
-StrategyQuery = Annotated[
-    Literal["uniform", "quantile"], Query(description="Equal widths or equal counts.")
-]
-ClassIndex = Annotated[
-    int | None,
-    Query(ge=0, le=100_000, description="One class against the rest (default: top label)."),
-]
-IMAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "JSON, or the diagram when Accept asks for image/png or image/svg+xml",
-        "content": {"image/png": {}, "image/svg+xml": {}},
-    }
-}
 
 
 @router.post(
@@ -115,161 +94,3 @@ def answer_predict(
     if prediction.intervals is not None:
         answer["intervals"] = prediction.intervals
     return orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)
-
-
-def _diagnostics(reports: Reports, query: DiagnosisQuery) -> Response:
-    return json_response(
-        {
-            "name": reports.name,
-            "version": reports.version,
-            "n_bins": query.n_bins,
-            "strategy": query.strategy,
-            "class_index": query.class_index,
-            "n_samples": reports.n_samples,
-            "calibrated": reports.calibrated,
-            "raw": reports.raw,
-        }
-    )
-
-
-@router.get(
-    "/calibrators/{name}/versions/{selector}/diagnostics",
-    response_model=DiagnosticsOut,
-    summary="Reliability data of a version (out of sample)",
-    responses=ERRORS,
-)
-async def stored_diagnostics(
-    name: NameParam,
-    selector: SelectorParam,
-    request: Request,
-    service: ServiceDep,
-    n_bins: NBins = 10,
-    strategy: StrategyQuery = "uniform",
-    class_index: ClassIndex = None,
-) -> Response:
-    """Reliability bins and metrics of the version's cross-validated predictions on its
-    fitting batch, next to those of the raw scores. Multiclass versions report the top label
-    (confidence = row max, correct = arg max equals the label) unless `class_index` is set.
-    Computed once per version and query, then kept."""
-    query = DiagnosisQuery(n_bins, strategy, class_index)
-    found = parse_selector(name, selector)
-    with service.work.admit():
-        reports = await off_loop(request, service.diagnosis.stored, name, found, query)
-    return _diagnostics(reports, query)
-
-
-@router.post(
-    "/calibrators/{name}/versions/{selector}/diagnostics",
-    response_model=DiagnosticsOut,
-    summary="Reliability data of a version on a fresh labelled batch",
-    openapi_extra=DIAGNOSTICS_BODY,
-    responses={**ERRORS, **IMAGE_RESPONSES},
-)
-async def batch_diagnostics(
-    name: NameParam, selector: SelectorParam, request: Request, service: ServiceDep
-) -> Response:
-    """How the stored version does on today's traffic. Nothing is stored. With
-    `Accept: image/png` or `image/svg+xml` the answer is the reliability diagram."""
-    picture = wanted_image(request.headers.get("accept"))
-    content_type = request.headers.get("content-type")
-    found = parse_selector(name, selector)
-    with service.work.admit():
-        body = await read_body(request)
-        if picture is not None:
-            image = await off_loop(
-                request, _batch_picture, service, name, found, content_type, body, picture
-            )
-            return Response(image, media_type=MEDIA_TYPES[picture])
-        reports, query = await off_loop(
-            request, _batch_reports, service, name, found, content_type, body
-        )
-    return _diagnostics(reports, query)
-
-
-def _batch_reports(
-    service: CalibrationService,
-    name: str,
-    selector: Selector,
-    content_type: str | None,
-    body: bytes,
-) -> tuple[Reports, DiagnosisQuery]:
-    args = parse_diagnostics(content_type, body, service.settings.max_batch_rows)
-    query = DiagnosisQuery(args.n_bins, args.strategy, args.class_index)
-    return service.diagnosis.on_batch(name, selector, args.batch, query), query
-
-
-def _batch_picture(
-    service: CalibrationService,
-    name: str,
-    selector: Selector,
-    content_type: str | None,
-    body: bytes,
-    image_format: ImageFormat,
-) -> bytes:
-    args = parse_diagnostics(content_type, body, service.settings.max_batch_rows)
-    query = DiagnosisQuery(args.n_bins, args.strategy, args.class_index)
-    return service.diagnosis.batch_picture(name, selector, args.batch, query, image_format)
-
-
-def wanted_image(accept: str | None) -> ImageFormat | None:
-    """The picture format an Accept header prefers over JSON, if any (RFC 9110 12.5.1):
-    the highest ``q`` wins, the earlier entry on a tie, and ``q=0`` means "not this"."""
-    best: tuple[float, ImageFormat | None] = (0.0, None)
-    for part in (accept or "").split(","):
-        media, *parameters = (piece.strip().lower() for piece in part.split(";"))
-        quality = 1.0
-        for parameter in parameters:
-            key, _, value = parameter.partition("=")
-            if key.strip() == "q":
-                try:
-                    quality = float(value)
-                except ValueError:
-                    quality = 0.0
-        if not 0.0 < quality <= 1.0 or quality <= best[0]:
-            continue
-        if media in ("image/png", "image/*", "image/svg+xml"):
-            best = (quality, "svg" if media == "image/svg+xml" else "png")
-        elif media in ("application/json", "*/*", "application/*", "application/problem+json"):
-            best = (quality, None)
-    return best[1]
-
-
-def _picture_route(image_format: ImageFormat) -> None:
-    """``GET .../diagnostics.png`` and ``.svg``: one endpoint, registered once per format."""
-
-    async def stored_diagram(
-        name: NameParam,
-        selector: SelectorParam,
-        request: Request,
-        service: ServiceDep,
-        n_bins: NBins = 10,
-        strategy: StrategyQuery = "uniform",
-        class_index: ClassIndex = None,
-    ) -> Response:
-        query = DiagnosisQuery(n_bins, strategy, class_index)
-        found = parse_selector(name, selector)
-        with service.work.admit():
-            image = await off_loop(
-                request, service.diagnosis.stored_picture, name, found, query, image_format
-            )
-        return Response(image, media_type=MEDIA_TYPES[image_format])
-
-    stored_diagram.__name__ = f"stored_diagram_{image_format}"
-    router.add_api_route(
-        f"/calibrators/{{name}}/versions/{{selector}}/diagnostics.{image_format}",
-        stored_diagram,
-        methods=["GET"],
-        summary=f"Reliability diagram of a version ({image_format.upper()})",
-        description="The diagonal, the calibrated and raw curves with their Wilson intervals, "
-        "and beneath them the histogram of predicted values (Predicting Good Probabilities, "
-        "Figure 1). Same query parameters as the JSON diagnostics; cached per version and query.",
-        response_class=Response,
-        responses={
-            **ERRORS,
-            200: {"content": {MEDIA_TYPES[image_format]: {}}, "description": "The diagram"},
-        },
-    )
-
-
-_picture_route("png")
-_picture_route("svg")

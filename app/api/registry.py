@@ -14,12 +14,14 @@ from app.service import CalibrationService
 from .calibrators import version_document
 from .contracts import AliasBody, CompareBody, PatchBody, validated
 from .deps import (
+    SMALL_BODY_BYTES,
     AliasParam,
     NameParam,
     SelectorParam,
     ServiceDep,
     check_alias_name,
     existing_version_number,
+    get_service,
     json_response,
     off_loop,
     parse_selector,
@@ -41,7 +43,10 @@ M = TypeVar("M", bound=BaseModel)
 
 async def _json_body(request: Request, contract: type[M]) -> M:
     require_media_type(request.headers.get("content-type"), JSON_TYPES)
-    return validated(contract, parse_json_object(await read_body(request)))
+    body = await read_body(
+        request, min(SMALL_BODY_BYTES, get_service(request).settings.max_body_bytes)
+    )
+    return validated(contract, parse_json_object(body))
 
 
 @router.put(

@@ -25,14 +25,16 @@ from .contracts import (
     PredictBody,
     validated,
 )
+from .csv_batches import parse_csv
+from .json_process import parse_json_body
 from .payloads import (
+    BATCH_ARRAYS,
     CSV_TYPES,
     JSON_TYPES,
     MULTIPART,
+    ParsedArray,
     number_array,
     optional_number_array,
-    parse_csv,
-    parse_json_object,
     require_media_type,
 )
 
@@ -71,7 +73,7 @@ def parse_fit(source: FitSource, max_rows: int) -> FitArgs:
     """A fit request as JSON, CSV or a multipart upload of CSV, with its options (the
     body's own fields first, then the form's, then the query's). CPU-heavy: run off the loop."""
     if source.kind in JSON_TYPES:
-        data = parse_json_object(source.data)
+        data = parse_json_body(source.data, BATCH_ARRAYS)
         given = {k: _query_option(k, raw) for k, raw in source.options.items() if k not in data}
         body = validated(FitBody, {**given, **data})
         scores = number_array(body.scores, "scores", matrix=True)
@@ -114,8 +116,8 @@ class PredictArgs:
 def parse_predict(content_type: str | None, body: bytes, max_rows: int) -> PredictArgs:
     """A predict body: scores (at most ``max_rows``), and the optional selector and flag."""
     require_media_type(content_type, JSON_TYPES)
-    data = validated(PredictBody, parse_json_object(body))
-    if isinstance(data.scores, list) and len(data.scores) > max_rows:
+    data = validated(PredictBody, parse_json_body(body, {"scores": True}))
+    if isinstance(data.scores, list | ParsedArray) and len(data.scores) > max_rows:
         raise PayloadTooLarge(f"scores has {len(data.scores)} rows; the limit is {max_rows}")
     scores = number_array(data.scores, "scores", matrix=True)
     version = None if data.version is None else str(data.version)
@@ -144,11 +146,11 @@ class DiagnosticsArgs:
 
 def parse_diagnostics(content_type: str | None, body: bytes, max_rows: int) -> DiagnosticsArgs:
     require_media_type(content_type, JSON_TYPES)
-    data = validated(DiagnosticsBody, parse_json_object(body))
+    data = validated(DiagnosticsBody, parse_json_body(body, BATCH_ARRAYS))
     batch = labelled_batch(data, max_rows)
     return DiagnosticsArgs(batch, data.n_bins, data.strategy, data.class_index)
 
 
 def parse_compare(body: bytes, max_rows: int) -> tuple[Batch, list[int | str] | None]:
-    data = validated(CompareBody, parse_json_object(body))
+    data = validated(CompareBody, parse_json_body(body, BATCH_ARRAYS))
     return labelled_batch(data, max_rows), data.versions

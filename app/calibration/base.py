@@ -6,12 +6,13 @@ JSON-able *state* of plain numbers (floats, ints, strings and lists of floats); 
 persists that state, never a Python object, and :meth:`Calibrator.from_state` rebuilds an
 equivalent calibrator from it without executing any stored code (see :mod:`app.store.artifacts`).
 
-Nothing in :mod:`app.calibration` imports FastAPI, pydantic or SQLAlchemy.
+A batch is checked once, by :mod:`~app.calibration.checks`, before any method sees it, and
+its weights are read as relative weights (:mod:`~app.calibration.weights`). Nothing in
+:mod:`app.calibration` imports FastAPI, pydantic or SQLAlchemy.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -107,8 +108,8 @@ class Calibrator(Protocol):
 
     ``fit`` receives validated arrays of equal length n >= 1: finite ``scores``; ``labels``
     as float64 0.0/1.0; non-negative ``sample_weight`` with a positive sum, of any finite size
-    (weights are relative: see :func:`relative_weights`). A training fold may hold a single
-    class (cross-validation on small batches); a method must still fit.
+    (weights are relative: see :func:`~app.calibration.weights.relative_weights`). A training
+    fold may hold a single class (cross-validation on small batches); a method must still fit.
     """
 
     method: ClassVar[str]
@@ -150,107 +151,7 @@ class IntervalCalibrator(Protocol):
         ...
 
 
-# --- validation shared by every method -------------------------------------------------------
-
-
-def check_batch(
-    scores: object, labels: object, sample_weight: object = None, *, scores_field: str = "scores"
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Check a binary batch and return it as three 1-d float64 arrays (weights default to 1).
-
-    Raises :class:`CalibrationError` naming the field: ``scores`` (or ``scores_field``) must be
-    finite, ``labels`` 0/1, ``sample_weight`` finite, non-negative with a positive sum, and all
-    three of one length n >= 1. The weights may be of any finite size, their sum too
-    (see :func:`relative_weights`).
-    """
-    f = _float_vector(scores, scores_field)
-    y = _float_vector(labels, "labels")
-    if f.size == 0:
-        raise CalibrationError(f"{scores_field}: the batch is empty")
-    if y.size != f.size:
-        raise CalibrationError(f"labels: has {y.size} values for {f.size} {scores_field}")
-    if not np.all(np.isfinite(f)):
-        raise CalibrationError(f"{scores_field}: must be finite (index {_first(~np.isfinite(f))})")
-    bad = (y != 0.0) & (y != 1.0)
-    if bad.any():
-        raise CalibrationError(f"labels: must be 0 or 1 (index {_first(bad)})")
-    if sample_weight is None:
-        return f, y, np.ones_like(f)
-    w = _float_vector(sample_weight, "sample_weight")
-    if w.size != f.size:
-        raise CalibrationError(f"sample_weight: has {w.size} values for {f.size} {scores_field}")
-    bad = ~np.isfinite(w) | (w < 0)
-    if bad.any():
-        raise CalibrationError(f"sample_weight: must be finite and >= 0 (index {_first(bad)})")
-    if not w.max() > 0:  # not w.sum(): finite weights may have a sum past 1.8e308
-        raise CalibrationError("sample_weight: the weights must have a positive sum")
-    return f, y, w
-
-
-def relative_weights(sample_weight: FloatArray) -> tuple[FloatArray, int]:
-    """(w 2^-e, e): the weights divided by the power of two that brings the largest into [0.5, 1).
-
-    Sample weights are relative: a weighted fit or mean depends on their ratios, not on their
-    unit. Every computation that needs only the ratios reads the weights through this function
-    first: the logistic fits of Platt and beta, isotonic regression, histogram binning,
-    temperature scaling, Boström's correction, Kish's effective size (so the Laplace bound)
-    and the measures of :mod:`~app.calibration.metrics`. (Venn-ABERS divides by the largest
-    weight instead, which makes any equal weights exactly 1 for its exact hull arithmetic.)
-    So any finite weights work, whatever their unit. Without it, subnormal weights (below
-    2.2e-308) lose digits in every product, and a sum of them is too small to divide by
-    (1 / 6e-309 overflows), while weights near 1e308 overflow in squares and sums. The
-    alternative, refusing subnormal weights, would refuse ``c * w`` for a valid ``w`` and
-    leave the large end broken.
-
-    Dividing by a power of two is exact, so weights of ordinary size give the same results,
-    bit for bit, as the weights as given, and ``c * w`` gives ``w``'s results up to the rounding
-    of ``c * w`` itself. Only a weight more than 2^1021 times below the largest loses digits
-    (it becomes subnormal), and one 2^1075 times below becomes 0: next to the largest, either
-    vanishes from any sum anyway.
-
-    Not scale-invariant, by definition: the few places that add pseudo-counts to weighted
-    counts (Laplace's rule of succession) count the weights in the caller's units, via
-    :func:`unit_weight`: Platt's smoothed targets (N+ + 1) / (N+ + 2) and 1 / (N- + 2), as
-    scikit-learn computes them (weights of 1e-300 pull every target to 1/2, and weights of
-    1e300 make them the hard 0/1), and histogram binning's ``smoothing="laplace"``. So
-    ``platt`` with its default targets, the binning with Laplace smoothing, and ``auto``
-    whenever it tries Platt are not scale-invariant. A reliability bin also reports its
-    ``weight`` in the caller's units. Everything else is scale-invariant, including beta's
-    negligible ridge, which is counted per unit of mean weight.
-    """
-    exponent = math.frexp(float(sample_weight.max()))[1]
-    with np.errstate(under="ignore"):
-        relative: FloatArray = np.ldexp(sample_weight, -exponent)
-    return relative, exponent
-
-
-_UNIT_WEIGHT_CAP = 1000
-
-
-def unit_weight(exponent: int) -> float:
-    """A weight of 1 in the caller's units, in the units of :func:`relative_weights`: 2^-e.
-
-    Used for pseudo-counts added to relative weighted counts (e.g. (N+ + 1) / (N+ + 2) is
-    (n + u) / (n + 2u) with n = N+ 2^-e and u this). Capped at 2^1000, reached for weights
-    below ~1e-301: a relative sum is at most the number of points, so past the cap it falls
-    below float64's resolution next to the pseudo-count either way. The cap changes no
-    result, and it keeps the count from overflowing.
-    """
-    return math.ldexp(1.0, min(-exponent, _UNIT_WEIGHT_CAP))
-
-
-def _float_vector(values: object, field: str) -> FloatArray:
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise CalibrationError(f"{field}: must be an array of numbers") from None
-    if array.ndim != 1:
-        raise CalibrationError(f"{field}: must be a 1-d array, not {array.ndim}-d")
-    return array
-
-
-def _first(mask: NDArray[np.bool_]) -> int:
-    return int(np.flatnonzero(mask)[0])
+# --- validation of params and states shared by every method ----------------------------------
 
 
 def check_param_keys(method: str, params: Mapping[str, object], allowed: tuple[str, ...]) -> None:

@@ -19,7 +19,7 @@ One departure for weighted batches: betacal's ridge is in the units of the sampl
 its fit depends on their scale (weights of 1e-300 let the ridge flatten the map to a
 constant). Here the ridge is that of the weights rescaled to mean 1, which is betacal's ridge
 for unweighted data and makes the fit scale-invariant
-(:func:`~app.calibration.base.relative_weights`). For weights of mean m the two ridges differ
+(:func:`~app.calibration.weights.relative_weights`). For weights of mean m the two ridges differ
 by the factor m, which moves a and b by some 1e-11 relative unless m is extreme.
 """
 
@@ -38,12 +38,12 @@ from app.calibration.base import (
     JSONValue,
     StateError,
     check_state_keys,
-    relative_weights,
     state_float,
 )
 from app.calibration.bounds import BoundOnly, OutputBound
 from app.calibration.newton import fit_logistic
 from app.calibration.pooling import pool_ties
+from app.calibration.weights import relative_weights
 
 EPS = float(np.finfo(np.float64).eps)
 """Scores are clipped to [EPS, 1 - EPS] (fit and predict alike), as ``betacal`` does."""

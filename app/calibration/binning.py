@@ -26,15 +26,14 @@ from app.calibration.base import (
     check_state_keys,
     choice_param,
     int_param,
-    relative_weights,
     state_floats,
     state_int,
-    unit_weight,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.crossval import effective_folds, predict_folds, stratified_folds
 from app.calibration.metrics import log_loss
 from app.calibration.pooling import pool_ties
+from app.calibration.weights import relative_weights, unit_weight
 
 SMOOTHINGS = ("none", "laplace")
 CV_GRID = (5, 10, 15, 20, 30, 50)
@@ -60,7 +59,7 @@ class HistogramBinning:
         rule of succession, pulling small bins toward 1/2), where n and pos are the bin's
         summed weight and summed weight of positives. So ``"laplace"`` depends on the weights'
         unit (weights of 1e-300 give every bin 1/2), ``"none"`` does not
-        (:func:`~app.calibration.base.relative_weights`).
+        (:func:`~app.calibration.weights.relative_weights`).
     bound : {"none", "laplace"}, default "none"
         ``"laplace"`` clips the outputs into [1 / (n + 2), (n + 1) / (n + 2)]
         (:class:`~app.calibration.bounds.OutputBound`): without smoothing, a bin holding one

@@ -26,11 +26,11 @@ from app.calibration.base import (
     check_param_keys,
     check_state_keys,
     choice_param,
-    relative_weights,
     state_float,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.multiclass_metrics import IntArray, probability_rows
+from app.calibration.weights import relative_weights
 
 MODES = ("sigmoid", "constant")
 _R_START = 1e-6  # the sigmoid starts from the constant fit, kept off r = 0 and 1 (logit finite)

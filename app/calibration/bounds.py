@@ -31,9 +31,9 @@ from app.calibration.base import (
     StateError,
     check_param_keys,
     choice_param,
-    relative_weights,
     state_floats,
 )
+from app.calibration.weights import relative_weights
 
 BOUND_RULES = ("none", "laplace")
 BOUND_KEY = "bound"
@@ -134,7 +134,7 @@ class BoundOnly:
 def effective_size(sample_weight: FloatArray) -> float:
     """Kish's effective sample size (sum w)^2 / sum w^2: n for equal weights, scale-free.
 
-    Computed on :func:`~app.calibration.base.relative_weights` (the largest in [0.5, 1)), so
+    Computed on :func:`~app.calibration.weights.relative_weights` (the largest in [0.5, 1)), so
     the squares neither underflow nor overflow, whatever the weights' size; unit weights (any
     power of two) give n exactly, other equal weights n to rounding.
     """

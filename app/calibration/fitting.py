@@ -9,16 +9,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from app.calibration.base import (
-    CalibrationError,
-    Calibrator,
-    FloatArray,
-    JSONValue,
-    StateError,
-    check_batch,
-)
+from app.calibration.base import CalibrationError, Calibrator, FloatArray, JSONValue, StateError
 from app.calibration.beta import require_open_unit_interval
 from app.calibration.candidates import AutoSpec, Candidate, eligible_candidates
+from app.calibration.checks import check_batch
 from app.calibration.crossval import effective_class_folds, predict_folds, stratified_class_folds
 from app.calibration.methods import (
     BINARY,

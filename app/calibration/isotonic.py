@@ -23,12 +23,13 @@ from app.calibration.base import (
     check_param_keys,
     check_state_keys,
     choice_param,
-    relative_weights,
     state_floats,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.pooling import pool_ties
-from app.calibration.trimming import TRIM_KEYS, TrimSpec, read_trim_state, trim_batch, trim_state
+from app.calibration.trim_spec import TRIM_KEYS, TrimSpec, read_trim_state, trim_state
+from app.calibration.trimming import trim_batch
+from app.calibration.weights import relative_weights
 
 INTERPOLATIONS = ("linear", "step")
 # scikit-learn's _make_unique pools scores closer than float64's resolution, not only equal ones
@@ -48,7 +49,7 @@ class IsotonicCalibrator:
         block). Outside the fitted range both clip to the end values.
     trim, trim_tau_min, trim_grid, trim_center, trim_loss, trim_folds
         Trimmed isotonic regression (Rüping, *Robust Probabilistic Calibration*), see
-        :class:`~app.calibration.trimming.TrimSpec`; ``trim="none"`` by default. The paper
+        :class:`~app.calibration.trim_spec.TrimSpec`; ``trim="none"`` by default. The paper
         found ``trim="trainset"`` best for isotonic regression (cross-validation leaves PAV
         too few points). Listed in ``params`` only when trimming.
     bound : {"none", "laplace"}, default "none"

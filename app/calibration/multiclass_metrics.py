@@ -5,7 +5,7 @@ The measures generalise :mod:`app.calibration.metrics`: the Brier score is the m
 distance to the one-hot vector (Brier 1950, as used in Boström, *Calibrating Random Forests*),
 the log loss is scikit-learn's ``log_loss`` with ``labels=range(k)``, and the reliability
 diagram is either the top-label one (confidence = row maximum against "the arg max is right")
-or one class against the rest. Binning and its statistics are :mod:`~app.calibration.metrics`'s.
+or one class against the rest. Binning and its statistics are :mod:`~app.calibration.reliability`'s.
 """
 
 from __future__ import annotations
@@ -14,14 +14,11 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import softmax
 
-from app.calibration.base import CalibrationError, FloatArray, JSONValue, check_batch
-from app.calibration.metrics import (
-    blockwise_mean,
-    expected_calibration_error,
-    maximum_calibration_error,
-    reliability_bins,
-    summarize,
-)
+from app.calibration.base import CalibrationError, FloatArray, JSONValue
+from app.calibration.checks import check_batch
+from app.calibration.metrics import expected_calibration_error, maximum_calibration_error, summarize
+from app.calibration.reliability import reliability_bins
+from app.calibration.weights import blockwise_mean
 
 IntArray = NDArray[np.int64]
 ROW_SUM_ATOL = 1e-6

@@ -59,7 +59,7 @@ def fit_logistic(
     weight, target : ndarray of length m
         Summed weights and summed weights times targets (0 <= target <= weight). The
         tolerances are absolute, so the callers pass weights rescaled to a mean of 1 per point
-        (from :func:`~app.calibration.base.relative_weights`, which keeps subnormal or huge
+        (from :func:`~app.calibration.weights.relative_weights`, which keeps subnormal or huge
         weights from underflowing or overflowing on the way).
     theta0 : ndarray of length p + 1
         The starting point (intercept last).

@@ -23,15 +23,15 @@ from app.calibration.base import (
     check_state_keys,
     choice_param,
     int_param,
-    relative_weights,
     state_float,
     state_int,
-    unit_weight,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.newton import fit_logistic
 from app.calibration.pooling import pool_ties
-from app.calibration.trimming import TRIM_KEYS, TrimSpec, read_trim_state, trim_batch, trim_state
+from app.calibration.trim_spec import TRIM_KEYS, TrimSpec, read_trim_state, trim_state
+from app.calibration.trimming import trim_batch
+from app.calibration.weights import relative_weights, unit_weight
 
 TARGETS = ("platt", "hard")
 _WARM_START_MIN = 1 << 17  # pooled points from which Newton starts from a subsample's optimum
@@ -52,12 +52,12 @@ class PlattCalibrator:
         another fit): the pseudo-counts 1 and 2 are in units of weight, so weights of 1e-300
         pull every target to 1/2 (a constant map, p = 1/2), weights of 1e300 make them the
         hard targets. ``"hard"`` is scale-invariant, as is every weight of the fit itself
-        (:func:`~app.calibration.base.relative_weights`).
+        (:func:`~app.calibration.weights.relative_weights`).
     max_iter : int in 1..10000, default 100
         Newton iterations at most.
     trim, trim_tau_min, trim_grid, trim_center, trim_loss, trim_folds
         Trimmed Platt (Rüping, *Robust Probabilistic Calibration*), see
-        :class:`~app.calibration.trimming.TrimSpec`; ``trim="none"`` by default. The paper
+        :class:`~app.calibration.trim_spec.TrimSpec`; ``trim="none"`` by default. The paper
         found ``trim="cv"`` best for Platt scaling. Listed in ``params`` only when trimming.
     bound : {"none", "laplace"}, default "none"
         ``"laplace"`` clips the outputs into [1 / (n + 2), (n + 1) / (n + 2)]

@@ -1,10 +1,15 @@
 """Tied scores pooled: (distinct score, summed weight, summed weight of positives).
 
 Every method that fits on sorted distinct scores (isotonic regression, Platt's and beta's
-Newton, histogram binning, Venn-ABERS, the AUC) starts here, and sorting dominates their cost:
+Newton, histogram binning, Venn-ABERS) starts here, and sorting dominates their cost:
 scikit-learn's lexsort alone is a third to two thirds of its isotonic fit. So the sort is as
 cheap as the input allows: none for scores already sorted (a cross-validation sorts its batch
 once for every fold and candidate), one per class for equal weights, one argsort otherwise.
+
+The AUC (:mod:`~app.calibration.auc`) does not call :func:`pool_ties`: a measured batch can
+hold 10^7 rows, so it treats ties without n-sized copies in score order. With equal weights it
+counts the negatives below and tied with each positive by binary search in each class's sorted
+scores; with other weights it takes :func:`pool_ties`' sums a block of its argsort at a time.
 """
 
 from __future__ import annotations

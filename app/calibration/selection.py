@@ -29,7 +29,7 @@ from app.calibration.base import (
 from app.calibration.bounds import effective_size
 from app.calibration.candidates import Candidate
 from app.calibration.crossval import cross_validate
-from app.calibration.metrics import weighted_mean
+from app.calibration.weights import weighted_mean
 
 LOG_EPS = 1e-15
 """Probabilities are clipped to [eps, 1 - eps] in the log loss, as everywhere else."""
@@ -140,7 +140,7 @@ def point_log_loss(p: FloatArray, labels: NDArray[Any]) -> FloatArray:
 def mean_and_error(values: FloatArray, weights: FloatArray) -> tuple[float, float]:
     """The weighted mean of ``values`` and its standard error, sqrt(var_w / (n_eff - 1)), with
     n_eff Kish's effective size (the usual s / sqrt(n) for equal weights); on relative weights
-    (:func:`~app.calibration.base.relative_weights`), so both are the same for weights times
+    (:func:`~app.calibration.weights.relative_weights`), so both are the same for weights times
     any constant."""
     mean = weighted_mean(values, weights)
     variance = weighted_mean((values - mean) ** 2, weights)

@@ -24,11 +24,11 @@ from app.calibration.base import (
     JSONValue,
     StateError,
     check_state_keys,
-    relative_weights,
     state_float,
 )
 from app.calibration.bounds import BoundOnly, OutputBound
 from app.calibration.multiclass_metrics import IntArray, is_probability_matrix
+from app.calibration.weights import relative_weights
 
 INPUTS = ("logits", "probabilities")
 LOG_BETA_BOUNDS = (-10.0, 10.0)  # scikit-learn's bounds on log(1 / T)

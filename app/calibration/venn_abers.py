@@ -9,7 +9,8 @@ validity* (NeurIPS 2015): the inductive predictor (IVAP) computes both for every
 the cumulative sum diagram (section 2; :mod:`app.calibration._venn_abers_kernel`); the cross
 predictor (CVAP, section 3) fits one IVAP per fold; the single probability for log loss is
 p = p1 / (1 - p0 + p1), and for CVAP p = GM(p1) / (GM(1 - p0) + GM(p1)) over the folds
-(section 4). Section numbers are those of the paper's arXiv version, 1511.00213.
+(section 4; :mod:`app.calibration._venn_abers_table`). Section numbers are those of the
+paper's arXiv version, 1511.00213.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import ClassVar, Self
 
 import numpy as np
 
-from app.calibration._venn_abers_kernel import StepTable, venn_abers_cells
+from app.calibration._venn_abers_kernel import venn_abers_cells
+from app.calibration._venn_abers_table import StepTable
 from app.calibration.base import (
     Capabilities,
     FloatArray,
@@ -81,7 +83,7 @@ class VennAbersCalibrator:
     interval when folds disagree: folds (0.00, 0.01) and (0.98, 0.99) give (0.86, 0.10).
 
     *State.* The state is the step table that predict reads
-    (:class:`~app.calibration._venn_abers_kernel.StepTable`), four lists of floats:
+    (:class:`~app.calibration._venn_abers_table.StepTable`), four lists of floats:
     ``{"edges": [...], "p": [...], "p0": [...], "p1": [...]}``, where ``p[i]``, ``p0[i]`` and
     ``p1[i]`` hold for the scores with exactly i edges <= s (one more value than edges): the
     IVAP's own p0 and p1, or in cross mode the fold envelope and the merged p, plus

@@ -1,13 +1,18 @@
 """Batches of several blocks: the measures against direct references, and what they allocate.
 
-The measures work through a batch :data:`~app.calibration.metrics.BLOCK` rows at a time; these
+The measures work through a batch :data:`~app.calibration.weights.BLOCK` rows at a time; these
 batches span three blocks (the last partial), with ties across the blocks' boundaries and points
 exactly on bin edges, and the references are the unblocked formulas.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import math
 import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -15,15 +20,12 @@ import pytest
 from numpy.typing import NDArray
 from sklearn.metrics import roc_auc_score
 
-from app.calibration.diagnostics import reliability_report
-from app.calibration.metrics import (
-    BLOCK,
-    brier_score,
-    log_loss,
-    reliability_bins,
-    roc_auc,
-    weighted_mean,
-)
+from app.calibration.auc import roc_auc
+from app.calibration.budget import Abandoned, Budget, enter
+from app.calibration.diagnostics import headline, reliability_report
+from app.calibration.metrics import brier_score, log_loss
+from app.calibration.reliability import reliability_bins
+from app.calibration.weights import BLOCK, weighted_mean
 from tests.calibration.batches import random_weights
 
 N = 2 * BLOCK + 1234
@@ -125,3 +127,61 @@ def test_a_report_allocates_a_few_batch_sized_arrays(weights: str, strategy: str
     finally:
         tracemalloc.stop()
     assert peak < 4 * 8 * n
+
+
+@dataclass
+class _CountingBudget(Budget):
+    """A job's budget that counts its checkpoints and runs out at the ``runs_out_at``-th."""
+
+    runs_out_at: int = 0  # 0: never
+    checks: int = 0
+
+    def check(self) -> None:
+        self.checks += 1
+        if self.checks == self.runs_out_at:
+            raise Abandoned("the job ran past its budget")
+
+
+def _in_job(budget: Budget, measure: Callable[[], object]) -> None:
+    """``measure()`` as a pooled job under ``budget`` would run it (in a context of its own)."""
+
+    def run() -> None:
+        enter(budget)
+        measure()
+
+    contextvars.copy_context().run(run)
+
+
+_MEASURES: dict[str, Callable[[Arrays], object]] = {
+    "report": lambda b: reliability_report(
+        b[0], b[1].astype(np.int64), b[2], n_bins=10, strategy="quantile"
+    ),
+    "headline": lambda b: headline(b[0], b[1].astype(np.int64), b[2]),
+    "multiclass report": lambda b: reliability_report(
+        np.column_stack([1.0 - b[0], b[0]]),
+        b[1].astype(np.int64),
+        b[2],
+        n_bins=10,
+        strategy="uniform",
+    ),
+    # nearly all positive: the equal-weight AUC's own loop over the positives spans 3 blocks
+    "auc": lambda b: roc_auc(b[0], np.where(np.arange(N) < 1000, 0.0, 1.0), b[2]),
+}
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("measure", list(_MEASURES))
+def test_a_measure_stops_within_a_block_once_its_job_is_over_budget(
+    measure: str, weighted: bool
+) -> None:
+    """A diagnostics job past its budget, or whose client left, stops within a block of rows:
+    every pass over the batch reaches a checkpoint at each of its blocks, and the job stops at
+    whichever checkpoint finds the budget spent, the first as well as the last."""
+    batch = _batch(7, weighted=weighted)
+    compute = functools.partial(_MEASURES[measure], batch)
+    complete = _CountingBudget(seconds=60.0)
+    _in_job(complete, compute)
+    assert complete.checks >= math.ceil(N / BLOCK)
+    for runs_out_at in (1, complete.checks):
+        with pytest.raises(Abandoned):
+            _in_job(_CountingBudget(seconds=60.0, runs_out_at=runs_out_at), compute)

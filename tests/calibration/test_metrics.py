@@ -12,19 +12,18 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 from sklearn.metrics import log_loss as sk_log_loss
 
 from app.calibration import CalibrationError
+from app.calibration.auc import roc_auc
 from app.calibration.metrics import (
-    WILSON_Z,
     brier_score,
     expected_calibration_error,
     headline_metrics,
     log_loss,
     maximum_calibration_error,
     murphy_decomposition,
-    reliability_bins,
-    roc_auc,
     scale_raw_scores,
     summarize,
 )
+from app.calibration.reliability import WILSON_Z, reliability_bins
 from tests.calibration.batches import random_weights
 
 

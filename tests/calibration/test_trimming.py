@@ -20,7 +20,8 @@ from app.calibration import (
 )
 from app.calibration.crossval import effective_folds, stratified_folds
 from app.calibration.metrics import brier_score, log_loss
-from app.calibration.trimming import TrimSpec, choose_tau
+from app.calibration.trim_spec import TrimSpec
+from app.calibration.trimming import choose_tau
 from tests.calibration.batches import random_weights, sigmoid_batch
 
 Classes = type[PlattCalibrator] | type[IsotonicCalibrator]

@@ -1,0 +1,35 @@
+"""What the service's use cases answer: records with what the API shows beside them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.store import CalibratorSummary, VersionRecord
+
+
+@dataclass(frozen=True)
+class VersionView:
+    """A stored version with its readable fitted numbers."""
+
+    record: VersionRecord
+    fitted: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CalibratorView:
+    summary: CalibratorSummary
+    versions: list[VersionRecord]
+    total: int
+    aliases: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    name: str
+    version: int
+    probabilities: NDArray[np.float64]
+    intervals: NDArray[np.float64] | None = None
