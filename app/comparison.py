@@ -12,6 +12,8 @@ from typing import Any
 from app.errors import invalid
 
 MAX_COMPARED = 50
+COMPARABLE = ("log_loss", "brier", "ece", "auc", "accuracy")
+"""Every metric a compare may rank by (``auc`` for binary, ``accuracy`` for multiclass)."""
 HIGHER_IS_BETTER = frozenset({"auc", "accuracy"})
 
 

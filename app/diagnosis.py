@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from app.batch import Batch
 from app.calibration import CalibrationError
 from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_report
-from app.comparison import MAX_COMPARED, rank
+from app.comparison import COMPARABLE, MAX_COMPARED, rank
 from app.diagrams import render_reliability_diagram
 from app.errors import InvalidInput, StoredDataCorrupt, invalid, invalid_in
 from app.memo import Memo
@@ -71,36 +71,48 @@ class Diagnosis:
     # -- the version's own, out-of-fold ----------------------------------------------------
     def stored(self, name: str, selector: Selector, query: Query) -> Reports:
         """The reports of the version's cross-validated predictions on its fitting batch."""
-        with self.database.transaction() as repo:
-            record = repo.get_version(name, selector)
-        return self.reports.get_or_compute((record.id, query), lambda: self._stored(record, query))
+        record, data = self._read(name, selector, (query,))
+        return self._stored(record, query, data)
 
     def stored_picture(
         self, name: str, selector: Selector, query: Query, image_format: ImageFormat
     ) -> bytes:
-        with self.database.transaction() as repo:
-            record = repo.get_version(name, selector)
+        record, data = self._read(name, selector, (query, image_format))
 
         def draw() -> bytes:
-            reports = self.reports.get_or_compute(
-                (record.id, query), lambda: self._stored(record, query)
-            )
-            return _draw(reports, query, image_format)
+            return _draw(self._stored(record, query, data), query, image_format)
 
         return self.pictures.get_or_compute((record.id, query, image_format), draw)
 
-    def _stored(self, record: VersionRecord, query: Query) -> Reports:
-        stored = self.batches.get_or_compute(record.id, lambda: self._decoded(record))
-        calibrated, raw = _reports(
-            stored.out_of_fold, stored.scores, stored.labels, stored.weights, query, "query"
-        )
-        return Reports(
-            record.name, record.version, record.method, record.n_samples, calibrated, raw
-        )
-
-    def _decoded(self, record: VersionRecord) -> StoredBatch:
+    def _read(
+        self, name: str, selector: Selector, wanted: tuple[object, ...]
+    ) -> tuple[VersionRecord, bytes | None]:
+        """The version's record and, unless what is ``wanted`` of it is already kept (or its
+        batch is decoded right now for another request), its stored batch: one snapshot."""
         with self.database.transaction() as repo:
-            data = repo.get_batch(record.id)
+            record = repo.get_version(name, selector)
+            memo = self.pictures if len(wanted) == 2 else self.reports
+            known = memo.get((record.id, *wanted)) is not None
+            if known or self.batches.get(record.id) is not None:
+                return record, None
+            return record, repo.get_batch(record.id)
+
+    def _stored(self, record: VersionRecord, query: Query, data: bytes | None) -> Reports:
+        def compute() -> Reports:
+            stored = self.batches.get_or_compute(record.id, lambda: self._decoded(record, data))
+            calibrated, raw = _reports(
+                stored.out_of_fold, stored.scores, stored.labels, stored.weights, query, "query"
+            )
+            return Reports(
+                record.name, record.version, record.method, record.n_samples, calibrated, raw
+            )
+
+        return self.reports.get_or_compute((record.id, query), compute)
+
+    def _decoded(self, record: VersionRecord, data: bytes | None) -> StoredBatch:
+        if data is None:  # kept or shared a moment ago, gone since: read it again
+            with self.database.transaction() as repo:
+                data = repo.get_batch(record.id)
         try:
             return decode_batch(data)
         except ArtifactError as exc:
@@ -133,23 +145,23 @@ class Diagnosis:
         self, name: str, batch: Batch, selectors: Sequence[Selector] | None, *, by: str
     ) -> dict[str, Any]:
         """Rank the selected versions (default: every version, newest first, at most 50) on
-        one labelled batch. The versions are read in one snapshot."""
+        one labelled batch. The versions (and their artifacts) are read in one snapshot."""
+        if by not in COMPARABLE:
+            raise invalid(("query", "by"), f"is {by!r}; expected one of {', '.join(COMPARABLE)}")
+        generation = self.versions.generation(name)
         with self.database.transaction() as repo:
             if selectors is None:
                 _, records, _ = repo.get_calibrator(name, MAX_COMPARED, 0)
             else:
-                if len(selectors) > MAX_COMPARED:
-                    raise invalid(
-                        ("body", "versions"), f"lists {len(selectors)}; at most {MAX_COMPARED}"
-                    )
                 records = [repo.get_version(name, selector) for selector in selectors]
+            versions = {r.version: self.versions.load(r, repo, generation) for r in records}
         rows: list[dict[str, Any]] = []
         seen: set[int] = set()
         for i, record in enumerate(records):
             if record.version in seen:
                 continue
             seen.add(record.version)
-            loaded = self.versions.load(record)
+            loaded = versions[record.version]
             try:
                 probabilities = loaded.checked_predict(batch.scores)
             except InvalidInput as exc:

@@ -11,10 +11,10 @@ from fastapi import FastAPI
 from app import __version__
 from app.api import calibrators, diagnostics, health, json_process, predictions, registry
 from app.api.fast_predict import FastPredict
+from app.api.http_timeouts import BodyIdleTimeout
 from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
 from app.api.security import install_authentication
-from app.http_timeouts import BodyIdleTimeout
 from app.observability import configure_logging
 from app.observability.access import install_observability
 from app.service import CalibrationService

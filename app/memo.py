@@ -20,7 +20,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, MutableMapping
 from typing import Generic, TypeVar
 
+from app.calibration.budget import checkpoint
+
 V = TypeVar("V")
+
+WAIT_STEP_SECONDS = 0.05
+"""How often a caller waiting for another's computation checks its own budget."""
 
 
 class Memo(Generic[V]):
@@ -49,7 +54,9 @@ class Memo(Generic[V]):
             if found is not None:
                 return found
             gate = self._computing.setdefault(key, threading.Lock())
-        with gate:
+        while not gate.acquire(timeout=WAIT_STEP_SECONDS):
+            checkpoint()  # a waiter's own job may be over its budget, or its client gone
+        try:
             with self._lock:
                 found = self._hit(key)
                 if found is not None:
@@ -62,8 +69,11 @@ class Memo(Generic[V]):
                 with self._lock:
                     self._computing.pop(key, None)
             return value
+        finally:
+            gate.release()
 
     def put(self, key: Hashable, value: V) -> None:
+        """Keep ``value`` for ``key`` (the least recently used leave past the capacity)."""
         with self._lock:
             self._entries[key] = value
             if isinstance(self._entries, OrderedDict):

@@ -20,9 +20,9 @@ from app.batch import Batch, check_method_fits_batch
 from app.calibration import (
     CalibrationError,
     IntervalCalibrator,
-    ParamError,
     fit_calibrator,
 )
+from app.calibration.budget import checkpoint
 from app.calibration.diagnostics import headline, raw_as_probabilities
 from app.calibration.methods import CAPABILITIES
 from app.diagnosis import Diagnosis
@@ -84,9 +84,7 @@ class CalibrationService:
                 n_folds=self.settings.cv_folds,
                 n_jobs=n_jobs,
             )
-        except ParamError as exc:
-            raise invalid_in("body", exc.loc, exc.reason) from None
-        except CalibrationError as exc:
+        except CalibrationError as exc:  # ParamError included: loc is ("params", name)
             raise invalid_in("body", exc.loc, exc.reason) from None
         state = outcome.calibrator.state()
         metrics = {
@@ -107,6 +105,8 @@ class CalibrationService:
             artifact=encode_artifact(outcome.method, dict(outcome.params), state),
             batch=encode_batch(batch.scores, batch.labels, batch.weights, outcome.out_of_fold),
         )
+        checkpoint()  # the last place a job over its budget, or unwanted, stops: nothing stored
+        generation = self.versions.generation(name)
         with self.database.transaction(write=True) as repo:
             record = repo.create_version(name, new)
         self.versions.fitted(
@@ -118,7 +118,8 @@ class CalibrationService:
                 record.n_classes,
                 outcome.calibrator,
                 state,
-            )
+            ),
+            generation,
         )
         record_fit(method, time.perf_counter() - started)
         logger.info(
@@ -132,9 +133,10 @@ class CalibrationService:
 
     # -- reading -------------------------------------------------------------------------
     def get_version(self, name: str, selector: Selector) -> VersionView:
+        generation = self.versions.generation(name)
         with self.database.transaction() as repo:
             record = repo.get_version(name, selector)
-        loaded = self._load(record)
+            loaded = self.versions.load(record, repo, generation)
         return VersionView(record=record, fitted=loaded.state)
 
     def list_calibrators(
@@ -164,17 +166,21 @@ class CalibrationService:
         tags: Mapping[str, str | None] | None,
     ) -> VersionView:
         """New description and merged tags; the fitted numbers never change."""
+        generation = self.versions.generation(name)
         with self.database.transaction(write=True) as repo:
             record = repo.update_version(name, selector, description=description, tags=tags)
-        return VersionView(record=record, fitted=self._load(record).state)
+            loaded = self.versions.load(record, repo, generation)
+        return VersionView(record=record, fitted=loaded.state)
 
     def set_alias(self, name: str, alias: str, version: int) -> VersionView:
         """Point ``alias`` at ``version`` (creating or moving it) and return that version."""
+        generation = self.versions.generation(name)
         with self.database.transaction(write=True) as repo:
             repo.set_alias(name, alias, version)
             record = repo.get_version(name, version)
-        self.versions.aliased(name, alias, version)
-        return VersionView(record=record, fitted=self._load(record).state)
+            loaded = self.versions.load(record, repo, generation)
+        self.versions.aliased(name, alias, version, generation)
+        return VersionView(record=record, fitted=loaded.state)
 
     def delete_alias(self, name: str, alias: str) -> None:
         with self.database.transaction(write=True) as repo:
@@ -235,9 +241,6 @@ class CalibrationService:
     def resolve(self, name: str, selector: Selector) -> LoadedVersion:
         """The loaded calibrator for a selector (see :class:`app.version_cache.VersionCache`)."""
         return self.versions.resolve(name, selector)
-
-    def _load(self, record: VersionRecord) -> LoadedVersion:
-        return self.versions.load(record)
 
     def close(self) -> None:
         """Stop background work (at shutdown)."""

@@ -66,6 +66,7 @@ class VersionCache:
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[str, int], tuple[LoadedVersion, float]] = OrderedDict()
         self._labels: dict[tuple[str, str], tuple[int, float]] = {}
+        self._generations: dict[str, int] = {}
         self._pending: set[tuple[str, Selector]] = set()
         self._executor: ThreadPoolExecutor | None = None
         if schedule is None:
@@ -105,41 +106,38 @@ class VersionCache:
         return loaded
 
     def resolve(self, name: str, selector: Selector) -> LoadedVersion:
-        """The loaded calibrator for a selector, reading the database at most once a window."""
+        """The loaded calibrator for a selector, reading the database at most once a window
+        (and then in one transaction: the number, the record and, if new, the artifact)."""
         found = self.cached(name, selector)
         if found is not None:
             return found
-        if isinstance(selector, str):
-            label = self._label(name, selector)
-            if label is not None and label[1] < self.window:
-                number = label[0]
-            else:
-                with self.database.transaction() as repo:
-                    number = _number(repo, name, selector)
-                self._remember(name, selector, number)
-        else:
-            number = selector
-        entry = self._entry(name, number)
+        generation = self.generation(name)
+        entry = self._entry(name, selector) if isinstance(selector, int) else None
         try:
             with self.database.transaction() as repo:
+                number = selector if isinstance(selector, int) else _number(repo, name, selector)
                 record = repo.get_version(name, number)
+                loaded = self.load(record, repo, generation)
         except DatabaseUnavailable:
-            if entry is None or isinstance(selector, str):
+            if entry is None:
                 raise
-            logger.info("serving %s v%d as loaded: the database is unavailable", name, number)
+            logger.info("serving %s v%d as loaded: the database is unavailable", name, selector)
             return entry[0]
-        return self.load(record)
+        if isinstance(selector, str):
+            self._remember(name, selector, number, generation)
+        return loaded
 
-    def load(self, record: VersionRecord) -> LoadedVersion:
-        """The version's calibrator: the entry (now re-confirmed) or decoded from its artifact."""
+    def load(self, record: VersionRecord, repo: Repository, generation: int) -> LoadedVersion:
+        """The version's calibrator: the entry (now re-confirmed) or decoded from its artifact,
+        read in the caller's transaction. ``generation``, taken before the caller's reads,
+        keeps a version deleted meanwhile out of the cache (see :meth:`generation`)."""
         entry = self._entry(record.name, record.version)
         if entry is not None and entry[0].version_id == record.id:
-            self.put(entry[0])
+            self.put(entry[0], generation)
             record_artifact_cache(hit=True)
             return entry[0]
         record_artifact_cache(hit=False)
-        with self.database.transaction() as repo:
-            artifact_bytes = repo.get_artifact(record.id)
+        artifact_bytes = repo.get_artifact(record.id)
         try:
             artifact = decode_artifact(artifact_bytes, record.artifact_sha256)
             calibrator = load_calibrator(
@@ -158,20 +156,34 @@ class VersionCache:
             calibrator,
             dict(artifact.state),
         )
-        self.put(loaded)
+        self.put(loaded, generation)
         return loaded
 
     # -- what this process changed -------------------------------------------------------------
-    def fitted(self, loaded: LoadedVersion) -> None:
-        """A version this process just stored: loaded, and now ``latest``."""
-        self.put(loaded)
-        self._remember(loaded.name, "latest", loaded.version)
-
-    def aliased(self, name: str, alias: str, version: int) -> None:
-        self._remember(name, alias, version)
-
-    def put(self, loaded: LoadedVersion) -> None:
+    def generation(self, name: str) -> int:
+        """How many times ``name``'s cache was cleared (by a delete, here): take it before
+        reading the database, pass it to the write that follows, and the write is dropped if
+        a delete came in between, so what the delete removed never comes back."""
         with self._lock:
+            return self._generations.get(name, 0)
+
+    def fitted(self, loaded: LoadedVersion, generation: int) -> None:
+        """A version this process just stored: loaded, and ``latest`` unless a later fit's
+        version already is (fits may answer out of order)."""
+        self.put(loaded, generation)
+        label = self._label(loaded.name, "latest")
+        if label is None or label[0] < loaded.version:
+            self._remember(loaded.name, "latest", loaded.version, generation)
+
+    def aliased(self, name: str, alias: str, version: int, generation: int) -> None:
+        """An alias this process just moved."""
+        self._remember(name, alias, version, generation)
+
+    def put(self, loaded: LoadedVersion, generation: int) -> None:
+        """Keep ``loaded`` (confirmed now), unless ``name`` was cleared since ``generation``."""
+        with self._lock:
+            if self._generations.get(loaded.name, 0) != generation:
+                return
             key = (loaded.name, loaded.version)
             self._entries[key] = (loaded, self._clock())
             self._entries.move_to_end(key)
@@ -179,8 +191,10 @@ class VersionCache:
                 self._entries.popitem(last=False)
 
     def forget(self, name: str, version: int | None = None) -> None:
-        """Drop one version of ``name`` (or all of them) and its labels (``latest``, aliases)."""
+        """Drop one version of ``name`` (or all of them) and its labels (``latest``, aliases),
+        and start a new generation: writes based on earlier reads are dropped."""
         with self._lock:
+            self._generations[name] = self._generations.get(name, 0) + 1
             for label in [key for key in self._labels if key[0] == name]:
                 del self._labels[label]
             for key in [k for k in self._entries if k[0] == name and version in (None, k[1])]:
@@ -205,9 +219,10 @@ class VersionCache:
             self._entries.move_to_end((name, version))
         return entry[0], self._clock() - entry[1]
 
-    def _remember(self, name: str, label: str, version: int) -> None:
+    def _remember(self, name: str, label: str, version: int, generation: int) -> None:
         with self._lock:
-            self._labels[(name, label)] = (version, self._clock())
+            if self._generations.get(name, 0) == generation:
+                self._labels[(name, label)] = (version, self._clock())
 
     def _in_doubt(self, name: str, number: int) -> bool:
         """Whether the database is failing, or still re-confirming this version."""
@@ -230,15 +245,16 @@ class VersionCache:
 
     def _reconfirm(self, name: str, selector: Selector) -> None:
         """One database read that restarts (or ends) a label's or an entry's window."""
+        generation = self.generation(name)
         try:
             with self.database.transaction() as repo:
                 if isinstance(selector, str):
-                    self._remember(name, selector, _number(repo, name, selector))
+                    self._remember(name, selector, _number(repo, name, selector), generation)
                     return
                 record = repo.get_version(name, selector)
             entry = self._entry(name, selector)
             if entry is not None and entry[0].version_id == record.id:
-                self.put(entry[0])
+                self.put(entry[0], generation)
             else:
                 self.forget(name, selector)
         except NotFound:

@@ -115,16 +115,16 @@ class WorkPool:
                 waited: set[asyncio.Future[Any]] = {future, watcher}
                 await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
                 if watcher.done() and not future.done():
-                    budget.gone.set()
+                    budget.cancelled.set()
             # The job's own end is the answer, whatever happened meanwhile (see above).
             return await future
         except asyncio.CancelledError:
-            budget.gone.set()  # the request itself was cancelled (shutdown): stop the job
+            budget.cancelled.set()  # the request itself was cancelled (shutdown): stop the job
             raise
         except Abandoned as exc:
-            if budget.gone.is_set():
-                logger.info("abandoned a job: %s", exc)
-                raise ClientGone(str(exc)) from None
+            if budget.cancelled.is_set():
+                logger.info("abandoned a job: its client disconnected")
+                raise ClientGone("the client disconnected before its job ended") from None
             raise OverBudget(
                 f"{exc}; nothing was stored. Send a smaller batch, fewer folds or a "
                 "simpler method, or raise CALIBRATION_FIT_TIMEOUT_SECONDS"
@@ -132,10 +132,17 @@ class WorkPool:
         finally:
             if watcher is not None:
                 watcher.cancel()
+                watcher.add_done_callback(_retrieve)
 
     def close(self) -> None:
         """Stop taking jobs; wait for the running ones (at shutdown)."""
         self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    """Mark a finished watcher's outcome as seen (a receive error is of no interest then)."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _wait_gone(gone: Callable[[], Awaitable[object]]) -> None:

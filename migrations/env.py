@@ -12,7 +12,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
 from app.settings import get_settings
-from app.store.db import normalize_url
+from app.store.engines import normalize_url
 from app.store.migrate import URL_ATTRIBUTE
 from app.store.models import Base
 

@@ -81,7 +81,7 @@ def test_a_job_whose_client_left_is_abandoned() -> None:
             asyncio.run(pool.run(receive, _spin_until_stopped, started, stopped))
     finally:
         pool.close()
-    assert stopped == ["the client disconnected"]
+    assert stopped == ["the job was cancelled"]
 
 
 def test_a_job_that_ends_before_the_client_leaves_answers() -> None:

@@ -10,7 +10,7 @@ sentence (:func:`validated`).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -25,12 +25,20 @@ from pydantic_core import ErrorDetails
 
 from app.calibration import METHODS
 from app.comparison import MAX_COMPARED
+from app.diagnosis import Strategy
 from app.errors import FieldError, InvalidInput, describe_loc
 from app.store.records import MAX_TAGS
 
 M = TypeVar("M", bound=BaseModel)
 
 MAX_DESCRIPTION = 10_000
+
+MIN_BINS, MAX_BINS = 2, 100
+MAX_CLASS_INDEX = 100_000
+BINS_TEXT = "Number of bins."
+STRATEGY_TEXT = "Equal widths or equal counts."
+CLASS_INDEX_TEXT = "One class against the rest (default: top label)."
+"""The options of a reliability report, the same in a query (GET) as in a body (POST)."""
 
 _VECTOR = {"type": "array", "items": {"type": "number"}}
 _MATRIX = {"type": "array", "items": _VECTOR}
@@ -157,10 +165,10 @@ class DiagnosticsBody(LabelledBody):
         },
     )
 
-    n_bins: int = Field(default=10, ge=2, le=100)
-    strategy: Literal["uniform", "quantile"] = "uniform"
+    n_bins: int = Field(default=10, ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT)
+    strategy: Strategy = Field(default="uniform", description=STRATEGY_TEXT)
     class_index: int | None = Field(
-        default=None, ge=0, description="One class against the rest; default top-label."
+        default=None, ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT
     )
 
 

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from app.diagnosis import MEDIA_TYPES, ImageFormat, Reports
+from app.diagnosis import MEDIA_TYPES, ImageFormat, Reports, Strategy
 from app.diagnosis import Query as DiagnosisQuery
 from app.service import CalibrationService
 from app.version_cache import Selector
 
+from .contracts import (
+    BINS_TEXT,
+    CLASS_INDEX_TEXT,
+    MAX_BINS,
+    MAX_CLASS_INDEX,
+    MIN_BINS,
+    STRATEGY_TEXT,
+)
 from .deps import (
     NameParam,
     SelectorParam,
@@ -27,14 +35,9 @@ from .schemas import DiagnosticsOut
 
 router = APIRouter(prefix="/v1", tags=["predictions"])
 
-NBins = Annotated[int, Query(ge=2, le=100, description="Number of bins.")]
-StrategyQuery = Annotated[
-    Literal["uniform", "quantile"], Query(description="Equal widths or equal counts.")
-]
-ClassIndex = Annotated[
-    int | None,
-    Query(ge=0, le=100_000, description="One class against the rest (default: top label)."),
-]
+NBins = Annotated[int, Query(ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT)]
+StrategyQuery = Annotated[Strategy, Query(description=STRATEGY_TEXT)]
+ClassIndex = Annotated[int | None, Query(ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT)]
 IMAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "JSON, or the diagram when Accept asks for image/png or image/svg+xml",
@@ -119,9 +122,8 @@ def _batch_reports(
     content_type: str | None,
     body: bytes,
 ) -> tuple[Reports, DiagnosisQuery]:
-    args = parse_diagnostics(content_type, body, service.settings.max_batch_rows)
-    query = DiagnosisQuery(args.n_bins, args.strategy, args.class_index)
-    return service.diagnosis.on_batch(name, selector, args.batch, query), query
+    batch, query = parse_diagnostics(content_type, body, service.settings.max_batch_rows)
+    return service.diagnosis.on_batch(name, selector, batch, query), query
 
 
 def _batch_picture(
@@ -132,9 +134,8 @@ def _batch_picture(
     body: bytes,
     image_format: ImageFormat,
 ) -> bytes:
-    args = parse_diagnostics(content_type, body, service.settings.max_batch_rows)
-    query = DiagnosisQuery(args.n_bins, args.strategy, args.class_index)
-    return service.diagnosis.batch_picture(name, selector, args.batch, query, image_format)
+    batch, query = parse_diagnostics(content_type, body, service.settings.max_batch_rows)
+    return service.diagnosis.batch_picture(name, selector, batch, query, image_format)
 
 
 def wanted_image(accept: str | None) -> ImageFormat | None:

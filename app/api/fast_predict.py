@@ -20,8 +20,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.service import CalibrationService
 
 from .predictions import answer_predict
+from .schemas import NAME_PATTERN
 
-_PATH = re.compile(r"^/v1/calibrators/([A-Za-z0-9][A-Za-z0-9._-]{0,127})/predict$")
+_PATH = re.compile(rf"^/v1/calibrators/({NAME_PATTERN.strip('^$')})/predict$")
 FAST_MAX_BYTES = 64 * 1024
 """Larger bodies take the regular route, whose kernel runs off the event loop."""
 

@@ -13,8 +13,10 @@ from app.errors import invalid
 from app.service import CalibrationService
 
 from .deps import (
+    SMALL_BODY_BYTES,
     NameParam,
     ServiceDep,
+    off_loop,
     parse_selector,
     read_body,
 )
@@ -46,12 +48,21 @@ async def predict(
 ) -> Response:
     """Map raw scores to calibrated probabilities, in input order, with the version used;
     with `intervals`, a `venn_abers` version also answers each score's interval [p0, p1]."""
-    body = await read_body(request)
     content_type = request.headers.get("content-type")
-    answer = await run_in_threadpool(
-        answer_predict, service, name, content_type, body, version, intervals
-    )
-    assert answer is not None  # only the hot path's cached_only gives None
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) <= SMALL_BODY_BYTES:
+        body = await read_body(request)
+        answer = await run_in_threadpool(
+            answer_predict, service, name, content_type, body, version, intervals
+        )
+    else:  # up to millions of scores: a CPU-heavy job like any other
+        with service.work.admit():
+            body = await read_body(request)
+            answer = await off_loop(
+                request, answer_predict, service, name, content_type, body, version, intervals
+            )
+    if answer is None:  # only the hot path asks for cached_only, which may give None
+        raise RuntimeError("answer_predict gave no answer without cached_only")
     return Response(answer, media_type="application/json")
 
 

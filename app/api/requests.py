@@ -5,7 +5,7 @@ arrays through the numpy path (:mod:`app.api.payloads`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import orjson
@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 from starlette.datastructures import UploadFile
 
 from app.batch import Batch, validate_batch
+from app.diagnosis import Query as DiagnosisQuery
 from app.errors import PayloadTooLarge, invalid
 
 from .contracts import (
@@ -136,19 +137,14 @@ def labelled_batch(body: LabelledBody, max_rows: int) -> Batch:
     )
 
 
-@dataclass(frozen=True)
-class DiagnosticsArgs:
-    batch: Batch
-    n_bins: int
-    strategy: Literal["uniform", "quantile"]
-    class_index: int | None
-
-
-def parse_diagnostics(content_type: str | None, body: bytes, max_rows: int) -> DiagnosticsArgs:
+def parse_diagnostics(
+    content_type: str | None, body: bytes, max_rows: int
+) -> tuple[Batch, DiagnosisQuery]:
+    """A POST diagnostics body: the labelled batch, and the report it asks for."""
     require_media_type(content_type, JSON_TYPES)
     data = validated(DiagnosticsBody, parse_json_body(body, BATCH_ARRAYS))
-    batch = labelled_batch(data, max_rows)
-    return DiagnosticsArgs(batch, data.n_bins, data.strategy, data.class_index)
+    query = DiagnosisQuery(data.n_bins, data.strategy, data.class_index)
+    return labelled_batch(data, max_rows), query
 
 
 def parse_compare(body: bytes, max_rows: int) -> tuple[Batch, list[int | str] | None]:

@@ -9,7 +9,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
-SELECTOR_PATTERN = r"^(latest|[0-9]{1,18}|[A-Za-z0-9][A-Za-z0-9._-]{0,127})$"
 
 
 class ArtifactInfo(BaseModel):

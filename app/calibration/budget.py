@@ -1,11 +1,12 @@
-"""Where a long computation may stop: the time budget and the client of the running job.
+"""Where a long computation may stop: its time budget, and a cancellation from outside.
 
-The service runs fits and diagnostics as jobs (:mod:`app.work`) with a time budget, and stops
-a job whose client has gone. Threads cannot be killed, so the calibration code calls
-:func:`checkpoint` between its steps (each fold, each candidate, each grid point): free when
-no job is running, it raises :class:`Abandoned` once the job's budget is spent or its client
-has gone. The budget travels in a context variable, which :func:`in_context` carries into
-joblib's helper threads.
+Whoever runs a computation as a job (the service's :mod:`app.work`) may give it a
+:class:`Budget`: a number of seconds, and a flag it sets when the result is no longer wanted.
+Threads cannot be killed, so the calibration code calls :func:`checkpoint` between its steps
+(each fold, each candidate, each grid point, each block of a measure): free when no budget is
+set, it raises :class:`Abandoned` once the budget is spent or the job was cancelled. The
+budget travels in a context variable, which :func:`in_context` carries into joblib's helper
+threads.
 """
 
 from __future__ import annotations
@@ -22,23 +23,25 @@ T = TypeVar("T")
 
 
 class Abandoned(Exception):
-    """Raised by :func:`checkpoint` in a job whose budget is spent or whose client left."""
+    """Raised by :func:`checkpoint` in a job whose budget is spent or that was cancelled."""
 
 
 @dataclass
 class Budget:
-    """When the running job must stop, and whether its client has gone."""
+    """When the running job must stop, and whether it was cancelled (``cancelled.set()``)."""
 
     seconds: float
     deadline: float = float("inf")
-    gone: threading.Event = field(default_factory=threading.Event)
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
+        """Start the clock: the job has ``seconds`` from now."""
         self.deadline = time.monotonic() + self.seconds
 
     def check(self) -> None:
-        if self.gone.is_set():
-            raise Abandoned("the client disconnected")
+        """:class:`Abandoned` if the job was cancelled or is past its deadline."""
+        if self.cancelled.is_set():
+            raise Abandoned("the job was cancelled")
         if time.monotonic() > self.deadline:
             raise Abandoned(f"the job ran past its budget of {self.seconds:g} s")
 

@@ -18,7 +18,8 @@ from app.store.artifacts import (
     sha256_hex,
 )
 from app.store.batches import StoredBatch, decode_batch, encode_batch
-from app.store.db import Database, normalize_url
+from app.store.db import Database
+from app.store.engines import normalize_url
 from app.store.records import CalibratorSummary, NewVersion, VersionRecord
 from app.store.repository import Repository, Selector
 

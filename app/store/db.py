@@ -22,10 +22,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.errors import DatabaseUnavailable
 from app.settings import Settings
-from app.store.engines import SQLITE_BEGIN, make_engine, normalize_url
+from app.store.engines import SQLITE_BEGIN, make_engine
 from app.store.repository import Repository
-
-__all__ = ["Database", "normalize_url"]
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from alembic.config import Config
 from sqlalchemy.exc import OperationalError
 
 from app.settings import get_settings
-from app.store.db import normalize_url
+from app.store.engines import normalize_url
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 URL_ATTRIBUTE = "database_url"

@@ -40,7 +40,7 @@ class NewVersion:
 
 @dataclass(frozen=True)
 class VersionRecord:
-    """A stored version's metadata (its blobs are read with ``Repository.get_blobs(id)``).
+    """A stored version's metadata (its blobs: ``Repository.get_artifact`` and ``get_batch``).
 
     ``id`` is the row id, internal to the store; clients know a version as (name, version).
     ``aliases`` are the alias names currently pointing at this version, sorted.

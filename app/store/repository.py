@@ -170,10 +170,6 @@ class Repository(AliasOperations):
         """The fitting batch (see :mod:`app.store.batches`) of the row ``version_id``."""
         return self._blob(VersionBlob.batch, version_id)
 
-    def get_blobs(self, version_id: int) -> tuple[bytes, bytes]:
-        """``(artifact, batch)`` of the version with row id ``version_id``."""
-        return self.get_artifact(version_id), self.get_batch(version_id)
-
     def list_calibrators(
         self, limit: int, offset: int, tag: tuple[str, str] | None = None
     ) -> tuple[list[CalibratorSummary], int]:

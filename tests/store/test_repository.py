@@ -70,7 +70,7 @@ def test_a_version_reads_back_as_it_was_stored(
         created = repo.create_version("churn", new)
     with database.transaction(write=True) as repo:
         stored = repo.get_version("churn", 1)
-        artifact, batch = repo.get_blobs(stored.id)
+        artifact, batch = (repo.get_artifact(stored.id), repo.get_batch(stored.id))
 
     assert stored == created
     assert stored.params == {"candidates": ["platt", "isotonic"], "nested": {"x": [1.5, 0.1 + 0.2]}}
@@ -160,7 +160,7 @@ def test_deleting_a_version_takes_its_blobs_and_aliases(
         repo.delete_version("churn", 2, force=True)
     with database.transaction(write=True) as repo:
         with pytest.raises(NotFound):
-            repo.get_blobs(doomed.id)
+            (repo.get_artifact(doomed.id), repo.get_batch(doomed.id))
         with pytest.raises(NotFound, match="alias 'production' of 'churn' not found"):
             repo.get_version("churn", "production")
         with pytest.raises(NotFound, match="version 2 of 'churn' not found"):
@@ -205,7 +205,10 @@ def test_blobs_are_read_one_at_a_time_or_together(
     with database.transaction(write=True) as repo:
         assert repo.get_artifact(version_id) == new.artifact
         assert repo.get_batch(version_id) == new.batch
-        assert repo.get_blobs(version_id) == (new.artifact, new.batch)
+        assert (repo.get_artifact(version_id), repo.get_batch(version_id)) == (
+            new.artifact,
+            new.batch,
+        )
         with pytest.raises(NotFound, match="deleted meanwhile"):
             repo.get_artifact(version_id + 1)
 

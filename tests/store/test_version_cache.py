@@ -182,3 +182,31 @@ def test_the_least_recently_used_entry_leaves_first(
     cache.resolve("churn", 3)
     assert cache.cached("churn", 1) is not None
     assert cache.cached("churn", 2) is None
+
+
+def test_a_read_that_started_before_a_delete_does_not_bring_it_back(
+    setup: tuple[VersionCache, Clock, Manual], database: Database
+) -> None:
+    cache, _, _ = setup
+    loaded = cache.resolve("churn", 2)
+    before = cache.generation("churn")  # a request reads v2 ...
+    with database.transaction(write=True) as repo:  # ... while a delete commits and forgets
+        repo.delete_version("churn", 2)
+    cache.forget("churn", 2)
+    cache.put(loaded, before)  # ... then the first request would cache what it read
+    cache.aliased("churn", "production", 2, before)
+    assert cache.cached("churn", 2) is None
+    assert cache.cached("churn", "production") is None
+    with pytest.raises(NotFound):
+        cache.resolve("churn", 2)
+
+
+def test_fits_answering_out_of_order_never_move_latest_back(
+    setup: tuple[VersionCache, Clock, Manual],
+) -> None:
+    cache, _, _ = setup
+    one, two = cache.resolve("churn", 1), cache.resolve("churn", 2)
+    generation = cache.generation("churn")
+    cache.fitted(two, generation)
+    cache.fitted(one, generation)  # the older fit answers last
+    assert cache.cached("churn", "latest") is two

@@ -56,7 +56,10 @@ def test_concurrent_fits_of_a_new_name_get_numbers_1_to_24(
     with database.transaction(write=True) as repo:
         for number in numbers:
             record = repo.get_version("churn", number)
-            assert repo.get_blobs(record.id) == (new.artifact, new.batch)
+            assert (repo.get_artifact(record.id), repo.get_batch(record.id)) == (
+                new.artifact,
+                new.batch,
+            )
         assert repo.latest_version_number("churn") == n_threads
     assert _count(database, VersionBlob) == n_threads
 
