@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
 from app.diagnosis import MEDIA_TYPES, ImageFormat, Reports, Strategy
@@ -38,6 +38,16 @@ router = APIRouter(prefix="/v1", tags=["predictions"])
 NBins = Annotated[int, Query(ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT)]
 StrategyQuery = Annotated[Strategy, Query(description=STRATEGY_TEXT)]
 ClassIndex = Annotated[int | None, Query(ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT)]
+
+
+def report_query(
+    n_bins: NBins = 10, strategy: StrategyQuery = "uniform", class_index: ClassIndex = None
+) -> DiagnosisQuery:
+    """The report a GET asks for, from its query parameters."""
+    return DiagnosisQuery(n_bins, strategy, class_index)
+
+
+ReportQuery = Annotated[DiagnosisQuery, Depends(report_query)]
 IMAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "JSON, or the diagram when Accept asks for image/png or image/svg+xml",
@@ -72,15 +82,12 @@ async def stored_diagnostics(
     selector: SelectorParam,
     request: Request,
     service: ServiceDep,
-    n_bins: NBins = 10,
-    strategy: StrategyQuery = "uniform",
-    class_index: ClassIndex = None,
+    query: ReportQuery,
 ) -> Response:
     """Reliability bins and metrics of the version's cross-validated predictions on its
     fitting batch, next to those of the raw scores. Multiclass versions report the top label
     (confidence = row max, correct = arg max equals the label) unless `class_index` is set.
     Computed once per version and query, then kept."""
-    query = DiagnosisQuery(n_bins, strategy, class_index)
     found = parse_selector(name, selector)
     with service.work.admit():
         reports = await off_loop(request, service.diagnosis.stored, name, found, query)
@@ -169,11 +176,8 @@ def _picture_route(image_format: ImageFormat) -> None:
         selector: SelectorParam,
         request: Request,
         service: ServiceDep,
-        n_bins: NBins = 10,
-        strategy: StrategyQuery = "uniform",
-        class_index: ClassIndex = None,
+        query: ReportQuery,
     ) -> Response:
-        query = DiagnosisQuery(n_bins, strategy, class_index)
         found = parse_selector(name, selector)
         with service.work.admit():
             image = await off_loop(
