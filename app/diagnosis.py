@@ -1,7 +1,7 @@
 """How good are a version's probabilities: reliability reports, diagrams and comparisons.
 
 The use cases behind the diagnostics, picture and compare routes. Each reads what it needs
-in one transaction; what a stored version yields never changes (its row id is never reused),
+in one transaction; what a stored version yields never changes (its number is never reused),
 so its reports and diagrams are computed once per query and kept in bounded memos
 (:mod:`app.memo`), and its decoded fitting batch is shared by the reports being computed.
 Knows no HTTP; the routes run these methods through the bounded :class:`app.work.WorkPool`.
@@ -82,7 +82,7 @@ class Diagnosis:
         def draw() -> bytes:
             return _draw(self._stored(record, query, data), query, image_format)
 
-        return self.pictures.get_or_compute((record.id, query, image_format), draw)
+        return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
 
     def _read(
         self, name: str, selector: Selector, wanted: tuple[object, ...]
@@ -92,14 +92,14 @@ class Diagnosis:
         with self.database.transaction() as repo:
             record = repo.get_version(name, selector)
             memo = self.pictures if len(wanted) == 2 else self.reports
-            known = memo.get((record.id, *wanted)) is not None
-            if known or self.batches.get(record.id) is not None:
+            known = memo.get((*_key(record), *wanted)) is not None
+            if known or self.batches.get(_key(record)) is not None:
                 return record, None
             return record, repo.get_batch(record.id)
 
     def _stored(self, record: VersionRecord, query: Query, data: bytes | None) -> Reports:
         def compute() -> Reports:
-            stored = self.batches.get_or_compute(record.id, lambda: self._decoded(record, data))
+            stored = self.batches.get_or_compute(_key(record), lambda: self._decoded(record, data))
             calibrated, raw = _reports(
                 stored.out_of_fold, stored.scores, stored.labels, stored.weights, query, "query"
             )
@@ -107,7 +107,7 @@ class Diagnosis:
                 record.name, record.version, record.method, record.n_samples, calibrated, raw
             )
 
-        return self.reports.get_or_compute((record.id, query), compute)
+        return self.reports.get_or_compute((*_key(record), query), compute)
 
     def _decoded(self, record: VersionRecord, data: bytes | None) -> StoredBatch:
         if data is None:  # kept or shared a moment ago, gone since: read it again
@@ -177,6 +177,12 @@ class Diagnosis:
         raw = headline(raw_as_probabilities(batch.scores), batch.labels, batch.weights)
         rank(rows, by)
         return {"name": name, "n_samples": batch.n_samples, "by": by, "versions": rows, "raw": raw}
+
+
+def _key(record: VersionRecord) -> tuple[str, int]:
+    """What names a stored version's content forever: its name and number, never given out
+    again (a row id is not: SQLite hands a deleted row's id to the next insert)."""
+    return record.name, record.version
 
 
 def _draw(reports: Reports, query: Query, image_format: ImageFormat) -> bytes:

@@ -16,7 +16,7 @@ from app.errors import invalid
 
 @dataclass(frozen=True)
 class LoadedVersion:
-    """A version ready to predict: its row id (never reused), method, number of classes and
+    """A version ready to predict: its row id, method, number of classes and
     fitted calibrator (binary: vectors in and out; multiclass: n x k matrices)."""
 
     version_id: int
@@ -39,7 +39,8 @@ class LoadedVersion:
         try:
             probabilities: NDArray[np.float64] = self.calibrator.predict(scores)
         except CalibrationError as exc:
-            raise invalid(("body", "scores"), f"{exc} ({self.name!r} v{self.version})") from None
+            where = ("body", *exc.loc) if exc.loc else ("body", "scores")
+            raise invalid(where, f"{exc.reason} ({self.name!r} v{self.version})") from None
         return probabilities
 
     def check_shape(self, scores: NDArray[np.float64]) -> None:

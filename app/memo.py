@@ -1,11 +1,11 @@
 """A bounded, thread-safe memo of immutable results, computed once per key.
 
 What a stored version yields (its reliability report for a query, its diagram, its decoded
-fitting batch) never changes: the version's row id is never reused, so a key that starts
-with it names one result forever. :class:`Memo` keeps the most recently used results up to
-a capacity, and computes a missing one once however many requests ask for it at the same
-time (the others wait for it), so eight concurrent requests for one diagram cost one
-computation, not eight.
+fitting batch) never changes: its name and number are never given out again, so a key that
+starts with them names one result forever. :class:`Memo` keeps the most recently used
+results up to a capacity, and computes a missing one once however many requests ask for it
+at the same time (the others wait for it), so eight concurrent requests for one diagram cost
+one computation, not eight.
 
 A memo made with ``weak=True`` keeps a result only while someone still uses it: large
 intermediate results (a decoded 10^7-row batch) are shared by the computations running at

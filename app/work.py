@@ -8,17 +8,19 @@ exhaust the cores and the memory. So every such job goes through one :class:`Wor
 - at most ``workers`` jobs run at once (``CALIBRATION_MAX_CONCURRENT_FITS``), each in a
   thread of the pool's own (numpy and scipy release the GIL in their kernels);
 - at most ``queue`` more wait for a thread; past that a request is refused at once with
-  :class:`Busy` (503 with ``Retry-After``), before its body is even read;
+  :class:`Busy` (503 with ``Retry-After``), before its body is even read
+  (:meth:`WorkPool.refuse_when_full`); the place is taken once the body is in, so a slow
+  upload never holds one;
 - a job has a time budget (``CALIBRATION_FIT_TIMEOUT_SECONDS``) from when it starts, and is
   abandoned when its client disconnects.
 
 Threads cannot be killed, so abandoning is cooperative: the job's code calls
 :func:`app.calibration.budget.checkpoint` between its steps (every fold, every candidate,
-every grid point), which raises :class:`~app.calibration.budget.Abandoned` once the budget is
-spent or the client has gone. The route always
-waits for the job itself to end, so its answer says what happened: a job that got past its
-last checkpoint before the deadline completes (a fit is stored and answers 201), one stopped
-at a checkpoint stored nothing and answers 503.
+every grid point, and once more just before a fit writes), which raises
+:class:`~app.calibration.budget.Abandoned` once the budget is spent or the client has gone.
+The route always waits for the job itself to end, so its answer says what happened: a job
+past its last checkpoint completes (a fit is stored and answers 201), one stopped at a
+checkpoint stored nothing and answers 503.
 """
 
 from __future__ import annotations
@@ -52,10 +54,17 @@ class WorkPool:
         self._admitted = 0
         self._lock = threading.Lock()
 
+    def refuse_when_full(self) -> None:
+        """:class:`Busy` now if :meth:`admit` would refuse: a route calls it before reading a
+        body of up to 64 MiB for nothing (the place itself is taken once the body is in, so
+        that a slow upload never holds one)."""
+        with self._lock:
+            if self._admitted >= self.capacity:
+                raise Busy(f"all {self.workers} workers are busy; retry shortly")
+
     @contextmanager
     def admit(self) -> Iterator[None]:
-        """A place for one job, held until the block ends: taken before the request's body
-        is read, so a full pool refuses (:class:`Busy`) without reading 64 MiB for nothing."""
+        """A place for one job, held until the block ends (:class:`Busy` when none is left)."""
         with self._lock:
             if self._admitted >= self.capacity:
                 waiting = self._admitted - self.workers

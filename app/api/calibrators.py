@@ -79,8 +79,9 @@ async def fit(
     # The query options are declared above for the OpenAPI docs; parse_fit reads them, with
     # the body's own fields taking precedence, whatever the media type.
     del method, params, description, tags
-    with service.work.admit():  # before reading a body of up to 64 MiB, refused when full
-        source = await read_fit(request, await read_body(request))
+    service.work.refuse_when_full()  # before reading up to 64 MiB for nothing
+    source = await read_fit(request, await read_body(request))
+    with service.work.admit():
         view = await off_loop(request, _fit, service, name, source)
     location = f"/v1/calibrators/{name}/versions/{view.record.version}"
     return json_response(version_document(view), 201, headers={"Location": location})

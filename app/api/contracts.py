@@ -59,7 +59,7 @@ TagKey = Annotated[str, AfterValidator(_no_nul), Field(min_length=1, max_length=
 
 
 def _selector(value: object) -> object:
-    if isinstance(value, bool) or not isinstance(value, int | str):
+    if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
         raise ValueError("must be a version number, 'latest' or an alias")
     return value
 

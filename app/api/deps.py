@@ -111,8 +111,9 @@ async def off_loop(
 ) -> T:
     """``function`` run in the service's bounded pool of CPU-heavy work (:mod:`app.work`):
     off the event loop, within its time budget, abandoned when the client disconnects. The
-    route holds its place in the pool first (``with service.work.admit():``), before it
-    reads the body."""
+    route refuses early when the pool is full (``service.work.refuse_when_full()``), reads
+    the body, then holds its place (``with service.work.admit():``): a slow upload never
+    holds a place meant for work."""
     return await get_service(request).work.supervise(request.receive, function, *args, **kwargs)
 
 

@@ -109,8 +109,9 @@ async def batch_diagnostics(
     picture = wanted_image(request.headers.get("accept"))
     content_type = request.headers.get("content-type")
     found = parse_selector(name, selector)
+    service.work.refuse_when_full()
+    body = await read_body(request)
     with service.work.admit():
-        body = await read_body(request)
         if picture is not None:
             image = await off_loop(
                 request, _batch_picture, service, name, found, content_type, body, picture

@@ -56,8 +56,9 @@ async def predict(
             answer_predict, service, name, content_type, body, version, intervals
         )
     else:  # up to millions of scores: a CPU-heavy job like any other
+        service.work.refuse_when_full()
+        body = await read_body(request)
         with service.work.admit():
-            body = await read_body(request)
             answer = await off_loop(
                 request, answer_predict, service, name, content_type, body, version, intervals
             )

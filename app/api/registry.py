@@ -120,8 +120,9 @@ async def compare(
     """Every selected version (default: all, newest first, at most 50) predicts the batch;
     answers their metrics, best first, with each metric's gap to the best. Nothing is stored."""
     require_media_type(request.headers.get("content-type"), JSON_TYPES)
+    service.work.refuse_when_full()
+    body = await read_body(request)
     with service.work.admit():
-        body = await read_body(request)
         result = await off_loop(request, _compare, service, name, body, by)
     return json_response(result)
 

@@ -161,3 +161,18 @@ def test_a_fit_over_its_time_budget_stores_nothing(settings: Settings, database:
         assert_problem(r, 503, "budget", "nothing was stored")
         assert r.headers["retry-after"].isdigit()
         assert client.get(BASE).status_code == 404
+
+
+def test_a_deleted_versions_report_is_never_another_versions(client: TestClient) -> None:
+    # SQLite gives a deleted row's id to the next insert: nothing may be keyed by it.
+    for seed in (1, 2):
+        client.post("/v1/calibrators/k1/fit", json={**sigmoid_batch(seed=seed), "method": "platt"})
+    assert client.get("/v1/calibrators/k1/versions/2/diagnostics?n_bins=3").status_code == 200
+    assert client.get("/v1/calibrators/k1/versions/2/diagnostics.svg?n_bins=3").status_code == 200
+    assert client.delete("/v1/calibrators/k1/versions/2").status_code == 204
+    client.post("/v1/calibrators/k2/fit", json={**sigmoid_batch(seed=3), "method": "isotonic"})
+    report = client.get("/v1/calibrators/k2/versions/1/diagnostics?n_bins=3").json()
+    assert (report["name"], report["version"]) == ("k2", 1)
+    svg = client.get("/v1/calibrators/k2/versions/1/diagnostics.svg?n_bins=3").text
+    assert "k2 v1" in svg
+    assert "k1" not in svg
