@@ -86,7 +86,7 @@ class Diagnosis:
 
     def _read(
         self, name: str, selector: Selector, wanted: tuple[object, ...]
-    ) -> tuple[VersionRecord, bytes | None]:
+    ) -> tuple[VersionRecord, bytes | memoryview | None]:
         """The version's record and, unless what is ``wanted`` of it is already kept (or its
         batch is decoded right now for another request), its stored batch: one snapshot."""
         with self.database.transaction() as repo:
@@ -97,7 +97,9 @@ class Diagnosis:
                 return record, None
             return record, repo.get_batch(record.id)
 
-    def _stored(self, record: VersionRecord, query: Query, data: bytes | None) -> Reports:
+    def _stored(
+        self, record: VersionRecord, query: Query, data: bytes | memoryview | None
+    ) -> Reports:
         def compute() -> Reports:
             stored = self.batches.get_or_compute(_key(record), lambda: self._decoded(record, data))
             calibrated, raw = _reports(
@@ -109,7 +111,7 @@ class Diagnosis:
 
         return self.reports.get_or_compute((*_key(record), query), compute)
 
-    def _decoded(self, record: VersionRecord, data: bytes | None) -> StoredBatch:
+    def _decoded(self, record: VersionRecord, data: bytes | memoryview | None) -> StoredBatch:
         if data is None:  # kept or shared a moment ago, gone since: read it again
             with self.database.transaction() as repo:
                 data = repo.get_batch(record.id)

@@ -130,7 +130,7 @@ def encode_batch(
     return b"".join([header, *(np.ascontiguousarray(a).data for a in sections), packed])
 
 
-def decode_batch(data: bytes) -> StoredBatch:
+def decode_batch(data: bytes | memoryview) -> StoredBatch:
     """Read a batch of the current format, or an old npz row as before, refusing anything else.
 
     An npz is read by ``np.load(..., allow_pickle=False)``: nothing is ever unpickled. Everything
@@ -192,7 +192,7 @@ def decode_batch(data: bytes) -> StoredBatch:
     return StoredBatch(scores, labels.astype(np.int64), weights, out_of_fold)
 
 
-def _floats(data: bytes, offset: int, shape: tuple[int, ...]) -> NDArray[np.float64]:
+def _floats(data: bytes | memoryview, offset: int, shape: tuple[int, ...]) -> NDArray[np.float64]:
     """A read-only float64 view of ``data`` (a copy only on a big-endian machine)."""
     view = np.frombuffer(data, dtype=_FLOAT, count=math.prod(shape), offset=offset)
     return view.reshape(shape).astype(np.float64, copy=False)
@@ -207,7 +207,9 @@ def _pack_labels(labels: NDArray[np.int64]) -> tuple[int, bytes]:
     return width, labels.astype(f"<u{width}").tobytes()
 
 
-def _unpack_labels(data: bytes, offset: int, n: int, width: int) -> NDArray[np.unsignedinteger]:
+def _unpack_labels(
+    data: bytes | memoryview, offset: int, n: int, width: int
+) -> NDArray[np.unsignedinteger]:
     if width > 0:
         return np.frombuffer(data, dtype=f"<u{width}", count=n, offset=offset)
     packed = np.frombuffer(data, dtype=np.uint8, offset=offset)
@@ -216,7 +218,7 @@ def _unpack_labels(data: bytes, offset: int, n: int, width: int) -> NDArray[np.u
     return np.unpackbits(packed, count=n, bitorder="little")
 
 
-def _decode_npz(data: bytes) -> StoredBatch:
+def _decode_npz(data: bytes | memoryview) -> StoredBatch:
     """Read a batch written before format 1: an npz of the four arrays."""
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:

@@ -33,6 +33,9 @@ from app.store.queries import (
 from app.store.records import MAX_TAGS, CalibratorSummary, NewVersion, VersionRecord
 
 Selector = int | Literal["latest"] | str
+
+BLOB_PIECE_BYTES = 4 * 1024 * 1024
+"""Bytes of a stored batch read per statement (see :meth:`Repository.get_batch`)."""
 """A version number, ``"latest"``, or an alias name."""
 
 
@@ -166,9 +169,29 @@ class Repository(AliasOperations):
         """The artifact of the version with row id ``version_id`` (without its batch)."""
         return self._blob(VersionBlob.artifact, version_id)
 
-    def get_batch(self, version_id: int) -> bytes:
-        """The fitting batch (see :mod:`app.store.batches`) of the row ``version_id``."""
-        return self._blob(VersionBlob.batch, version_id)
+    def get_batch(self, version_id: int) -> bytes | memoryview:
+        """The fitting batch (see :mod:`app.store.batches`) of the row ``version_id``.
+
+        Read :data:`BLOB_PIECE_BYTES` at a time: a driver converts a value holding the GIL
+        (psycopg decodes a 250 MB ``bytea`` for most of a second), which would stall the
+        event loop of the whole worker; pieces keep each stall to milliseconds and never
+        hold the value twice (a large batch comes as a read-only view of the bytes read)."""
+        size = self._session.scalar(
+            select(func.length(VersionBlob.batch)).where(VersionBlob.version_id == version_id)
+        )
+        if size is None:
+            raise NotFound("the version was deleted meanwhile")
+        data = bytearray(size)
+        for start in range(0, size, BLOB_PIECE_BYTES):
+            piece = self._session.scalar(
+                select(func.substr(VersionBlob.batch, start + 1, BLOB_PIECE_BYTES)).where(
+                    VersionBlob.version_id == version_id
+                )
+            )
+            if piece is None or len(piece) != min(BLOB_PIECE_BYTES, size - start):
+                raise NotFound("the version was deleted meanwhile")
+            data[start : start + len(piece)] = piece
+        return bytes(data) if size <= BLOB_PIECE_BYTES else memoryview(data).toreadonly()
 
     def list_calibrators(
         self, limit: int, offset: int, tag: tuple[str, str] | None = None

@@ -228,3 +228,19 @@ def test_the_tag_filter_finds_keys_of_any_characters(
         assert ([i.name for i in items], total) == (["churn"], 1)
         assert repo.list_calibrators(10, 0, (key, "v")) == ([], 0)
         assert repo.list_calibrators(10, 0, ('team":x', "x")) == ([], 0)
+
+
+def test_a_batch_is_read_back_whole_from_many_pieces(
+    database: Database, make_version: MakeVersion, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.store import repository
+
+    monkeypatch.setattr(repository, "BLOB_PIECE_BYTES", 37)  # a prime: ragged last piece
+    new = make_version()
+    with database.transaction(write=True) as repo:
+        stored = repo.create_version("churn", new)
+    with database.transaction() as repo:
+        data = repo.get_batch(stored.id)
+    assert len(new.batch) > 5 * 37
+    assert bytes(data) == new.batch
+    np.testing.assert_array_equal(decode_batch(data).scores, decode_batch(new.batch).scores)
