@@ -71,13 +71,13 @@ class Diagnosis:
     # -- the version's own, out-of-fold ----------------------------------------------------
     def stored(self, name: str, selector: Selector, query: Query) -> Reports:
         """The reports of the version's cross-validated predictions on its fitting batch."""
-        record, data = self._read(name, selector, (query,))
+        record, data = self._read(name, selector, self.reports, (query,))
         return self._stored(record, query, data)
 
     def stored_picture(
         self, name: str, selector: Selector, query: Query, image_format: ImageFormat
     ) -> bytes:
-        record, data = self._read(name, selector, (query, image_format))
+        record, data = self._read(name, selector, self.pictures, (query, image_format))
 
         def draw() -> bytes:
             return _draw(self._stored(record, query, data), query, image_format)
@@ -85,13 +85,12 @@ class Diagnosis:
         return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
 
     def _read(
-        self, name: str, selector: Selector, wanted: tuple[object, ...]
+        self, name: str, selector: Selector, memo: Memo[Any], wanted: tuple[object, ...]
     ) -> tuple[VersionRecord, bytes | memoryview | None]:
-        """The version's record and, unless what is ``wanted`` of it is already kept (or its
-        batch is decoded right now for another request), its stored batch: one snapshot."""
+        """The version's record and, unless what is ``wanted`` of it is already in ``memo`` (or
+        its batch is decoded right now for another request), its stored batch: one snapshot."""
         with self.database.transaction() as repo:
             record = repo.get_version(name, selector)
-            memo = self.pictures if len(wanted) == 2 else self.reports
             known = memo.get((*_key(record), *wanted)) is not None
             if known or self.batches.get(_key(record)) is not None:
                 return record, None

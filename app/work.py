@@ -59,25 +59,27 @@ class WorkPool:
         body of up to 64 MiB for nothing (the place itself is taken once the body is in, so
         that a slow upload never holds one)."""
         with self._lock:
-            if self._admitted >= self.capacity:
-                raise Busy(f"all {self.workers} workers are busy; retry shortly")
+            self._check_room()
 
     @contextmanager
     def admit(self) -> Iterator[None]:
         """A place for one job, held until the block ends (:class:`Busy` when none is left)."""
         with self._lock:
-            if self._admitted >= self.capacity:
-                waiting = self._admitted - self.workers
-                raise Busy(
-                    f"all {self.workers} workers are busy and {waiting} jobs are waiting; "
-                    "retry shortly"
-                )
+            self._check_room()
             self._admitted += 1
         try:
             yield
         finally:
             with self._lock:
                 self._admitted -= 1
+
+    def _check_room(self) -> None:
+        """:class:`Busy` when every place is taken (call with the lock held)."""
+        if self._admitted >= self.capacity:
+            waiting = self._admitted - self.workers
+            raise Busy(
+                f"all {self.workers} workers are busy and {waiting} jobs are waiting; retry shortly"
+            )
 
     async def run(
         self,
