@@ -6,6 +6,7 @@ first offending index, so that the error names it (``scores[17] is NaN``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,14 +41,26 @@ class Batch:
         return int(np.count_nonzero(self.labels == 1)) if not self.is_multiclass else 0
 
 
+SMALL_ARRAY = 32
+"""Up to this many values, a Python loop answers :func:`all_finite` faster than numpy's
+ufunc machinery (0.2 us against 1 us for one predict score)."""
+
+
+def all_finite(values: NDArray[np.float64]) -> bool:
+    """Whether no value is NaN or infinite."""
+    if values.size <= SMALL_ARRAY:
+        return all(map(math.isfinite, values.ravel().tolist()))
+    return bool(np.isfinite(values).all())
+
+
 def first_true(mask: NDArray[np.bool_]) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
 def check_scores(scores: NDArray[np.float64], field: str = "scores") -> None:
     """Finite, and a vector or a rectangular matrix with at least two columns."""
-    bad = ~np.isfinite(scores)
-    if bad.any():
+    if not all_finite(scores):
+        bad = ~np.isfinite(scores)
         rows = np.asarray(bad.reshape(bad.shape[0], -1).any(axis=1), dtype=np.bool_)
         flat = first_true(rows)
         value = scores[flat] if scores.ndim == 1 else scores[flat][~np.isfinite(scores[flat])][0]

@@ -45,13 +45,15 @@ class LoadedVersion:
 
     def check_shape(self, scores: NDArray[np.float64]) -> None:
         """Vectors for binary versions, n x k matrices for k-class versions (else 422)."""
-        where = f"{self.name!r} v{self.version}"
-        if self.n_classes == 2 and scores.ndim != 1:
-            raise invalid(
-                ("body", "scores"),
-                f"is a matrix but {where} is a binary calibrator; send one score per element",
-            )
-        if self.n_classes > 2 and (scores.ndim != 2 or scores.shape[1] != self.n_classes):
+        if self.n_classes == 2:
+            if scores.ndim != 1:
+                where = f"{self.name!r} v{self.version}"
+                raise invalid(
+                    ("body", "scores"),
+                    f"is a matrix but {where} is a binary calibrator; send one score per element",
+                )
+        elif scores.ndim != 2 or scores.shape[1] != self.n_classes:
+            where = f"{self.name!r} v{self.version}"
             shape = "a vector" if scores.ndim == 1 else f"an n x {scores.shape[1]} matrix"
             raise invalid(
                 ("body", "scores"),

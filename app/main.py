@@ -11,7 +11,6 @@ from fastapi import FastAPI
 from app import __version__
 from app.api import calibrators, diagnostics, health, json_process, predictions, registry
 from app.api.fast_predict import FastPredict
-from app.api.http_timeouts import BodyIdleTimeout
 from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
 from app.api.security import install_authentication
@@ -59,7 +58,6 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     install_problem_handlers(app)
     app.add_middleware(FastPredict, service=lambda: getattr(app.state, "service", None))
     install_authentication(app, settings)  # added after the hot path, so it runs before it
-    app.add_middleware(BodyIdleTimeout, seconds=settings.body_timeout_seconds)  # all readers
     app.add_middleware(RequestIdMiddleware)
     install_observability(app)  # last added, so outermost: it sees every response
     app.include_router(calibrators.router)

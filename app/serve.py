@@ -8,9 +8,9 @@
    the first applies the revisions, the others find the schema at head and change nothing.
 2. **Serve.** uvicorn runs ``app.main:app`` with ``CALIBRATION_WORKERS`` worker processes on
    ``CALIBRATION_HOST:CALIBRATION_PORT``, trusting ``X-Forwarded-*`` only from the proxies in
-   ``CALIBRATION_FORWARDED_ALLOW_IPS``. The HTTP protocol is h11 with a deadline for request
-   headers (:mod:`app.api.http_timeouts`), and idle keep-alive connections are closed after
-   ``CALIBRATION_KEEP_ALIVE_SECONDS``.
+   ``CALIBRATION_FORWARDED_ALLOW_IPS``. The HTTP protocol is httptools with deadlines for request
+   headers and bodies (:mod:`app.api.http_timeouts`), and idle keep-alive connections are
+   closed after ``CALIBRATION_KEEP_ALIVE_SECONDS``.
    SIGTERM (``docker stop``) closes the listening sockets and lets requests in flight finish
    for up to :data:`GRACEFUL_SHUTDOWN_SECONDS` before the workers exit; the process exits 0.
    The workers' metrics meet in ``PROMETHEUS_MULTIPROC_DIR`` (:func:`metrics_directory`), and
@@ -35,7 +35,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.pool import NullPool
 
-from app.api.http_timeouts import HeaderTimeoutProtocol
+from app.api.http_timeouts import DeadlineProtocol
 from app.observability import configure_logging
 from app.settings import Settings, get_settings
 from app.store.engines import normalize_url
@@ -176,7 +176,7 @@ def main() -> None:
             log_level=settings.log_level.lower(),
             log_config=None,  # the app's own handler formats uvicorn's lines too
             access_log=False,  # the app writes one access line per request itself
-            http=HeaderTimeoutProtocol,  # not "auto": httptools would have no header deadline
+            http=DeadlineProtocol,  # not "auto": httptools would have no deadlines
             timeout_keep_alive=settings.keep_alive_seconds,
             proxy_headers=True,
             forwarded_allow_ips=settings.forwarded_allow_ips,

@@ -1,7 +1,7 @@
 """HTTP benchmarks on loopback: the real service under uvicorn against floors.
 
 - one-score predict with wrk (-t2 -c16 -d10s) against ``bench.bare_app`` in the same uvicorn
-  configuration: requests/s, p50 and p99 latency;
+  configuration (the one ``python -m app.serve`` runs): requests/s, p50 and p99 latency;
 - one request with 10^6 scores against the in-process floor orjson.loads + kernel + orjson.dumps;
 - a 10^6-pair fit over HTTP against the same fit in process (``fit_calibrator`` and the stored
   metrics, cross-validation included in both);
@@ -44,17 +44,13 @@ THROUGHPUT = Target(0.7, at_least=True)
 BIG_PREDICT = Target(2.0)
 BIG_FIT = Target(3.0)
 LUA = Path(__file__).with_name("predict.lua")
-UVICORN = [
-    "--workers",
-    "1",
-    "--loop",
-    "uvloop",
-    "--http",
-    "httptools",
-    "--no-access-log",
-    "--log-level",
-    "warning",
-]
+SERVE = (
+    "import sys, uvicorn\n"
+    "from app.api.http_timeouts import DeadlineProtocol\n"
+    "uvicorn.run(sys.argv[1], host='127.0.0.1', port=int(sys.argv[2]), workers=1, loop='uvloop',"
+    " http=DeadlineProtocol, access_log=False, log_level='warning')"
+)
+"""Both apps are served as ``python -m app.serve`` serves: uvloop and the deadline protocol."""
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -72,10 +68,10 @@ def serve(app: str, env: dict[str, str]) -> Iterator[str]:
     The server's output goes to a file, not a pipe: a full pipe would block the server.
     """
     port = _free_port()
-    command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port)]
+    command = [sys.executable, "-c", SERVE, app, str(port)]
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
-            [*command, *UVICORN], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
+            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
         )
         try:
             yield _wait_ready(f"http://127.0.0.1:{port}", process, log)

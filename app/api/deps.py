@@ -11,10 +11,11 @@ from fastapi import Depends, Path, Request
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
-from app.errors import ClientGone, NotFound, PayloadTooLarge, invalid
+from app.errors import ClientGone, NotFound, PayloadTooLarge, RequestTimeout, invalid
 from app.service import CalibrationService
 from app.version_cache import Selector
 
+from .http_timeouts import BODY_TIMED_OUT
 from .schemas import NAME_PATTERN
 
 NameParam = Annotated[
@@ -99,7 +100,9 @@ async def read_body(request: Request, limit: int | None = None) -> bytes:
             if size > limit:
                 raise PayloadTooLarge(f"the body exceeds the limit of {limit} bytes")
             chunks.append(chunk)
-    except ClientDisconnect:  # not a server error: logged and counted as 499
+    except ClientDisconnect:  # not a server error: logged and counted as 499 (or 408)
+        if getattr(request.state, BODY_TIMED_OUT, False):  # the server answered 408 and left
+            raise RequestTimeout(f"the request body stalled after {size} bytes") from None
         raise ClientGone(f"the client disconnected after sending {size} bytes") from None
     body = b"".join(chunks)
     request._body = body  # so that request.form() can parse what was read

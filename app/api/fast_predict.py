@@ -115,8 +115,14 @@ def _replay(body: bytes, more: bool, receive: Receive) -> Receive:
 def _answer(service: CalibrationService, name: str, scope: Scope, body: bytes) -> bytes | None:
     """The response body, or None when the regular route should decide (a query parameter
     other than one ``version``, a version not served from memory, any error)."""
-    query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
-    if any(key != "version" for key, _ in query) or len(query) > 1:
-        return None
-    version = query[0][1] if query else None
+    raw: bytes = scope["query_string"]
+    if not raw:
+        version = None
+    elif raw.startswith(b"version=") and not any(c in raw for c in (b"&", b"%", b"+", b";")):
+        version = raw[8:].decode("latin-1")  # what parse_qsl gives, at a fifth of its cost
+    else:
+        query = parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
+        if any(key != "version" for key, _ in query) or len(query) > 1:
+            return None
+        version = query[0][1] if query else None
     return answer_predict(service, name, "application/json", body, version, None, cached_only=True)

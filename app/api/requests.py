@@ -5,7 +5,7 @@ arrays through the numpy path (:mod:`app.api.payloads`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -107,8 +107,7 @@ def _query_option(key: str, raw: str) -> Any:
         raise invalid(("query", key), 'must be a JSON object, e.g. {"targets": "hard"}') from None
 
 
-@dataclass(frozen=True)
-class PredictArgs:
+class PredictArgs(NamedTuple):  # a tuple: built on every predict, 3x faster than frozen
     scores: NDArray[np.float64]
     version: str | None
     intervals: bool | None
