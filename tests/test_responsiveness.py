@@ -6,15 +6,14 @@ headers) and one chunked (refused once 64 MiB have been read), while ``GET /heal
 every 20 ms on a connection of its own. Parsing used to hold the GIL for whole seconds at this
 size (one ``np.loadtxt`` over the body): polls waited 1 to 2 s.
 
-The issue's target is 100 ms for every poll. What still stalls the event loop past it, found
-with a watchdog that dumps every thread's stack when the loop has not run for 60 ms: sqlite3
-copying the 160 MB stored batch when it binds it (60 to 210 ms), ``b"".join`` of that batch in
-``app.store.batches.encode_batch`` (60 to 75 ms), a full garbage collection of the ~200,000
-objects the server holds after start-up (110 to 140 ms; the warm-up below takes the first),
-and, on a machine of two cores, the operating system giving the CPU to another process. So
-nearly every poll (:data:`NEARLY_ALL`) must answer within :data:`POLL_SECONDS`, and none may
-take longer than :data:`WORST_POLL_SECONDS`. The figures are printed (``pytest -s``).
-Everything is bounded: the test takes ~15 s.
+Every poll must answer within :data:`POLL_SECONDS`, the issue's target. Served by uvicorn's
+h11 protocol the worst poll was 105 to 191 ms; a watchdog that dumps every thread's stack when
+the loop has not run for 60 ms blamed sqlite3 copying the 160 MB stored batch as it binds it,
+``b"".join`` in :func:`app.store.batches.encode_batch`, and full garbage collections of the
+objects made at start-up (now frozen; the warm-up below takes the first collection). Served
+by httptools (:mod:`app.api.http_timeouts`) the worst poll was 38 to 51 ms in five runs; the
+copies still hold the GIL for tens of milliseconds, so look there first if this fails. The
+figures are printed (``pytest -s``). Everything is bounded: the test takes ~15 s.
 """
 
 from __future__ import annotations
@@ -39,11 +38,7 @@ MAX_BODY = 64 * 1024 * 1024
 
 POLL_EVERY = 0.020
 POLL_SECONDS = 0.100
-"""The issue's target for ``/healthz`` under load."""
-NEARLY_ALL = 0.98
-"""The share of polls that must meet it."""
-WORST_POLL_SECONDS = 0.400
-"""No poll may wait longer (before the fix: 1 to 2 s)."""
+"""The issue's target for every ``/healthz`` under load (before the fix: 1 to 2 s)."""
 
 REQUEST_SECONDS = 45.0
 """The longest the three requests may take together (the whole test stays within 90 s)."""
@@ -191,9 +186,7 @@ def test_healthz_answers_while_ten_million_rows_are_fitted_and_64_mib_bodies_ref
     latencies = np.array([seconds for _, seconds in poller.polls])
     assert len(latencies) > 100, "too few polls to judge"
     worst = latencies.max()
-    assert worst < WORST_POLL_SECONDS, f"a /healthz took {worst * 1000:.0f} ms"
-    share = float(np.mean(latencies < POLL_SECONDS))
-    assert share >= NEARLY_ALL, f"{share:.1%} of /healthz within {POLL_SECONDS * 1000:.0f} ms"
+    assert worst < POLL_SECONDS, f"a /healthz took {worst * 1000:.0f} ms"
 
 
 def report(poller: Poller, results: dict[str, object]) -> None:
