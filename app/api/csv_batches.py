@@ -18,6 +18,8 @@ from numpy.typing import NDArray
 from app.calibration.budget import checkpoint
 from app.errors import InvalidInput, MalformedBody, invalid
 
+from .csv_columns import Columns
+
 CSV_PIECE_BYTES = 256 * 1024
 """Bytes of CSV per ``np.loadtxt`` call (some 20,000 rows, ~3 ms with the GIL held)."""
 
@@ -92,7 +94,7 @@ def _read_csv(
     if not lines or not lines[0].strip():
         raise invalid(("body", field), "is empty; expected a header row 'score,label'")
     header = [h.strip().lower() for h in next(_csv_records(lines[:1], field, first=0))]
-    columns = _Columns(_csv_columns(header, field), capacity=_line_ends(data) + 1)
+    columns = Columns(_csv_columns(header, field), capacity=_line_ends(data) + 1)
     rows = lines[1:]
     while True:
         table = _plain_table(rows, len(header))
@@ -178,56 +180,7 @@ def _plain_table(lines: list[str], width: int) -> NDArray[np.float64] | None:
     return table if table.shape == (len(lines) - empty, width) else None
 
 
-class _Columns:
-    """The score, label and weight columns of a CSV, filled a block of rows at a time.
-
-    Sized up front by the body's line count (a row per line but the header's), so the
-    columns are the one copy of the numbers; they grow only for lines ended otherwise."""
-
-    def __init__(self, columns: Mapping[str, list[int]], capacity: int) -> None:
-        score_cols = columns["scores"]
-        self._scores: int | list[int] = score_cols[0] if len(score_cols) == 1 else score_cols
-        self._label = columns["label"][0]
-        self._weight = columns["weight"][0] if columns["weight"] else None
-        shape = (capacity,) if len(score_cols) == 1 else (capacity, len(score_cols))
-        self.scores: NDArray[np.float64] = np.empty(shape)
-        self.labels: NDArray[np.float64] = np.empty(capacity)
-        self.weights = np.empty(capacity) if self._weight is not None else None
-        self.rows = 0
-
-    def add(self, table: NDArray[np.float64]) -> None:
-        start, end = self.rows, self.rows + table.shape[0]
-        if end > len(self.labels):
-            self._grow(max(end, 2 * len(self.labels)))
-        self.scores[start:end] = table[:, self._scores]
-        self.labels[start:end] = table[:, self._label]
-        if self.weights is not None:
-            self.weights[start:end] = table[:, self._weight]
-        self.rows = end
-
-    def _grow(self, capacity: int) -> None:
-        def grown(column: NDArray[np.float64]) -> NDArray[np.float64]:
-            bigger = np.empty((capacity, *column.shape[1:]))
-            bigger[: self.rows] = column[: self.rows]
-            return bigger
-
-        self.scores, self.labels = grown(self.scores), grown(self.labels)
-        self.weights = None if self.weights is None else grown(self.weights)
-
-    def arrays(
-        self,
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64] | None]:
-        n = self.rows
-        slack = len(self.labels) - n > n // 8  # many blank lines: do not keep the spare room
-
-        def used(column: NDArray[np.float64]) -> NDArray[np.float64]:
-            return column[:n].copy() if slack else column[:n]
-
-        weights = None if self.weights is None else used(self.weights)
-        return used(self.scores), used(self.labels), weights
-
-
-def _read_cells(lines: Iterable[str], columns: _Columns, header: list[str], field: str) -> None:
+def _read_cells(lines: Iterable[str], columns: Columns, header: list[str], field: str) -> None:
     """Read ``lines`` (the data rows from the first that is not plain numbers) with the csv
     module into ``columns``. The first row the csv module refuses is the error wherever it
     is; else the first row of the wrong width or with a cell that is not a number."""

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from typing import Literal
 
 from sqlalchemy import ColumnElement, delete, func, select, update
-from sqlalchemy.orm import InstrumentedAttribute
 
 from app.errors import Conflict, NotFound, invalid
 from app.store.aliases import AliasOperations
 from app.store.artifacts import sha256_hex
+from app.store.blobs import BlobReads
 from app.store.models import Alias, Calibrator, Version, VersionBlob, as_stored_json
 from app.store.queries import (
     aliases_of,
@@ -33,13 +33,10 @@ from app.store.queries import (
 from app.store.records import MAX_TAGS, CalibratorSummary, NewVersion, VersionRecord
 
 Selector = int | Literal["latest"] | str
-
-BLOB_PIECE_BYTES = 4 * 1024 * 1024
-"""Bytes of a stored batch read per statement (see :meth:`Repository.get_batch`)."""
 """A version number, ``"latest"``, or an alias name."""
 
 
-class Repository(AliasOperations):
+class Repository(AliasOperations, BlobReads):
     """The store's operations on one session (one transaction)."""
 
     # -- writes ---------------------------------------------------------------------------
@@ -165,34 +162,6 @@ class Repository(AliasOperations):
             raise NotFound(f"calibrator '{name}' has no versions")
         return int(number)
 
-    def get_artifact(self, version_id: int) -> bytes:
-        """The artifact of the version with row id ``version_id`` (without its batch)."""
-        return self._blob(VersionBlob.artifact, version_id)
-
-    def get_batch(self, version_id: int) -> bytes | memoryview:
-        """The fitting batch (see :mod:`app.store.batches`) of the row ``version_id``.
-
-        Read :data:`BLOB_PIECE_BYTES` at a time: a driver converts a value holding the GIL
-        (psycopg decodes a 250 MB ``bytea`` for most of a second), which would stall the
-        event loop of the whole worker; pieces keep each stall to milliseconds and never
-        hold the value twice (a large batch comes as a read-only view of the bytes read)."""
-        size = self._session.scalar(
-            select(func.length(VersionBlob.batch)).where(VersionBlob.version_id == version_id)
-        )
-        if size is None:
-            raise NotFound("the version was deleted meanwhile")
-        data = bytearray(size)
-        for start in range(0, size, BLOB_PIECE_BYTES):
-            piece = self._session.scalar(
-                select(func.substr(VersionBlob.batch, start + 1, BLOB_PIECE_BYTES)).where(
-                    VersionBlob.version_id == version_id
-                )
-            )
-            if piece is None or len(piece) != min(BLOB_PIECE_BYTES, size - start):
-                raise NotFound("the version was deleted meanwhile")
-            data[start : start + len(piece)] = piece
-        return bytes(data) if size <= BLOB_PIECE_BYTES else memoryview(data).toreadonly()
-
     def list_calibrators(
         self, limit: int, offset: int, tag: tuple[str, str] | None = None
     ) -> tuple[list[CalibratorSummary], int]:
@@ -266,12 +235,6 @@ class Repository(AliasOperations):
         return summary, records, summary.n_versions
 
     # -- helpers -----------------------------------------------------------------------
-
-    def _blob(self, column: InstrumentedAttribute[bytes], version_id: int) -> bytes:
-        blob = self._session.scalar(select(column).where(VersionBlob.version_id == version_id))
-        if blob is None:
-            raise NotFound("the version was deleted meanwhile")
-        return bytes(blob)
 
     def _touch(self, calibrator_id: int) -> None:
         self._session.execute(

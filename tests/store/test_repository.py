@@ -233,9 +233,9 @@ def test_the_tag_filter_finds_keys_of_any_characters(
 def test_a_batch_is_read_back_whole_from_many_pieces(
     database: Database, make_version: MakeVersion, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.store import repository
+    from app.store import blobs
 
-    monkeypatch.setattr(repository, "BLOB_PIECE_BYTES", 37)  # a prime: ragged last piece
+    monkeypatch.setattr(blobs, "BLOB_PIECE_BYTES", 37)  # a prime: ragged last piece
     new = make_version()
     with database.transaction(write=True) as repo:
         stored = repo.create_version("churn", new)
