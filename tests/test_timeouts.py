@@ -135,6 +135,26 @@ def test_headers_sent_a_byte_at_a_time_do_not_push_the_deadline_back(served: Ser
     assert EARLY <= closed_after <= TIMEOUT + MARGIN
 
 
+def test_headers_past_the_limit_are_answered_431_and_the_connection_closed(
+    served: Service,
+) -> None:
+    from app.api.http_timeouts import MAX_HEADER_BYTES
+
+    near = get("/healthz", "X-Padding: " + "a" * (MAX_HEADER_BYTES - 200))
+    with connect(served) as sock:
+        assert exchange(sock, near) == (200, b'{"status":"ok"}')
+    with connect(served) as sock:
+        sock.sendall(get("/healthz", "X-Padding: " + "a" * MAX_HEADER_BYTES))
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        body = json.loads(response.read())
+        assert response.status == 431
+        assert response.getheader("content-type") == "application/problem+json"
+        assert body["status"] == 431
+        assert f"exceed {MAX_HEADER_BYTES} bytes" in body["detail"]
+        assert seconds_until_closed(sock, time.monotonic()) < MARGIN
+
+
 def test_keep_alive_serves_several_requests_then_closes_when_idle(served: Service) -> None:
     with connect(served) as sock:
         for _ in range(3):

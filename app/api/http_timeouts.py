@@ -11,6 +11,8 @@ gap where nginx does (``client_header_timeout``, ``client_body_timeout``):
   ``CALIBRATION_HEADER_TIMEOUT_SECONDS`` after it was opened, or after the previous response
   finished, is closed. The deadline is not pushed back by each byte, so trickling headers
   does not help.
+- **Header size.** Request headers over :data:`MAX_HEADER_BYTES` are answered 431 and the
+  connection is closed (httptools itself sets no limit).
 - **Body.** A body that sends nothing for ``CALIBRATION_BODY_TIMEOUT_SECONDS`` is answered
   408 problem+json with ``Connection: close``, and the connection is closed. Every chunk
   restarts the clock, and so does a pause that is ours (uvicorn stops reading while the
@@ -50,6 +52,10 @@ logger = logging.getLogger("app.http")
 BODY_TIMED_OUT = "body_timed_out"
 """The request-state key (``request.state.body_timed_out``) set when the body stalled."""
 
+MAX_HEADER_BYTES = 64 * 1024
+"""The most a request line and its headers may take, as h11's limit and nginx's largest
+header buffers allow about as much."""
+
 _PAUSED_RECHECK_SECONDS = 0.1
 """While uvicorn itself has stopped reading, how often the body deadline looks again."""
 
@@ -64,6 +70,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         self.body_timeout = settings.body_timeout_seconds
         self._header_deadline: asyncio.TimerHandle | None = None
         self._waiting_after: RequestResponseCycle | None = None  # the cycle before the awaited one
+        self._header_bytes = 0  # received since the wait for headers began
+        self._header_tail = b""  # the last bytes of them, where a blank line may begin
         self._body_deadline: asyncio.TimerHandle | None = None
         self._body_cycle: RequestResponseCycle | None = None  # the cycle whose body is awaited
         self._body_arrived = 0.0  # loop time of the latest chunk
@@ -73,6 +81,11 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._await_headers()
 
     def data_received(self, data: bytes) -> None:
+        if self._header_deadline is not None and self._headers_too_large(data):
+            self._stop_waiting()
+            detail = f"the request line and headers exceed {MAX_HEADER_BYTES} bytes"
+            self._answer_and_close(431, "Request header fields too large", detail)
+            return
         super().data_received(data)
         if self.cycle is not self._waiting_after:  # a request was parsed: its headers are in
             self._stop_waiting()
@@ -104,12 +117,24 @@ class DeadlineProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         self._waiting_after = self.cycle
+        self._header_bytes, self._header_tail = 0, b""
         self._header_deadline = self.loop.call_later(self.header_timeout, self._headers_overdue)
 
     def _stop_waiting(self) -> None:
         if self._header_deadline is not None:
             self._header_deadline.cancel()
             self._header_deadline = None
+
+    def _headers_too_large(self, data: bytes) -> bool:
+        """Whether ``data`` takes the headers awaited past :data:`MAX_HEADER_BYTES` before
+        the blank line that ends them (looked for before the parser sees the bytes)."""
+        room = MAX_HEADER_BYTES - self._header_bytes
+        window = self._header_tail + data[: room + 1]
+        if b"\r\n\r\n" in window or b"\n\n" in window:
+            return False  # the headers end within the limit
+        self._header_bytes += len(data)
+        self._header_tail = window[-3:]
+        return self._header_bytes > MAX_HEADER_BYTES
 
     def _headers_overdue(self) -> None:
         self._header_deadline = None
@@ -172,13 +197,17 @@ class DeadlineProtocol(HttpToolsProtocol):
             f"the request body stalled: no part of it arrived for {self.body_timeout:g} s "
             "(the body idle timeout)"
         )
-        response = problem_response(RequestTimeout.status, detail, title=RequestTimeout.title)
-        status = HTTPStatus(RequestTimeout.status)
-        head = [f"HTTP/1.1 {status.value} {status.phrase}".encode()]
-        head += [name + b": " + value for name, value in response.raw_headers]
-        head.append(b"connection: close")
         cycle.scope.setdefault("state", {})[BODY_TIMED_OUT] = True
         cycle.disconnected = True  # whatever the application still sends goes nowhere
         cycle.message_event.set()
+        self._answer_and_close(RequestTimeout.status, RequestTimeout.title, detail)
+
+    def _answer_and_close(self, status: int, title: str, detail: str) -> None:
+        """Write a problem+json answer of the protocol's own, then close the connection."""
+        logger.info("answered %d to %s and closed the connection: %s", status, self.client, detail)
+        response = problem_response(status, detail, title=title)
+        head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}".encode()]
+        head += [name + b": " + value for name, value in response.raw_headers]
+        head.append(b"connection: close")
         self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + bytes(response.body))
         self.transport.close()
