@@ -183,7 +183,7 @@ async def get_calibrator(
 )
 async def delete_version(
     name: NameParam,
-    version: Annotated[int, Path(ge=1, le=2**62, description="Version number.")],
+    version: Annotated[int, Path(ge=1, description="Version number.")],
     service: ServiceDep,
     force: Annotated[
         bool, Query(description="Also delete the aliases that point to this version.")

@@ -16,9 +16,10 @@ gap where nginx does (``client_header_timeout``, ``client_body_timeout``):
 - **Body.** A body that sends nothing for ``CALIBRATION_BODY_TIMEOUT_SECONDS`` is answered
   408 problem+json with ``Connection: close``, and the connection is closed. Every chunk
   restarts the clock, and so does a pause that is ours (uvicorn stops reading while the
-  application has not taken the chunks already buffered). The application sees the client
-  leave; :func:`app.api.deps.read_body` finds :data:`BODY_TIMED_OUT` in the request's state
-  and logs the request as the 408 it was.
+  application has not taken the chunks already buffered, or while a pipelined request waits
+  for those before it). The application sees the client leave;
+  :func:`app.api.deps.read_body` finds :data:`BODY_TIMED_OUT` in the request's state and
+  logs the request as the 408 it was.
 - **Early answers.** An answer given before the body was read (401, 413, 415, 503) closes
   the connection once it is sent, as uvicorn's own shutdown does, rather than read up to
   gigabytes that nothing wants on the event loop.
@@ -175,7 +176,9 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._stop_body_deadline()
             return
         now = self.loop.time()
-        if self.flow.read_paused:  # we stopped reading, not the client: not its idle time
+        if self.flow.read_paused or self.pipeline:
+            # We stopped reading, or the request waits behind earlier ones (pipelined): the
+            # time is ours, not the client's idle time.
             self._body_arrived = now
             self._body_deadline = self.loop.call_later(_PAUSED_RECHECK_SECONDS, self._body_due)
             return
@@ -186,9 +189,6 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._body_cycle = None
         if cycle.response_started or self.transport.is_closing():
             return  # answered early: the connection closes when that answer is sent
-        if self.pipeline:  # an earlier request is being answered: no room for a 408
-            self.transport.close()
-            return
         self._answer_stalled(cycle)
 
     def _answer_stalled(self, cycle: RequestResponseCycle) -> None:

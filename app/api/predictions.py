@@ -89,7 +89,10 @@ def answer_predict(
     if args.intervals is not None and intervals is not None and args.intervals != intervals:
         flags = (str(flag).lower() for flag in (args.intervals, intervals))
         raise invalid(("body", "intervals"), "is {} but the query says {}".format(*flags))
-    selector = parse_selector(name, args.version or version or "latest")
+    if version == "":  # as the body's version may not be
+        raise invalid(("query", "version"), "must be a version number, 'latest' or an alias")
+    given = args.version if args.version is not None else version
+    selector = parse_selector(name, "latest" if given is None else given)
     asked = (
         ("body", "intervals") if args.intervals else ("query", "intervals") if intervals else None
     )
