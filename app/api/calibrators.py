@@ -12,6 +12,7 @@ from app.service import CalibrationService
 from app.store import VersionRecord
 from app.views import VersionView
 
+from .contracts import tag_filter
 from .deps import (
     NameParam,
     SelectorParam,
@@ -121,17 +122,15 @@ async def list_calibrators(
     tag: Annotated[
         str | None,
         Query(
-            pattern=r"^[^:\x00]{1,128}:[^\x00\n]{0,1024}$",
-            description="Only calibrators with a version tagged `key:value`.",
+            description="Only calibrators with a version tagged `key:value` (the first `:` "
+            "ends the key).",
             examples=["team:risk"],
         ),
     ] = None,
 ) -> Response:
     """Every calibrator with its latest version, by name."""
-    wanted = None if tag is None else tuple(tag.split(":", 1))
-    items, total = await run_in_threadpool(
-        service.list_calibrators, limit, offset, (wanted[0], wanted[1]) if wanted else None
-    )
+    wanted = None if tag is None else tag_filter(tag)
+    items, total = await run_in_threadpool(service.list_calibrators, limit, offset, wanted)
     return json_response(
         {
             "items": [

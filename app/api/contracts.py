@@ -10,7 +10,7 @@ sentence (:func:`validated`).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -21,15 +21,14 @@ from pydantic import (
     ValidationError,
     WithJsonSchema,
 )
-from pydantic_core import ErrorDetails
 
 from app.calibration import METHODS
 from app.comparison import MAX_COMPARED
 from app.diagnosis import Strategy
-from app.errors import FieldError, InvalidInput, describe_loc
+from app.errors import invalid
 from app.store.records import MAX_TAGS
 
-M = TypeVar("M", bound=BaseModel)
+from .validation import sentence
 
 MAX_DESCRIPTION = 10_000
 
@@ -55,7 +54,9 @@ def _no_nul(text: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_no_nul)]
-TagKey = Annotated[str, AfterValidator(_no_nul), Field(min_length=1, max_length=128)]
+MAX_TAG_KEY = 128
+MAX_TAG_VALUE = 1024
+TagKey = Annotated[str, AfterValidator(_no_nul), Field(min_length=1, max_length=MAX_TAG_KEY)]
 
 
 def _selector(value: object) -> object:
@@ -72,13 +73,32 @@ def _tag_value(value: object, *, deletes: bool) -> object:
         return None
     if not isinstance(value, str):
         raise ValueError("must be a string or null" if deletes else "must be a string")
-    if len(value) > 1024:
-        raise ValueError(f"has {len(value)} characters; the limit is 1024 (too long)")
+    if len(value) > MAX_TAG_VALUE:
+        raise ValueError(f"has {len(value)} characters; the limit is {MAX_TAG_VALUE} (too long)")
     return _no_nul(value)
 
 
 TagValue = Annotated[str, BeforeValidator(lambda v: _tag_value(v, deletes=False))]
 TagPatch = Annotated[str | None, BeforeValidator(lambda v: _tag_value(v, deletes=True))]
+
+
+class _TagFilter(BaseModel):
+    key: TagKey
+    value: TagValue
+
+
+def tag_filter(tag: str) -> tuple[str, str]:
+    """``key:value`` as a (key, value) pair, the key and value held to the limits of a tag."""
+    key, colon, value = tag.partition(":")
+    if not colon:
+        raise invalid(("query", "tag"), "must be key:value, e.g. team:risk")
+    try:
+        _TagFilter.model_validate({"key": key, "value": value})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        part = error["loc"][0]
+        raise invalid(("query", "tag"), f"{part} {sentence(_TagFilter, error)}") from None
+    return key, value
 
 
 class _Body(BaseModel):
@@ -213,42 +233,3 @@ class PatchBody(_Body):
         max_length=MAX_TAGS,
         description="Merged into the tags; a null value deletes its key.",
     )
-
-
-def validated(model: type[M], data: dict[str, Any], source: str = "body") -> M:
-    """``data`` as ``model``, or one 422 naming every failure (located under ``source``)."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        errors = [
-            FieldError((source, *error["loc"]), _sentence(model, error)) for error in exc.errors()
-        ]
-        detail = "; ".join(f"{describe_loc(e.loc)} {e.msg}" for e in errors[:5])
-        raise InvalidInput(detail, errors=errors) from None
-
-
-def _sentence(model: type[BaseModel], error: ErrorDetails) -> str:
-    """A pydantic error as the service words its 422s."""
-    kind, context, given = error["type"], error.get("ctx", {}), error.get("input")
-    if kind == "missing":
-        return "is required"
-    if kind == "extra_forbidden":
-        return f"is not a known field; expected {', '.join(model.model_fields)}"
-    if kind in ("string_too_long", "too_long") and isinstance(given, str | list | dict):
-        unit = "characters" if isinstance(given, str) else "entries"
-        return f"has {len(given)} {unit}; the limit is {context.get('max_length')}"
-    if kind == "string_too_short":
-        return "must not be empty"
-    if kind == "value_error":
-        return str(context.get("error", error["msg"]))
-    words = {
-        "string_type": "must be a string",
-        "int_type": "must be an integer",
-        "bool_type": "must be true or false",
-        "dict_type": "must be a JSON object",
-        "list_type": "must be an array",
-        "literal_error": f"must be {context.get('expected')}",
-        "greater_than_equal": f"must be >= {context.get('ge')}",
-        "less_than_equal": f"must be <= {context.get('le')}",
-    }
-    return words.get(kind, error["msg"])

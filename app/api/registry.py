@@ -12,7 +12,7 @@ from starlette.responses import Response
 from app.service import CalibrationService
 
 from .calibrators import version_document
-from .contracts import AliasBody, CompareBody, PatchBody, validated
+from .contracts import AliasBody, CompareBody, PatchBody
 from .deps import (
     SMALL_BODY_BYTES,
     AliasParam,
@@ -35,6 +35,7 @@ from .payloads import (
 from .requests import parse_compare
 from .responses import ERRORS, body_doc
 from .schemas import CompareOut, VersionOut
+from .validation import validated
 
 router = APIRouter(prefix="/v1", tags=["registry"])
 

@@ -24,7 +24,6 @@ from .contracts import (
     FitOptions,
     LabelledBody,
     PredictBody,
-    validated,
 )
 from .csv_batches import parse_csv
 from .json_process import parse_json_body
@@ -38,6 +37,7 @@ from .payloads import (
     optional_number_array,
     require_media_type,
 )
+from .validation import validated
 
 _OPTIONS = tuple(FitOptions.model_fields)
 
@@ -45,11 +45,12 @@ _OPTIONS = tuple(FitOptions.model_fields)
 @dataclass(frozen=True)
 class FitSource:
     """A fit request as received, before parsing: its media type, the bytes to parse (the
-    JSON or CSV body, or the uploaded CSV file) and the options given outside them."""
+    JSON or CSV body, or the uploaded CSV file) and the options given outside them, by where
+    they were given (``query``, ``form``; the later overrides the earlier)."""
 
     kind: str
     data: bytes
-    options: dict[str, str]
+    options: dict[str, dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -63,26 +64,29 @@ async def read_fit(request: Request, body: bytes) -> FitSource:
     kind = require_media_type(
         request.headers.get("content-type"), (*JSON_TYPES, *CSV_TYPES, MULTIPART)
     )
-    options = {k: v for k, v in request.query_params.items() if k in _OPTIONS}
+    options = {"query": {k: v for k, v in request.query_params.items() if k in _OPTIONS}}
     if kind != MULTIPART:
         return FitSource(kind, body, options)
-    data, form_options = await _multipart_csv(request)
-    return FitSource(kind, data, {**options, **form_options})
+    data, options["form"] = await _multipart_csv(request)
+    return FitSource(kind, data, options)
 
 
 def parse_fit(source: FitSource, max_rows: int) -> FitArgs:
     """A fit request as JSON, CSV or a multipart upload of CSV, with its options (the
     body's own fields first, then the form's, then the query's). CPU-heavy: run off the loop."""
+    given: dict[str, Any] = {}
+    for where, texts in source.options.items():  # each place answers for its own errors
+        these = {key: _option(where, key, raw) for key, raw in texts.items()}
+        validated(FitOptions, these, source=where)
+        given.update(these)
     if source.kind in JSON_TYPES:
         data = parse_json_body(source.data, BATCH_ARRAYS)
-        given = {k: _query_option(k, raw) for k, raw in source.options.items() if k not in data}
         body = validated(FitBody, {**given, **data})
         scores = number_array(body.scores, "scores", matrix=True)
         labels = number_array(body.labels, "labels")
         weights = optional_number_array(body.sample_weight, "sample_weight")
         options: FitOptions = body
     else:
-        given = {key: _query_option(key, raw) for key, raw in source.options.items()}
         options = validated(FitOptions, given)
         field = "file" if source.kind == MULTIPART else "body"
         scores, labels, weights = parse_csv(source.data, field=field)
@@ -98,13 +102,14 @@ async def _multipart_csv(request: Request) -> tuple[bytes, dict[str, str]]:
     return await upload.read(), options
 
 
-def _query_option(key: str, raw: str) -> Any:
+def _option(where: str, key: str, raw: str) -> Any:
+    """A fit option given as text: ``params`` and ``tags`` are JSON objects."""
     if key not in ("params", "tags"):
         return raw
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise invalid(("query", key), 'must be a JSON object, e.g. {"targets": "hard"}') from None
+        raise invalid((where, key), 'must be a JSON object, e.g. {"targets": "hard"}') from None
 
 
 class PredictArgs(NamedTuple):  # a tuple: built on every predict, 3x faster than frozen
