@@ -21,7 +21,7 @@ from .deps import (
     json_response,
     off_loop,
     parse_selector,
-    read_body,
+    read_job_body,
 )
 from .requests import FitSource, parse_fit, read_fit
 from .responses import ERRORS, FIT_BODY, FIT_DESCRIPTION
@@ -80,10 +80,8 @@ async def fit(
     # The query options are declared above for the OpenAPI docs; parse_fit reads them, with
     # the body's own fields taking precedence, whatever the media type.
     del method, params, description, tags
-    service.work.refuse_when_full()  # before reading up to 64 MiB for nothing
-    source = await read_fit(request, await read_body(request))
-    with service.work.admit():
-        view = await off_loop(request, _fit, service, name, source)
+    source = await read_fit(request, await read_job_body(request))
+    view = await off_loop(request, _fit, service, name, source)
     location = f"/v1/calibrators/{name}/versions/{view.record.version}"
     return json_response(version_document(view), 201, headers={"Location": location})
 

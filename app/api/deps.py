@@ -109,15 +109,21 @@ async def read_body(request: Request, limit: int | None = None) -> bytes:
     return body
 
 
+async def read_job_body(request: Request) -> bytes:
+    """The body of a request whose work is a job (:func:`off_loop`): 503 before it is read
+    when the pool is already full, rather than read up to 64 MiB for nothing."""
+    get_service(request).work.refuse_when_full()
+    return await read_body(request)
+
+
 async def off_loop(
     request: Request, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs
 ) -> T:
-    """``function`` run in the service's bounded pool of CPU-heavy work (:mod:`app.work`):
-    off the event loop, within its time budget, abandoned when the client disconnects. The
-    route refuses early when the pool is full (``service.work.refuse_when_full()``), reads
-    the body, then holds its place (``with service.work.admit():``): a slow upload never
+    """``function`` run as a job of the service's bounded pool (:mod:`app.work`): admitted
+    (503 when the pool is full), off the event loop, within its time budget, abandoned when
+    the client disconnects. Read the body first (:func:`read_job_body`): a slow upload never
     holds a place meant for work."""
-    return await get_service(request).work.supervise(request.receive, function, *args, **kwargs)
+    return await get_service(request).work.run(request.receive, function, *args, **kwargs)
 
 
 def json_response(

@@ -27,7 +27,7 @@ from .deps import (
     json_response,
     off_loop,
     parse_selector,
-    read_body,
+    read_job_body,
 )
 from .requests import parse_diagnostics
 from .responses import DIAGNOSTICS_BODY, ERRORS
@@ -89,8 +89,7 @@ async def stored_diagnostics(
     (confidence = row max, correct = arg max equals the label) unless `class_index` is set.
     Computed once per version and query, then kept."""
     found = parse_selector(name, selector)
-    with service.work.admit():
-        reports = await off_loop(request, service.diagnosis.stored, name, found, query)
+    reports = await off_loop(request, service.diagnosis.stored, name, found, query)
     return _diagnostics(reports, query)
 
 
@@ -109,17 +108,15 @@ async def batch_diagnostics(
     picture = wanted_image(request.headers.get("accept"))
     content_type = request.headers.get("content-type")
     found = parse_selector(name, selector)
-    service.work.refuse_when_full()
-    body = await read_body(request)
-    with service.work.admit():
-        if picture is not None:
-            image = await off_loop(
-                request, _batch_picture, service, name, found, content_type, body, picture
-            )
-            return Response(image, media_type=MEDIA_TYPES[picture])
-        reports, query = await off_loop(
-            request, _batch_reports, service, name, found, content_type, body
+    body = await read_job_body(request)
+    if picture is not None:
+        image = await off_loop(
+            request, _batch_picture, service, name, found, content_type, body, picture
         )
+        return Response(image, media_type=MEDIA_TYPES[picture])
+    reports, query = await off_loop(
+        request, _batch_reports, service, name, found, content_type, body
+    )
     return _diagnostics(reports, query)
 
 
@@ -180,10 +177,9 @@ def _picture_route(image_format: ImageFormat) -> None:
         query: ReportQuery,
     ) -> Response:
         found = parse_selector(name, selector)
-        with service.work.admit():
-            image = await off_loop(
-                request, service.diagnosis.stored_picture, name, found, query, image_format
-            )
+        image = await off_loop(
+            request, service.diagnosis.stored_picture, name, found, query, image_format
+        )
         return Response(image, media_type=MEDIA_TYPES[image_format])
 
     stored_diagram.__name__ = f"stored_diagram_{image_format}"

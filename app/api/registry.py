@@ -26,6 +26,7 @@ from .deps import (
     off_loop,
     parse_selector,
     read_body,
+    read_job_body,
 )
 from .payloads import (
     JSON_TYPES,
@@ -121,10 +122,8 @@ async def compare(
     """Every selected version (default: all, newest first, at most 50) predicts the batch;
     answers their metrics, best first, with each metric's gap to the best. Nothing is stored."""
     require_media_type(request.headers.get("content-type"), JSON_TYPES)
-    service.work.refuse_when_full()
-    body = await read_body(request)
-    with service.work.admit():
-        result = await off_loop(request, _compare, service, name, body, by)
+    body = await read_job_body(request)
+    result = await off_loop(request, _compare, service, name, body, by)
     return json_response(result)
 
 

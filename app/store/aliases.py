@@ -8,39 +8,11 @@ at once leave it at one of their versions.
 from __future__ import annotations
 
 from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
 
 from app.errors import NotFound
-from app.store.models import Alias, Calibrator, Version
-from app.store.queries import live, upsert, utc_now
-
-
-class RepositoryBase:
-    """The session a repository works in, and the lookup every operation starts with."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
-    def _calibrator_id(self, name: str) -> int:
-        calibrator_id = self._session.scalar(select(Calibrator.id).where(*live(name)))
-        if calibrator_id is None:
-            raise NotFound(f"calibrator '{name}' not found")
-        return calibrator_id
-
-    def _lock(self, name: str) -> int:
-        """The live calibrator's id, with its row locked until the transaction ends.
-
-        Every write but a fit starts here, before it checks anything: ``SELECT .. FOR UPDATE``
-        on PostgreSQL (SQLite's writer transaction already holds the only lock there is, see
-        :meth:`app.store.db.Database.transaction`). A writer that waited re-reads the row as
-        the other left it, so a calibrator deleted meanwhile is not found.
-        """
-        calibrator_id = self._session.scalar(
-            select(Calibrator.id).where(*live(name)).with_for_update()
-        )
-        if calibrator_id is None:
-            raise NotFound(f"calibrator '{name}' not found")
-        return calibrator_id
+from app.store.models import Alias, Version
+from app.store.queries import upsert, utc_now
+from app.store.session import RepositoryBase
 
 
 class AliasOperations(RepositoryBase):

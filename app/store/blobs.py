@@ -6,8 +6,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute
 
 from app.errors import NotFound
-from app.store.aliases import RepositoryBase
 from app.store.models import VersionBlob
+from app.store.session import RepositoryBase
 
 BLOB_PIECE_BYTES = 4 * 1024 * 1024
 """Bytes of a stored batch read per statement (see :meth:`BlobReads.get_batch`)."""
