@@ -54,8 +54,9 @@ BODY_TIMED_OUT = "body_timed_out"
 """The request-state key (``request.state.body_timed_out``) set when the body stalled."""
 
 MAX_HEADER_BYTES = 64 * 1024
-"""The most a request line and its headers may take, as h11's limit and nginx's largest
-header buffers allow about as much."""
+"""The most a request line and its headers may take before they are routed: twice nginx's
+default (4 buffers of 8 KiB), room for long bearer tokens, a bound on what one connection
+holds while it has not yet said what it wants."""
 
 _PAUSED_RECHECK_SECONDS = 0.1
 """While uvicorn itself has stopped reading, how often the body deadline looks again."""

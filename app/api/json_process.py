@@ -13,9 +13,9 @@ afterwards, costs unpickling them here.)
 One worker process per server process, started on first use with "forkserver" (forking a
 process that runs threads can copy a lock another thread holds) and kept. A worker that dies
 (killed, out of memory) is replaced and the body sent once more; when no process starts, or
-the replacement dies too, bodies are parsed in the calling thread, as they were before, for
-:data:`RETRY_SECONDS`. Smaller bodies (predict's hot path) are parsed in the calling thread:
-the round trip to a process costs more than parsing them.
+the replacement dies too, bodies are parsed in the calling thread for :data:`RETRY_SECONDS`.
+Smaller bodies (predict's hot path) are parsed in the calling thread: the round trip to a
+process costs more than parsing them.
 """
 
 from __future__ import annotations
