@@ -13,7 +13,6 @@ its weights are read as relative weights (:mod:`~app.calibration.weights`). Noth
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, Self, TypeAlias
@@ -31,37 +30,37 @@ JSONValue: TypeAlias = Any
 class CalibrationError(ValueError):
     """A batch or parameter set that a method cannot work with.
 
-    Raised as ``CalibrationError("labels: must be 0 or 1 (index 3)")``: the text before the
-    first ``": "`` names the field when it is one (``labels``, ``scores[3]``, ``n_bins``).
-    ``loc`` is that field as a location (``("scores", 3)``; empty when none is named) and
-    ``reason`` the rest, so the API can say where without parsing messages.
+    Raised as ``CalibrationError("must be 0 or 1", loc=("labels", 3))``: ``loc`` is where the
+    problem is, as field names and indices (empty when it names no field), and ``reason`` what
+    is wrong there, so the API can say where without parsing messages. The message reads
+    ``labels[3]: must be 0 or 1``, or ``reason`` alone when ``loc`` is empty.
     """
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        head, separator, rest = message.partition(": ")
-        match = _FIELD.fullmatch(head) if separator else None
-        self.loc: tuple[str | int, ...] = () if match is None else _location(head)
-        self.reason = message if match is None else rest
+    def __init__(self, reason: str, *, loc: tuple[str | int, ...] = ()) -> None:
+        super().__init__(f"{_render_loc(loc)}: {reason}" if loc else reason)
+        self.loc = loc
+        self.reason = reason
 
 
-_FIELD = re.compile(r"[a-z_]+(?:\.[a-z_]+|\[[0-9]+\])*")
-"""A field as the messages name it: ``labels``, ``params.targets``, ``scores[3]``."""
-
-
-def _location(field: str) -> tuple[str | int, ...]:
-    parts = re.findall(r"[a-z_]+|\[[0-9]+\]", field)
-    return tuple(int(p[1:-1]) if p.startswith("[") else p for p in parts)
+def _render_loc(loc: tuple[str | int, ...]) -> str:
+    """A location as the messages name it: ``("params", "targets")`` → ``params.targets``,
+    ``("scores", 3)`` → ``scores[3]``."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
 
 
 class ParamError(CalibrationError):
     """An unknown parameter or a parameter with an invalid value.
 
-    ``field`` is the parameter's name, so the API can answer ``params.targets: ...``.
+    ``field`` is the parameter's name, so the API can answer ``params.targets: ...``; ``index``
+    locates an element of a list parameter (``params.candidates[1]``).
     """
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"params.{field}: {message}")
+    def __init__(self, field: str, message: str, *, index: int | None = None) -> None:
+        where = ("params", field) if index is None else ("params", field, index)
+        super().__init__(message, loc=where)
         self.field = field
 
 

@@ -54,16 +54,16 @@ _MAX_ITER = 200
 def require_open_unit_interval(scores: FloatArray, method: str) -> None:
     """Raise :class:`CalibrationError` unless every score lies strictly between 0 and 1.
 
-    The message names the first offending index, e.g. ``scores[17] is 1.0; beta calibration
-    needs scores strictly between 0 and 1`` (``scores[17][2]`` for a matrix).
+    Its ``loc`` is the first offending index, ``("scores", 17)`` (``("scores", 17, 2)`` for a
+    matrix): ``scores[17]: is 1.0; beta calibration needs scores strictly between 0 and 1``.
     """
     bad = ~((scores > 0.0) & (scores < 1.0))  # NaN counts as outside
     if bad.any():
         where = np.unravel_index(int(np.flatnonzero(bad)[0]), bad.shape)
-        index = "".join(f"[{int(i)}]" for i in where)
         raise CalibrationError(
-            f"scores{index} is {float(scores[where])!r}; "
-            f"{method} calibration needs scores strictly between 0 and 1"
+            f"is {float(scores[where])!r}; "
+            f"{method} calibration needs scores strictly between 0 and 1",
+            loc=("scores", *(int(i) for i in where)),
         )
 
 

@@ -168,12 +168,12 @@ def _rows(scores: FloatArray) -> tuple[FloatArray, IntArray, FloatArray]:
     """
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 2:
-        raise CalibrationError(f"scores: must be a 2-d matrix, not {s.ndim}-d")
+        raise CalibrationError(f"must be a 2-d matrix, not {s.ndim}-d", loc=("scores",))
     ok = probability_rows(s)
     if not ok.all():
         raise CalibrationError(
-            f"scores[{int(np.argmin(ok))}] is not a probability vector; "
-            "bostrom needs rows in [0,1] summing to 1"
+            "is not a probability vector; bostrom needs rows in [0,1] summing to 1",
+            loc=("scores", int(np.argmin(ok))),
         )
     p = s / s.sum(axis=1, keepdims=True)  # sums within 1e-6 of 1: make them exact
     top = np.argmax(p, axis=1)

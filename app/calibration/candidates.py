@@ -92,7 +92,7 @@ class AutoSpec:
         for index, label in enumerate(labels):
             if not isinstance(label, str) or label not in _BY_LABEL:
                 known = ", ".join(_BY_LABEL)
-                raise ParamError(f"candidates[{index}]", f"unknown {label!r}; expected {known}")
+                raise ParamError("candidates", f"unknown {label!r}; expected {known}", index=index)
         return cls(cv, tuple(dict.fromkeys(labels)), explicit)
 
     @property

@@ -26,24 +26,26 @@ def check_batch(
     f = _float_vector(scores, scores_field)
     y = _float_vector(labels, "labels")
     if f.size == 0:
-        raise CalibrationError(f"{scores_field}: the batch is empty")
+        raise CalibrationError("the batch is empty", loc=(scores_field,))
     if y.size != f.size:
-        raise CalibrationError(f"labels: has {y.size} values for {f.size} {scores_field}")
+        raise CalibrationError(f"has {y.size} values for {f.size} {scores_field}", loc=("labels",))
     if not np.all(np.isfinite(f)):
-        raise CalibrationError(f"{scores_field}: must be finite (index {_first(~np.isfinite(f))})")
+        raise CalibrationError("must be finite", loc=(scores_field, _first(~np.isfinite(f))))
     bad = (y != 0.0) & (y != 1.0)
     if bad.any():
-        raise CalibrationError(f"labels: must be 0 or 1 (index {_first(bad)})")
+        raise CalibrationError("must be 0 or 1", loc=("labels", _first(bad)))
     if sample_weight is None:
         return f, y, np.ones_like(f)
     w = _float_vector(sample_weight, "sample_weight")
     if w.size != f.size:
-        raise CalibrationError(f"sample_weight: has {w.size} values for {f.size} {scores_field}")
+        raise CalibrationError(
+            f"has {w.size} values for {f.size} {scores_field}", loc=("sample_weight",)
+        )
     bad = ~np.isfinite(w) | (w < 0)
     if bad.any():
-        raise CalibrationError(f"sample_weight: must be finite and >= 0 (index {_first(bad)})")
+        raise CalibrationError("must be finite and >= 0", loc=("sample_weight", _first(bad)))
     if not w.max() > 0:  # not w.sum(): finite weights may have a sum past 1.8e308
-        raise CalibrationError("sample_weight: the weights must have a positive sum")
+        raise CalibrationError("the weights must have a positive sum", loc=("sample_weight",))
     return f, y, w
 
 
@@ -53,7 +55,7 @@ def check_probabilities(
     """:func:`check_batch` of probabilities: the scores must also lie in [0, 1]."""
     p, y, w = check_batch(p, y, w, scores_field="probabilities")
     if p.min() < 0.0 or p.max() > 1.0:
-        raise CalibrationError("probabilities: must lie in [0, 1]")
+        raise CalibrationError("must lie in [0, 1]", loc=("probabilities",))
     return p, y, w
 
 
@@ -61,9 +63,9 @@ def _float_vector(values: object, field: str) -> FloatArray:
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
-        raise CalibrationError(f"{field}: must be an array of numbers") from None
+        raise CalibrationError("must be an array of numbers", loc=(field,)) from None
     if array.ndim != 1:
-        raise CalibrationError(f"{field}: must be a 1-d array, not {array.ndim}-d")
+        raise CalibrationError(f"must be a 1-d array, not {array.ndim}-d", loc=(field,))
     return array
 
 

@@ -34,7 +34,7 @@ def effective_folds(labels: FloatArray, n_folds: int) -> int:
     class alone (every method fits a single class; see :class:`Calibrator`).
     """
     if n_folds < 2:
-        raise CalibrationError(f"n_folds: must be at least 2, not {n_folds}")
+        raise CalibrationError(f"must be at least 2, not {n_folds}", loc=("n_folds",))
     n_pos = int(np.count_nonzero(labels))
     smaller = min(n_pos, labels.size - n_pos)
     return max(2, min(n_folds, smaller))
@@ -144,8 +144,9 @@ def check_training_weight(weights: FloatArray, folds: NDArray[np.intp]) -> int:
     outside = positive.size - np.bincount(positive, minlength=k)
     if np.any(outside == 0):
         raise CalibrationError(
-            "sample_weight: cross-validation needs positive weight outside every fold; "
-            "give at least two points a positive weight"
+            "cross-validation needs positive weight outside every fold; "
+            "give at least two points a positive weight",
+            loc=("sample_weight",),
         )
     return k
 
@@ -156,7 +157,7 @@ def effective_class_folds(labels: NDArray[np.int64], n_folds: int) -> int:
     Classes absent from ``labels`` do not count; a class with a single point still gives 2.
     """
     if n_folds < 2:
-        raise CalibrationError(f"n_folds: must be at least 2, not {n_folds}")
+        raise CalibrationError(f"must be at least 2, not {n_folds}", loc=("n_folds",))
     counts = np.bincount(labels)
     return max(2, min(n_folds, int(counts[counts > 0].min())))
 
@@ -175,7 +176,9 @@ def stratified_class_folds(
     """
     n = labels.size
     if not 2 <= n_folds <= n:
-        raise CalibrationError(f"n_folds: must be in 2..{n} for {n} samples, not {n_folds}")
+        raise CalibrationError(
+            f"must be in 2..{n} for {n} samples, not {n_folds}", loc=("n_folds",)
+        )
     stratum = labels.astype(np.intp)
     if sample_weight is not None:
         stratum = stratum + (int(stratum.max()) + 1) * (sample_weight > 0)

@@ -50,7 +50,7 @@ def reliability_report(
     if probabilities.ndim == 2:
         k = probabilities.shape[1]
         if class_index is not None and not 0 <= class_index < k:
-            raise CalibrationError(f"class_index: is {class_index}; expected 0..{k - 1}")
+            raise CalibrationError(f"is {class_index}; expected 0..{k - 1}", loc=("class_index",))
         return summarize_multiclass(
             probabilities,
             labels,
@@ -65,4 +65,6 @@ def reliability_report(
     if class_index == 0:
         y = np.subtract(1.0, labels, dtype=np.float64)  # 1 - y, without a copy of y
         return summarize(1.0 - probabilities, y, weights, n_bins=n_bins, strategy=strategy)
-    raise CalibrationError(f"class_index: is {class_index}; a binary calibrator has classes 0, 1")
+    raise CalibrationError(
+        f"is {class_index}; a binary calibrator has classes 0, 1", loc=("class_index",)
+    )

@@ -53,7 +53,7 @@ def make_calibrator(method: str, params: Mapping[str, object]) -> Calibrator:
     cls = BINARY.get(method)
     if cls is None:
         raise CalibrationError(
-            f"method: unknown method {method!r}; expected one of {', '.join(BINARY)}"
+            f"unknown method {method!r}; expected one of {', '.join(BINARY)}", loc=("method",)
         )
     return cls.from_params(params)
 
@@ -127,11 +127,12 @@ def fit_calibrator(
         require_open_unit_interval(np.asarray(scores, dtype=np.float64), method)
     if matrix and method in BINARY_ONLY:
         raise CalibrationError(
-            f"scores: is an n x k matrix but method {method!r} is binary; send a vector"
+            f"is an n x k matrix but method {method!r} is binary; send a vector", loc=("scores",)
         )
     if not matrix and method in MULTICLASS_ONLY:
         raise CalibrationError(
-            f"scores: is a vector but method {method!r} is multiclass; send an n x k matrix"
+            f"is a vector but method {method!r} is multiclass; send an n x k matrix",
+            loc=("scores",),
         )
     spec = AutoSpec.from_params(params) if method == "auto" else None
     effective = {} if spec else _build(method, params, matrix).params
@@ -143,7 +144,7 @@ def fit_calibrator(
         classes = y.astype(np.int64)
     if s.shape[0] < 2 or np.count_nonzero(np.bincount(classes)) < 2:
         what = "of 2 classes" if matrix else "and both classes"
-        raise CalibrationError(f"labels: calibration needs at least 2 points {what}")
+        raise CalibrationError(f"calibration needs at least 2 points {what}", loc=("labels",))
     k = effective_class_folds(classes, spec.cv if spec else n_folds)
     folds = stratified_class_folds(classes, k, sample_weight=w)
     batch = (s, y, w)  # the final fit sees the batch as sent, as a direct fit would
@@ -162,9 +163,10 @@ def fit_calibrator(
     candidates, skipped = eligible_candidates(spec, s)
     if not candidates:
         raise CalibrationError(
-            "params.candidates: none of them can fit this batch ("
+            "none of them can fit this batch ("
             + "; ".join(f"{label} {why}" for label, why in skipped.items())
-            + ")"
+            + ")",
+            loc=("params", "candidates"),
         )
     selection = select(
         candidates,

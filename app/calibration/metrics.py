@@ -158,7 +158,7 @@ def _bin_arrays(
     """(weight share, |frac - mean|, mean, frac) of the bins that hold weight."""
     filled = [b for b in bins if b.mean_predicted is not None and b.fraction_positive is not None]
     if not filled:
-        raise CalibrationError("bins: no bin holds any weight")
+        raise CalibrationError("no bin holds any weight")
     weight, _ = relative_weights(np.array([b.weight for b in filled]))
     mean = np.array([b.mean_predicted for b in filled], dtype=np.float64)
     frac = np.array([b.fraction_positive for b in filled], dtype=np.float64)

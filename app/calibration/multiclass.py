@@ -106,7 +106,9 @@ class OneVsRest:
         s = np.asarray(scores, dtype=np.float64)
         k = len(self.calibrators)
         if s.ndim != 2 or s.shape[1] != k:
-            raise CalibrationError(f"scores: must be a matrix with {k} columns, not {s.shape}")
+            raise CalibrationError(
+                f"must be a matrix with {k} columns, not {s.shape}", loc=("scores",)
+            )
         return s
 
     def predict_interval(self, scores: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -155,7 +157,7 @@ def make_multiclass(method: str, params: Mapping[str, object]) -> MulticlassCali
     if method in ONE_VS_REST:
         return OneVsRest(ONE_VS_REST[method], params)
     known = ", ".join((*NATIVE_MULTICLASS, *ONE_VS_REST))
-    raise CalibrationError(f"method: unknown method {method!r}; expected one of {known}")
+    raise CalibrationError(f"unknown method {method!r}; expected one of {known}", loc=("method",))
 
 
 def load_multiclass(

@@ -43,19 +43,21 @@ def check_multiclass_batch(
     try:
         raw = np.asarray(labels)
     except (TypeError, ValueError):
-        raise CalibrationError("labels: must be an array of integers") from None
+        raise CalibrationError("must be an array of integers", loc=("labels",)) from None
     if raw.ndim != 1:
-        raise CalibrationError(f"labels: must be a 1-d array, not {raw.ndim}-d")
+        raise CalibrationError(f"must be a 1-d array, not {raw.ndim}-d", loc=("labels",))
     if raw.size != n:
-        raise CalibrationError(f"labels: has {raw.size} values for {n} rows of {scores_field}")
+        raise CalibrationError(
+            f"has {raw.size} values for {n} rows of {scores_field}", loc=("labels",)
+        )
     if raw.dtype == np.bool_ or raw.dtype.kind not in "iuf":
-        raise CalibrationError("labels: must be integer class indices")
+        raise CalibrationError("must be integer class indices", loc=("labels",))
     # integers need only their range (two reductions); floats must also be whole
     if raw.dtype.kind == "f" or raw.min() < 0 or raw.max() >= k:
         bad = ~np.isin(raw, np.arange(k))  # also catches 1.5, nan and inf
         if bad.any():
             raise CalibrationError(
-                f"labels: must be class indices in 0..{k - 1} (index {int(np.flatnonzero(bad)[0])})"
+                f"must be class indices in 0..{k - 1}", loc=("labels", int(np.flatnonzero(bad)[0]))
             )
     y = raw.astype(np.int64, copy=False)
     # the binary check validates the weights; zeros stand in for scores and labels
@@ -69,16 +71,18 @@ def check_score_matrix(scores: object, field: str = "scores") -> FloatArray:
     try:
         s = np.asarray(scores, dtype=np.float64)
     except (TypeError, ValueError):
-        raise CalibrationError(f"{field}: must be a matrix of numbers") from None
+        raise CalibrationError("must be a matrix of numbers", loc=(field,)) from None
     if s.ndim != 2:
-        raise CalibrationError(f"{field}: must be a 2-d matrix (rows x classes), not {s.ndim}-d")
+        raise CalibrationError(
+            f"must be a 2-d matrix (rows x classes), not {s.ndim}-d", loc=(field,)
+        )
     if s.shape[0] == 0:
-        raise CalibrationError(f"{field}: the batch is empty")
+        raise CalibrationError("the batch is empty", loc=(field,))
     if s.shape[1] < 2:
-        raise CalibrationError(f"{field}: needs at least 2 class columns, not {s.shape[1]}")
+        raise CalibrationError(f"needs at least 2 class columns, not {s.shape[1]}", loc=(field,))
     finite = np.isfinite(s)
     if not finite.all():  # the row only then: a reduction along rows is ten times slower
-        raise CalibrationError(f"{field}[{int(np.argmin(finite.all(axis=1)))}]: must be finite")
+        raise CalibrationError("must be finite", loc=(field, int(np.argmin(finite.all(axis=1)))))
     return s
 
 
@@ -157,9 +161,11 @@ def summarize_multiclass(
     if class_index is not None:
         k = P.shape[1]
         if isinstance(class_index, bool) or not isinstance(class_index, int | np.integer):
-            raise CalibrationError(f"class_index: must be an integer, not {class_index!r}")
+            raise CalibrationError(f"must be an integer, not {class_index!r}", loc=("class_index",))
         if not 0 <= class_index < k:
-            raise CalibrationError(f"class_index: must be in 0..{k - 1}, not {class_index}")
+            raise CalibrationError(
+                f"must be in 0..{k - 1}, not {class_index}", loc=("class_index",)
+            )
         column = P[:, class_index]
         rest = (y == class_index).astype(np.float64)
         summary = summarize(column, rest, w, n_bins=n_bins, strategy=strategy)
@@ -200,7 +206,7 @@ def _probability_batch(
 ) -> tuple[FloatArray, IntArray, FloatArray]:
     P, y, w = check_multiclass_batch(P, y, w, scores_field="probabilities")
     if P.min() < 0.0 or P.max() > 1.0:
-        raise CalibrationError("probabilities: must lie in [0, 1]")
+        raise CalibrationError("must lie in [0, 1]", loc=("probabilities",))
     return P, y, w
 
 

@@ -70,10 +70,10 @@ def reliability_bins(
 def check_bin_settings(n_bins: int, strategy: str) -> None:
     """A :class:`CalibrationError` unless ``n_bins`` is in 2..100 and ``strategy`` known."""
     if isinstance(n_bins, bool) or not isinstance(n_bins, int) or not 2 <= n_bins <= 100:
-        raise CalibrationError(f"n_bins: must be an integer in 2..100, not {n_bins!r}")
+        raise CalibrationError(f"must be an integer in 2..100, not {n_bins!r}", loc=("n_bins",))
     if strategy not in STRATEGIES:
         raise CalibrationError(
-            f"strategy: must be one of {', '.join(STRATEGIES)}, not {strategy!r}"
+            f"must be one of {', '.join(STRATEGIES)}, not {strategy!r}", loc=("strategy",)
         )
 
 

@@ -120,7 +120,7 @@ class TemperatureScaling(BoundOnly):
     def _centred_logits(self, scores: FloatArray) -> FloatArray:
         """Logits minus their row maximum (softmax is unchanged), floored at -1e300."""
         if scores.ndim != 2:
-            raise CalibrationError(f"scores: must be a 2-d matrix, not {scores.ndim}-d")
+            raise CalibrationError(f"must be a 2-d matrix, not {scores.ndim}-d", loc=("scores",))
         z = np.log(np.maximum(scores, _SMALLEST_P)) if self.input == "probabilities" else scores
         with np.errstate(over="ignore"):  # a spread beyond 1.8e308 is -inf, then floored
             centred = z - z.max(axis=1, keepdims=True)

@@ -123,11 +123,12 @@ def test_shape_and_method_mismatches_are_422(client: TestClient) -> None:
     assert_problem(
         client.post(f"{BASE}/predict", json={"scores": [[0.1, 0.2]]}), 422, "n x 2", "3 classes"
     )
-    assert_problem(
+    refused = assert_problem(
         client.post(
             "/v1/calibrators/b/fit",
             json={"scores": [0.2, 1.0, 0.5, 0.7], "labels": [0, 1, 0, 1], "method": "beta"},
         ),
         422,
-        "scores[1]",
+        "scores[1] is 1.0; beta calibration needs scores strictly between 0 and 1",
     )
+    assert refused["errors"][0]["loc"] == ["body", "scores", 1]

@@ -181,7 +181,7 @@ def test_bostrom_refuses_rows_that_are_not_probabilities_with_a_422(client: Test
             422,
             "scores[0] is not a probability vector",
         )
-        assert body["errors"][0]["loc"] == ["body", "scores"]
+        assert body["errors"][0]["loc"] == ["body", "scores", 0]
     batch = {"scores": [[0.5, 0.5, 0.5]], "labels": [0]}
     assert_problem(
         client.post("/v1/calibrators/forest/versions/1/diagnostics", json=batch), 422, "scores"

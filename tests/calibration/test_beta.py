@@ -71,11 +71,16 @@ def test_formula_and_extreme_scores_at_predict_time() -> None:
 def test_fit_names_the_first_score_outside_the_open_interval(bad: int, text: str) -> None:
     s, y, w = _distorted(1, 40)
     s[bad] = float(text)
-    message = rf"^scores\[{bad}\] is {text}; beta calibration needs scores strictly between 0 and 1"
-    with pytest.raises(CalibrationError, match=message):
+    reason = f"is {text}; beta calibration needs scores strictly between 0 and 1"
+    with pytest.raises(CalibrationError) as info:
         BetaCalibrator().fit(s, y, w)
-    with pytest.raises(CalibrationError, match=r"^scores\[0\] is 2.0; minmax"):
+    assert (info.value.loc, info.value.reason) == (("scores", bad), reason)
+    assert str(info.value) == f"scores[{bad}]: {reason}"
+    with pytest.raises(CalibrationError, match=r"^scores\[0\]: is 2.0; minmax"):
         require_open_unit_interval(np.array([2.0]), "minmax")
+    with pytest.raises(CalibrationError, match=r"^scores\[1\]\[0\]: is 1.0; beta") as info:
+        require_open_unit_interval(np.array([[0.5, 0.5], [1.0, 0.0]]), "beta")
+    assert info.value.loc == ("scores", 1, 0)
 
 
 def test_single_class_and_identical_scores_still_fit() -> None:

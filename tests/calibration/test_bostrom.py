@@ -71,9 +71,12 @@ def test_sigmoid_is_no_worse_than_constant_and_keeps_the_arg_max(seed: int) -> N
 
 def test_rejects_rows_that_are_not_probability_vectors() -> None:
     P = np.array([[0.5, 0.5], [0.7, 0.4], [1.2, -0.2]])
-    message = r"scores\[1\] is not a probability vector; bostrom needs rows in \[0,1\] summing to 1"
-    with pytest.raises(CalibrationError, match=message):
+    reason = "is not a probability vector; bostrom needs rows in [0,1] summing to 1"
+    with pytest.raises(CalibrationError) as info:
         BostromCalibrator().fit(P, np.array([0, 1, 0]), np.ones(3))
+    assert (info.value.loc, info.value.reason) == (("scores", 1), reason)
+    assert str(info.value) == f"scores[1]: {reason}"
     fitted = BostromCalibrator().fit(P[:1], np.array([0]), np.ones(1))
-    with pytest.raises(CalibrationError, match=r"scores\[2\]"):
+    with pytest.raises(CalibrationError, match=r"^scores\[2\]: ") as info:
         fitted.predict(P[[0, 0, 2]])
+    assert info.value.loc == ("scores", 2)

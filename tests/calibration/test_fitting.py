@@ -112,11 +112,11 @@ def test_param_errors_surface_before_any_work() -> None:
 @pytest.mark.parametrize(
     ("scores", "labels", "weights", "message"),
     [
-        ([0.1, np.inf], [0.0, 1.0], None, r"^scores: must be finite \(index 1\)"),
-        ([0.1, 0.2], [0.0, 0.5], None, r"^labels: must be 0 or 1"),
+        ([0.1, np.inf], [0.0, 1.0], None, r"^scores\[1\]: must be finite$"),
+        ([0.1, 0.2], [0.0, 0.5], None, r"^labels\[1\]: must be 0 or 1$"),
         ([0.1, 0.2], [1.0, 1.0], None, r"^labels: .*both classes"),
         ([0.1], [1.0], None, r"^labels: .*at least 2 points"),
-        ([0.1, 0.2], [0.0, 1.0], [1.0, -1.0], r"^sample_weight: must be finite and >= 0"),
+        ([0.1, 0.2], [0.0, 1.0], [1.0, -1.0], r"^sample_weight\[1\]: must be finite and >= 0$"),
         ([0.1, 0.2], [0.0, 1.0], [0.0, 0.0], r"^sample_weight: the weights must have a pos"),
         ([0.1, 0.2], [0.0, 1.0, 1.0], None, r"^labels: has 3 values for 2 scores"),
     ],

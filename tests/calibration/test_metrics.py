@@ -218,7 +218,7 @@ def test_bad_bin_settings_name_the_field(kwargs: dict[str, object], field: str) 
 def test_bad_inputs_name_the_field() -> None:
     with pytest.raises(CalibrationError, match=r"^probabilities: must lie in \[0, 1\]"):
         brier_score(np.array([0.5, 1.5]), np.array([0.0, 1.0]))
-    with pytest.raises(CalibrationError, match=r"^labels: must be 0 or 1 \(index 1\)"):
+    with pytest.raises(CalibrationError, match=r"^labels\[1\]: must be 0 or 1$"):
         log_loss(np.array([0.5, 0.5]), np.array([0.0, 2.0]))
     with pytest.raises(CalibrationError, match=r"^sample_weight: the weights must have a positive"):
         roc_auc(np.array([0.5, 0.5]), np.array([0.0, 1.0]), np.zeros(2))

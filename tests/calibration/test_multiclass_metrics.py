@@ -111,7 +111,7 @@ def test_headline_and_raw_probabilities() -> None:
             [[1.0, 0.0], [0.0, 1.0]],
             [0, 2],
             None,
-            r"labels: must be class indices in 0..1 \(index 1\)",
+            r"^labels\[1\]: must be class indices in 0..1$",
         ),
         ([[1.0, 0.0], [0.0, 1.0]], [0.5, 1], None, "labels"),
         ([[1.0, 0.0], [0.0, 1.0]], [0], None, "labels: has 1 values"),

@@ -232,21 +232,21 @@ def test_auto_never_answers_exactly_zero_or_one(seed: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("params", "field"),
+    ("params", "loc"),
     [
-        ({"cv": 1}, "cv"),
-        ({"cv": 21}, "cv"),
-        ({"cv": "5"}, "cv"),
-        ({"folds": 5}, "folds"),
-        ({"candidates": []}, "candidates"),
-        ({"candidates": "platt"}, "candidates"),
-        ({"candidates": ["platt", "svm"]}, "candidates[1]"),
-        ({"candidates": [["platt"]]}, "candidates[0]"),
-        ({"candidates": ["platt", {"a": 1}]}, "candidates[1]"),
-        ({"candidates": [None]}, "candidates[0]"),
+        ({"cv": 1}, ("cv",)),
+        ({"cv": 21}, ("cv",)),
+        ({"cv": "5"}, ("cv",)),
+        ({"folds": 5}, ("folds",)),
+        ({"candidates": []}, ("candidates",)),
+        ({"candidates": "platt"}, ("candidates",)),
+        ({"candidates": ["platt", "svm"]}, ("candidates", 1)),
+        ({"candidates": [["platt"]]}, ("candidates", 0)),
+        ({"candidates": ["platt", {"a": 1}]}, ("candidates", 1)),
+        ({"candidates": [None]}, ("candidates", 0)),
     ],
 )
-def test_auto_params(params: dict[str, object], field: str) -> None:
+def test_auto_params(params: dict[str, object], loc: tuple[str | int, ...]) -> None:
     assert AutoSpec.from_params({}).params == {
         "cv": 5,
         "candidates": ["temperature", "bostrom", "platt", "beta", "venn_abers"],
@@ -254,4 +254,5 @@ def test_auto_params(params: dict[str, object], field: str) -> None:
     assert AutoSpec.from_params({"candidates": ["platt", "platt"]}).candidates == ("platt",)
     with pytest.raises(ParamError) as info:
         AutoSpec.from_params(params)
-    assert info.value.field == field
+    assert info.value.field == loc[0]
+    assert info.value.loc == ("params", *loc)
