@@ -15,7 +15,7 @@ from app.errors import ClientGone, NotFound, PayloadTooLarge, RequestTimeout, in
 from app.service import CalibrationService
 from app.version_cache import Selector
 
-from .http_timeouts import BODY_TIMED_OUT
+from .http_timeouts import ANSWERED
 from .schemas import NAME_PATTERN
 
 NameParam = Annotated[
@@ -101,8 +101,10 @@ async def read_body(request: Request, limit: int | None = None) -> bytes:
                 raise PayloadTooLarge(f"the body exceeds the limit of {limit} bytes")
             chunks.append(chunk)
     except ClientDisconnect:  # not a server error: logged and counted as 499 (or 408)
-        if getattr(request.state, BODY_TIMED_OUT, False):  # the server answered 408 and left
-            raise RequestTimeout(f"the request body stalled after {size} bytes") from None
+        answered = getattr(request.state, ANSWERED, None)  # the server answered, then left
+        if answered is not None:
+            error = RequestTimeout if answered == RequestTimeout.status else PayloadTooLarge
+            raise error(f"answered {answered} by the server after {size} bytes") from None
         raise ClientGone(f"the client disconnected after sending {size} bytes") from None
     body = b"".join(chunks)
     request._body = body  # so that request.form() can parse what was read

@@ -18,8 +18,8 @@ gap where nginx does (``client_header_timeout``, ``client_body_timeout``):
   restarts the clock, and so does a pause that is ours (uvicorn stops reading while the
   application has not taken the chunks already buffered, or while a pipelined request waits
   for those before it). The application sees the client leave;
-  :func:`app.api.deps.read_body` finds :data:`BODY_TIMED_OUT` in the request's state and
-  logs the request as the 408 it was.
+  :func:`app.api.deps.read_body` finds :data:`ANSWERED` in the request's state and logs
+  the request as the 408 it was.
 - **Early answers.** An answer given before the body was read (401, 413, 415, 503) closes
   the connection once it is sent, as uvicorn's own shutdown does, rather than read up to
   gigabytes that nothing wants on the event loop.
@@ -45,13 +45,14 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from app.api.problems import problem_response
-from app.errors import RequestTimeout
+from app.errors import PayloadTooLarge, RequestTimeout, ServiceError
 from app.settings import get_settings
 
 logger = logging.getLogger("app.http")
 
-BODY_TIMED_OUT = "body_timed_out"
-"""The request-state key (``request.state.body_timed_out``) set when the body stalled."""
+ANSWERED = "answered_by_protocol"
+"""The request-state key holding the status the protocol answered (408, 413) while the
+application was still reading the body."""
 
 MAX_HEADER_BYTES = 64 * 1024
 """The most a request line and its headers may take before they are routed: twice nginx's
@@ -72,26 +73,73 @@ class DeadlineProtocol(HttpToolsProtocol):
         self.body_timeout = settings.body_timeout_seconds
         self._header_deadline: asyncio.TimerHandle | None = None
         self._waiting_after: RequestResponseCycle | None = None  # the cycle before the awaited one
+        self._in_headers = False  # the parser is inside a request's line and headers
         self._header_bytes = 0  # received since the wait for headers began
         self._header_tail = b""  # the last bytes of them, where a blank line may begin
         self._body_deadline: asyncio.TimerHandle | None = None
         self._body_cycle: RequestResponseCycle | None = None  # the cycle whose body is awaited
         self._body_arrived = 0.0  # loop time of the latest chunk
+        self._body_bytes = 0  # of the current request's body, as the parser delivered it
+        self._framing = 0  # bytes received for it that were not body: chunk sizes, trailers
+        self._running: RequestResponseCycle | None = None  # the request the application serves
+        self._send_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._await_headers()
 
     def data_received(self, data: bytes) -> None:
-        if self._header_deadline is not None and self._headers_too_large(data):
+        awaiting = self._in_headers or self._header_deadline is not None
+        if awaiting and self._headers_too_large(data):
             self._stop_waiting()
             detail = f"the request line and headers exceed {MAX_HEADER_BYTES} bytes"
             self._answer_and_close(431, "Request header fields too large", detail)
             return
+        cycle = self.cycle
+        in_body = cycle is not None and cycle.more_body and not self._in_headers
+        if in_body:
+            self._framing += len(data)  # on_body takes back what was body
         super().data_received(data)
         if self.cycle is not self._waiting_after:  # a request was parsed: its headers are in
             self._stop_waiting()
+        if in_body and self._framing > MAX_HEADER_BYTES + self._body_bytes // 8:
+            detail = (
+                f"the body's framing (chunk sizes, extensions, trailers) exceeds "
+                f"{MAX_HEADER_BYTES} bytes and an eighth of the body"
+            )
+            self._answer_for(self.cycle, PayloadTooLarge, detail)
+            return
         self._watch_body()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_headers = True
+        self._header_bytes, self._header_tail = 0, b""
+        if self._header_deadline is None:  # pipelined behind a request still being served
+            self._await_headers()
+
+    def on_headers_complete(self) -> None:
+        self._in_headers = False
+        self._body_bytes = self._framing = 0
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        self._framing -= len(body)
+        super().on_body(body)
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        self._running = cycle  # uvicorn keeps only the latest parsed, maybe still queued
+        super()._start_asgi_task(cycle, app)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._send_deadline is None:  # a client that reads nothing holds the response
+            self._send_deadline = self.loop.call_later(self.body_timeout, self._send_overdue)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_send_deadline()
 
     def on_response_complete(self) -> None:
         cycle = self.cycle  # the one answered, unless a later request waits in the pipeline
@@ -110,7 +158,28 @@ class DeadlineProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
         self._stop_body_deadline()
+        self._stop_send_deadline()
+        running = self._running
+        if running is not None and running is not self.cycle and not running.response_complete:
+            # Pipelined: uvicorn tells only the latest parsed request; the one being served
+            # would write to a closed transport (an ERROR) instead of seeing the client leave.
+            running.disconnected = True
+            running.message_event.set()
         super().connection_lost(exc)
+
+    def _stop_send_deadline(self) -> None:
+        if self._send_deadline is not None:
+            self._send_deadline.cancel()
+            self._send_deadline = None
+
+    def _send_overdue(self) -> None:
+        self._send_deadline = None
+        logger.info(
+            "closing the connection to %s: it read nothing of the response for %g s",
+            self.client,
+            self.body_timeout,
+        )
+        self.transport.abort()  # close() would wait for the unread response to be sent
 
     # Headers
 
@@ -190,18 +259,24 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._body_cycle = None
         if cycle.response_started or self.transport.is_closing():
             return  # answered early: the connection closes when that answer is sent
-        self._answer_stalled(cycle)
-
-    def _answer_stalled(self, cycle: RequestResponseCycle) -> None:
-        """Answer 408 and close; the application sees the client leave (module docstring)."""
         detail = (
             f"the request body stalled: no part of it arrived for {self.body_timeout:g} s "
             "(the body idle timeout)"
         )
-        cycle.scope.setdefault("state", {})[BODY_TIMED_OUT] = True
+        self._answer_for(cycle, RequestTimeout, detail)
+
+    def _answer_for(
+        self, cycle: RequestResponseCycle, error: type[ServiceError], detail: str
+    ) -> None:
+        """Answer ``error`` for ``cycle`` and close; the application sees the client leave and
+        finds the status in the request's state (module docstring)."""
+        if cycle.response_started:  # answered already: just end the connection
+            self.transport.close()
+            return
+        cycle.scope.setdefault("state", {})[ANSWERED] = error.status
         cycle.disconnected = True  # whatever the application still sends goes nowhere
         cycle.message_event.set()
-        self._answer_and_close(RequestTimeout.status, RequestTimeout.title, detail)
+        self._answer_and_close(error.status, error.title, detail)
 
     def _answer_and_close(self, status: int, title: str, detail: str) -> None:
         """Write a problem+json answer of the protocol's own, then close the connection."""
