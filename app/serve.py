@@ -9,7 +9,7 @@
 2. **Serve.** uvicorn runs ``app.main:app`` with ``CALIBRATION_WORKERS`` worker processes on
    ``CALIBRATION_HOST:CALIBRATION_PORT``, trusting ``X-Forwarded-*`` only from the proxies in
    ``CALIBRATION_FORWARDED_ALLOW_IPS``. The HTTP protocol is httptools with deadlines for request
-   headers and bodies (:mod:`app.api.http_timeouts`), and idle keep-alive connections are
+   headers and bodies (:mod:`app.http_protocol`), and idle keep-alive connections are
    closed after ``CALIBRATION_KEEP_ALIVE_SECONDS``.
    SIGTERM (``docker stop``) closes the listening sockets and lets requests in flight finish
    for up to :data:`GRACEFUL_SHUTDOWN_SECONDS` before the workers exit; the process exits 0.
@@ -35,7 +35,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.pool import NullPool
 
-from app.api.http_timeouts import DeadlineProtocol
+from app.http_protocol import DeadlineProtocol
 from app.observability import configure_logging
 from app.settings import Settings, get_settings
 from app.store.engines import normalize_url

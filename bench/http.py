@@ -46,7 +46,7 @@ BIG_FIT = Target(3.0)
 LUA = Path(__file__).with_name("predict.lua")
 SERVE = (
     "import sys, uvicorn\n"
-    "from app.api.http_timeouts import DeadlineProtocol\n"
+    "from app.http_protocol import DeadlineProtocol\n"
     "uvicorn.run(sys.argv[1], host='127.0.0.1', port=int(sys.argv[2]), workers=1, loop='uvloop',"
     " http=DeadlineProtocol, access_log=False, log_level='warning')"
 )

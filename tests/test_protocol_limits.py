@@ -1,4 +1,4 @@
-"""Limits of ``app.api.http_timeouts.DeadlineProtocol`` beyond its deadlines, over sockets.
+"""Limits of ``app.http_protocol.DeadlineProtocol`` beyond its deadlines, over sockets.
 
 What a request may make the server hold is bounded however it is framed: headers of a request
 pipelined behind one still being served, the framing of a chunked body (chunk extensions,
@@ -18,7 +18,7 @@ import pytest
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from app.api.http_timeouts import DeadlineProtocol
+from app.http_protocol import DeadlineProtocol
 from app.settings import get_settings
 from tests.test_faults import Service
 from tests.test_timeouts import (

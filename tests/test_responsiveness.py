@@ -11,7 +11,7 @@ h11 protocol the worst poll was 105 to 191 ms; a watchdog that dumps every threa
 the loop has not run for 60 ms blamed sqlite3 copying the 160 MB stored batch as it binds it,
 ``b"".join`` in :func:`app.store.batches.encode_batch`, and full garbage collections of the
 objects made at start-up (now frozen; the warm-up below takes the first collection). Served
-by httptools (:mod:`app.api.http_timeouts`) the worst poll was 38 to 51 ms in five runs; the
+by httptools (:mod:`app.http_protocol`) the worst poll was 38 to 51 ms in five runs; the
 copies still hold the GIL for tens of milliseconds, so look there first if this fails. The
 figures are printed (``pytest -s``). Everything is bounded: the test takes ~15 s.
 """

@@ -139,7 +139,7 @@ def test_headers_sent_a_byte_at_a_time_do_not_push_the_deadline_back(served: Ser
 def test_headers_past_the_limit_are_answered_431_and_the_connection_closed(
     served: Service,
 ) -> None:
-    from app.api.http_timeouts import MAX_HEADER_BYTES
+    from app.http_limits import MAX_HEADER_BYTES
 
     near = get("/healthz", "X-Padding: " + "a" * (MAX_HEADER_BYTES - 200))
     with connect(served) as sock:

@@ -12,10 +12,10 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from app.errors import ClientGone, NotFound, PayloadTooLarge, RequestTimeout, invalid
+from app.http_limits import ANSWERED
 from app.service import CalibrationService
 from app.version_cache import Selector
 
-from .http_timeouts import ANSWERED
 from .schemas import NAME_PATTERN
 
 NameParam = Annotated[

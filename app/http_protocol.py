@@ -1,63 +1,55 @@
-"""Read deadlines for HTTP/1.1 connections: slow headers and stalled bodies are cut off.
+"""uvicorn's httptools protocol with deadlines and limits: what a client may hold is bounded.
 
-uvicorn bounds only the idle time *after* a response (``timeout_keep_alive``), and cancels
-even that as soon as one byte arrives. A client that connects and sends nothing, or sends its
-headers a byte at a time (Slowloris), or stops half-way through a body, holds a socket, a
-file descriptor and, once routed, a task for as long as it likes; enough of them starve the
-server. :class:`DeadlineProtocol`, uvicorn's httptools protocol with two deadlines, closes that
-gap where nginx does (``client_header_timeout``, ``client_body_timeout``):
+uvicorn bounds only the idle time *after* a response, and cancels even that as soon as one
+byte arrives. A client that sends nothing, trickles its headers (Slowloris), stalls half-way
+through a body, or reads no response holds a socket, a file descriptor and, once routed, a
+task for as long as it likes. :class:`DeadlineProtocol` closes those gaps where nginx does
+(``client_header_timeout``, ``client_body_timeout``, ``send_timeout``):
 
-- **Headers.** A connection that has not delivered complete request headers
-  ``CALIBRATION_HEADER_TIMEOUT_SECONDS`` after it was opened, or after the previous response
-  finished, is closed. The deadline is not pushed back by each byte, so trickling headers
-  does not help.
-- **Header size.** Request headers over :data:`MAX_HEADER_BYTES` are answered 431 and the
-  connection is closed (httptools itself sets no limit).
-- **Body.** A body that sends nothing for ``CALIBRATION_BODY_TIMEOUT_SECONDS`` is answered
-  408 problem+json with ``Connection: close``, and the connection is closed. Every chunk
-  restarts the clock, and so does a pause that is ours (uvicorn stops reading while the
-  application has not taken the chunks already buffered, or while a pipelined request waits
-  for those before it). The application sees the client leave;
-  :func:`app.api.deps.read_body` finds :data:`ANSWERED` in the request's state and logs
-  the request as the 408 it was.
-- **Early answers.** An answer given before the body was read (401, 413, 415, 503) closes
-  the connection once it is sent, as uvicorn's own shutdown does, rather than read up to
-  gigabytes that nothing wants on the event loop.
+- **Headers** must be complete ``CALIBRATION_HEADER_TIMEOUT_SECONDS`` after the connection
+  opened, the previous response finished, or (pipelined) the request began; trickling does
+  not push the deadline back. Past :data:`~app.http_limits.MAX_HEADER_BYTES` they are
+  answered 431.
+- **A body** that sends nothing for ``CALIBRATION_BODY_TIMEOUT_SECONDS`` is answered 408.
+  Every chunk restarts the clock, and pauses that are ours do not count (uvicorn stops
+  reading while the application catches up, or while a pipelined request waits its turn).
+  Chunked framing is bounded too (:func:`~app.http_limits.framing_allowed`, else 413). The
+  application sees the client leave and finds the status under
+  :data:`~app.http_limits.ANSWERED` in the request's state, so its log says 408 or 413.
+- **A response** the client reads nothing of for ``CALIBRATION_BODY_TIMEOUT_SECONDS`` (the
+  transport's buffer full) is abandoned.
+- **An answer given before the body was read** (401, 413, 415, 503) closes the connection
+  once sent, rather than read up to gigabytes that nothing wants.
+- **A pipelined client that leaves** is a client gone for the request being served too
+  (uvicorn tells only the latest parsed one).
 
-The deadlines live in the protocol, not in an ASGI middleware, so a request whose body came
-with its headers (every small predict) pays nothing for them: a middleware wrapping
-``receive`` and ``send`` cost ~7 us of a ~40 us predict. The protocol builds on httptools,
-which ``uvicorn[standard]`` installs: uvicorn's pure-Python h11 protocol spends twice the CPU
-on a one-score predict (131 us against 62 us per request, measured under wrk).
-
-The protocol is chosen explicitly (``http=``), never "auto", which would run without it. It
-reads its deadlines from :func:`~app.settings.get_settings` in the process that serves:
-uvicorn's worker processes import it by name and receive nothing else.
+Limits in the protocol cost a small predict nothing (an ASGI middleware wrapping ``receive``
+and ``send`` cost ~7 us of ~40). httptools, which ``uvicorn[standard]`` installs, takes half
+the CPU of the pure-Python h11 per one-score predict (62 against 131 us under wrk). The
+protocol is chosen explicitly (``http=``), never "auto", and reads its settings from
+:func:`~app.settings.get_settings` in the worker process that serves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from http import HTTPStatus
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from app.api.problems import problem_response
 from app.errors import PayloadTooLarge, RequestTimeout, ServiceError
+from app.http_limits import (
+    ANSWERED,
+    FRAMING_TOO_LARGE,
+    HEADERS_TOO_LARGE,
+    HeaderScan,
+    framing_allowed,
+    problem_bytes,
+)
 from app.settings import get_settings
 
 logger = logging.getLogger("app.http")
-
-ANSWERED = "answered_by_protocol"
-"""The request-state key holding the status the protocol answered (408, 413) while the
-application was still reading the body."""
-
-MAX_HEADER_BYTES = 64 * 1024
-"""The most a request line and its headers may take before they are routed: twice nginx's
-default (4 buffers of 8 KiB), room for long bearer tokens, a bound on what one connection
-holds while it has not yet said what it wants."""
 
 _PAUSED_RECHECK_SECONDS = 0.1
 """While uvicorn itself has stopped reading, how often the body deadline looks again."""
@@ -74,8 +66,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._header_deadline: asyncio.TimerHandle | None = None
         self._waiting_after: RequestResponseCycle | None = None  # the cycle before the awaited one
         self._in_headers = False  # the parser is inside a request's line and headers
-        self._header_bytes = 0  # received since the wait for headers began
-        self._header_tail = b""  # the last bytes of them, where a blank line may begin
+        self._headers = HeaderScan()  # the bytes of the headers awaited
         self._body_deadline: asyncio.TimerHandle | None = None
         self._body_cycle: RequestResponseCycle | None = None  # the cycle whose body is awaited
         self._body_arrived = 0.0  # loop time of the latest chunk
@@ -90,10 +81,9 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         awaiting = self._in_headers or self._header_deadline is not None
-        if awaiting and self._headers_too_large(data):
+        if awaiting and self._headers.too_large(data):
             self._stop_waiting()
-            detail = f"the request line and headers exceed {MAX_HEADER_BYTES} bytes"
-            self._answer_and_close(431, "Request header fields too large", detail)
+            self._answer_and_close(431, "Request header fields too large", HEADERS_TOO_LARGE)
             return
         cycle = self.cycle
         in_body = cycle is not None and cycle.more_body and not self._in_headers
@@ -102,19 +92,15 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().data_received(data)
         if self.cycle is not self._waiting_after:  # a request was parsed: its headers are in
             self._stop_waiting()
-        if in_body and self._framing > MAX_HEADER_BYTES + self._body_bytes // 8:
-            detail = (
-                f"the body's framing (chunk sizes, extensions, trailers) exceeds "
-                f"{MAX_HEADER_BYTES} bytes and an eighth of the body"
-            )
-            self._answer_for(self.cycle, PayloadTooLarge, detail)
+        if in_body and self._framing > framing_allowed(self._body_bytes):
+            self._answer_for(self.cycle, PayloadTooLarge, FRAMING_TOO_LARGE)
             return
         self._watch_body()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_headers = True
-        self._header_bytes, self._header_tail = 0, b""
+        self._headers.restart()
         if self._header_deadline is None:  # pipelined behind a request still being served
             self._await_headers()
 
@@ -168,9 +154,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def _stop_send_deadline(self) -> None:
-        if self._send_deadline is not None:
-            self._send_deadline.cancel()
-            self._send_deadline = None
+        _cancel(self._send_deadline)
+        self._send_deadline = None
 
     def _send_overdue(self) -> None:
         self._send_deadline = None
@@ -188,24 +173,12 @@ class DeadlineProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         self._waiting_after = self.cycle
-        self._header_bytes, self._header_tail = 0, b""
+        self._headers.restart()
         self._header_deadline = self.loop.call_later(self.header_timeout, self._headers_overdue)
 
     def _stop_waiting(self) -> None:
-        if self._header_deadline is not None:
-            self._header_deadline.cancel()
-            self._header_deadline = None
-
-    def _headers_too_large(self, data: bytes) -> bool:
-        """Whether ``data`` takes the headers awaited past :data:`MAX_HEADER_BYTES` before
-        the blank line that ends them (looked for before the parser sees the bytes)."""
-        room = MAX_HEADER_BYTES - self._header_bytes
-        window = self._header_tail + data[: room + 1]
-        if b"\r\n\r\n" in window or b"\n\n" in window:
-            return False  # the headers end within the limit
-        self._header_bytes += len(data)
-        self._header_tail = window[-3:]
-        return self._header_bytes > MAX_HEADER_BYTES
+        _cancel(self._header_deadline)
+        self._header_deadline = None
 
     def _headers_overdue(self) -> None:
         self._header_deadline = None
@@ -234,9 +207,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._body_deadline = self.loop.call_later(self.body_timeout, self._body_due)
 
     def _stop_body_deadline(self) -> None:
-        if self._body_deadline is not None:
-            self._body_deadline.cancel()
-            self._body_deadline = None
+        _cancel(self._body_deadline)
+        self._body_deadline = None
         self._body_cycle = None
 
     def _body_due(self) -> None:
@@ -281,9 +253,10 @@ class DeadlineProtocol(HttpToolsProtocol):
     def _answer_and_close(self, status: int, title: str, detail: str) -> None:
         """Write a problem+json answer of the protocol's own, then close the connection."""
         logger.info("answered %d to %s and closed the connection: %s", status, self.client, detail)
-        response = problem_response(status, detail, title=title)
-        head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}".encode()]
-        head += [name + b": " + value for name, value in response.raw_headers]
-        head.append(b"connection: close")
-        self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + bytes(response.body))
+        self.transport.write(problem_bytes(status, title, detail))
         self.transport.close()
+
+
+def _cancel(timer: asyncio.TimerHandle | None) -> None:
+    if timer is not None:
+        timer.cancel()

@@ -1,0 +1,63 @@
+"""What one connection may make the server hold, and how the protocol refuses the rest
+(:mod:`app.http_protocol`)."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from app.api.problems import problem_response
+
+ANSWERED = "answered_by_protocol"
+"""The request-state key holding the status the protocol answered (408, 413) while the
+application was still reading the body."""
+
+MAX_HEADER_BYTES = 64 * 1024
+"""The most a request line and its headers may take before they are routed: twice nginx's
+default (4 buffers of 8 KiB), room for long bearer tokens, a bound on what one connection
+holds while it has not yet said what it wants."""
+
+HEADERS_TOO_LARGE = f"the request line and headers exceed {MAX_HEADER_BYTES} bytes"
+FRAMING_TOO_LARGE = (
+    f"the body's framing (chunk sizes, extensions, trailers) exceeds {MAX_HEADER_BYTES} bytes "
+    "and an eighth of the body"
+)
+
+
+def framing_allowed(body_bytes: int) -> int:
+    """The bytes of a chunked body's framing (chunk sizes, extensions, trailers) allowed
+    around ``body_bytes`` of body: a header's worth, and an eighth of the body for the chunk
+    sizes of small chunks."""
+    return MAX_HEADER_BYTES + body_bytes // 8
+
+
+class HeaderScan:
+    """Counts the bytes of request headers before the parser sees them (httptools buffers
+    a header value whole, at a cost that grows with its square)."""
+
+    def __init__(self) -> None:
+        self._bytes = 0
+        self._tail = b""  # the last bytes seen, where a blank line may begin
+
+    def restart(self) -> None:
+        """A new request's headers are awaited."""
+        self._bytes, self._tail = 0, b""
+
+    def too_large(self, data: bytes) -> bool:
+        """Whether ``data`` takes the headers past :data:`MAX_HEADER_BYTES` before the blank
+        line that ends them."""
+        room = MAX_HEADER_BYTES - self._bytes
+        window = self._tail + data[: room + 1]
+        if b"\r\n\r\n" in window or b"\n\n" in window:
+            return False  # the headers end within the limit
+        self._bytes += len(data)
+        self._tail = window[-3:]
+        return self._bytes > MAX_HEADER_BYTES
+
+
+def problem_bytes(status: int, title: str, detail: str) -> bytes:
+    """A whole HTTP/1.1 problem+json response that closes the connection."""
+    response = problem_response(status, detail, title=title)
+    head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}".encode()]
+    head += [name + b": " + value for name, value in response.raw_headers]
+    head.append(b"connection: close")
+    return b"\r\n".join(head) + b"\r\n\r\n" + bytes(response.body)
