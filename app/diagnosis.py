@@ -9,7 +9,7 @@ Knows no HTTP; the routes run these methods through the bounded :class:`app.work
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,7 +21,7 @@ from app.calibration import CalibrationError
 from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_report
 from app.comparison import COMPARABLE, MAX_COMPARED, rank
 from app.diagrams import render_reliability_diagram
-from app.errors import InvalidInput, StoredDataCorrupt, invalid, invalid_in
+from app.errors import InvalidInput, NotFound, StoredDataCorrupt, invalid, invalid_in
 from app.memo import Memo
 from app.store import ArtifactError, Database, StoredBatch, VersionRecord, decode_batch
 from app.version_cache import Selector, VersionCache
@@ -71,30 +71,38 @@ class Diagnosis:
     # -- the version's own, out-of-fold ----------------------------------------------------
     def stored(self, name: str, selector: Selector, query: Query) -> Reports:
         """The reports of the version's cross-validated predictions on its fitting batch."""
-        record, data = self._read(name, selector, self.reports, (query,))
+        record, data = self._read(name, selector, lambda r: self._known(r, query))
         return self._stored(record, query, data)
 
     def stored_picture(
         self, name: str, selector: Selector, query: Query, image_format: ImageFormat
     ) -> bytes:
-        record, data = self._read(name, selector, self.pictures, (query, image_format))
+        """The reliability diagram of :meth:`stored`, drawn once per version and query."""
+
+        def known(record: VersionRecord) -> bool:
+            key = (*_key(record), query, image_format)
+            return self.pictures.get(key) is not None or self._known(record, query)
+
+        record, data = self._read(name, selector, known)
 
         def draw() -> bytes:
             return _draw(self._stored(record, query, data), query, image_format)
 
         return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
 
+    def _known(self, record: VersionRecord, query: Query) -> bool:
+        """Whether the reports for ``query`` are kept, or the batch is decoded right now."""
+        key = _key(record)
+        return self.reports.get((*key, query)) is not None or self.batches.get(key) is not None
+
     def _read(
-        self, name: str, selector: Selector, memo: Memo[Any], wanted: tuple[object, ...]
+        self, name: str, selector: Selector, known: Callable[[VersionRecord], bool]
     ) -> tuple[VersionRecord, bytes | memoryview | None]:
-        """The version's record and, unless what is ``wanted`` of it is already in ``memo`` (or
-        its batch is decoded right now for another request), its stored batch: one snapshot."""
+        """The version's record and, unless what is asked is ``known`` without it, its stored
+        batch: one snapshot."""
         with self.database.transaction() as repo:
             record = repo.get_version(name, selector)
-            known = memo.get((*_key(record), *wanted)) is not None
-            if known or self.batches.get(_key(record)) is not None:
-                return record, None
-            return record, repo.get_batch(record.id)
+            return record, None if known(record) else repo.get_batch(record.id)
 
     def _stored(
         self, record: VersionRecord, query: Query, data: bytes | memoryview | None
@@ -113,6 +121,9 @@ class Diagnosis:
     def _decoded(self, record: VersionRecord, data: bytes | memoryview | None) -> StoredBatch:
         if data is None:  # kept or shared a moment ago, gone since: read it again
             with self.database.transaction() as repo:
+                # By number, then by row: SQLite gives a deleted version's row id to the next.
+                if repo.get_version(record.name, record.version).id != record.id:
+                    raise NotFound(f"{record.name!r} v{record.version} was deleted meanwhile")
                 data = repo.get_batch(record.id)
         try:
             return decode_batch(data)

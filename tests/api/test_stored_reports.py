@@ -1,0 +1,53 @@
+"""Stored diagnostics read what they need of the store, and only the version they name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.errors import NotFound
+from app.store.blobs import BlobReads
+
+from .helpers import sigmoid_batch
+
+
+def fit(client: TestClient, name: str, seed: int) -> None:
+    r = client.post(
+        f"/v1/calibrators/{name}/fit", json={**sigmoid_batch(seed=seed), "method": "platt"}
+    )
+    assert r.status_code == 201, r.text
+
+
+def test_a_picture_of_reports_already_kept_does_not_read_the_batch(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fit(client, "churn", 0)
+    assert client.get("/v1/calibrators/churn/versions/1/diagnostics").status_code == 200
+    reads: list[int] = []
+    original = BlobReads.get_batch
+
+    def counted(self: BlobReads, version_id: int) -> Any:
+        reads.append(version_id)
+        return original(self, version_id)
+
+    monkeypatch.setattr(BlobReads, "get_batch", counted)
+    picture = client.get("/v1/calibrators/churn/versions/1/diagnostics.png")
+    assert picture.status_code == 200
+    assert picture.headers["content-type"] == "image/png"
+    assert reads == []
+
+
+def test_a_batch_read_again_is_the_named_versions_even_when_its_row_id_was_reused(
+    client: TestClient,
+) -> None:
+    fit(client, "first", 0)
+    fit(client, "gone", 1)
+    service = client.app.state.service  # type: ignore[attr-defined]
+    with service.database.transaction() as repo:
+        gone = repo.get_version("gone", 1)
+    assert client.delete("/v1/calibrators/gone").status_code == 204
+    fit(client, "next", 2)  # SQLite may give it the row id "gone" v1 had
+    with pytest.raises(NotFound):  # not the batch of "next"
+        service.diagnosis._decoded(gone, None)
