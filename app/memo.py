@@ -28,8 +28,17 @@ WAIT_STEP_SECONDS = 0.05
 """How often a caller waiting for another's computation checks its own budget."""
 
 
+class _Gate:
+    """The lock one key's computations take in turn, and how many callers hold it or wait."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+
+
 class Memo(Generic[V]):
-    """An LRU of at most ``capacity`` results, with one computation per missing key."""
+    """An LRU of at most ``capacity`` results (a weak memo: whatever is in use), with one
+    computation at a time per missing key."""
 
     def __init__(self, capacity: int, *, weak: bool = False) -> None:
         self._capacity = capacity
@@ -37,7 +46,7 @@ class Memo(Generic[V]):
         self._entries: MutableMapping[Hashable, V] = (
             weakref.WeakValueDictionary() if weak else OrderedDict()
         )
-        self._computing: dict[Hashable, threading.Lock] = {}
+        self._computing: dict[Hashable, _Gate] = {}
         self.hits = 0
         self.misses = 0
 
@@ -48,29 +57,33 @@ class Memo(Generic[V]):
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], V]) -> V:
         """The result for ``key``, computing it if missing; concurrent callers with the same
-        key wait for one computation (if it raises, the next waiter tries its own)."""
+        key wait for one computation (if it raises, the next waiter tries its own, while
+        callers that come meanwhile wait behind it)."""
         with self._lock:
             found = self._hit(key)
             if found is not None:
                 return found
-            gate = self._computing.setdefault(key, threading.Lock())
-        while not gate.acquire(timeout=WAIT_STEP_SECONDS):
-            checkpoint()  # a waiter's own job may be over its budget, or its client gone
+            gate = self._computing.setdefault(key, _Gate())
+            gate.users += 1
         try:
-            with self._lock:
-                found = self._hit(key)
-                if found is not None:
-                    return found
-                self.misses += 1
+            while not gate.lock.acquire(timeout=WAIT_STEP_SECONDS):
+                checkpoint()  # a waiter's own job may be over its budget, or its client gone
             try:
+                with self._lock:
+                    found = self._hit(key)
+                    if found is not None:
+                        return found
+                    self.misses += 1
                 value = compute()
                 self.put(key, value)
+                return value
             finally:
-                with self._lock:
-                    self._computing.pop(key, None)
-            return value
+                gate.lock.release()
         finally:
-            gate.release()
+            with self._lock:
+                gate.users -= 1
+                if gate.users == 0:
+                    del self._computing[key]
 
     def put(self, key: Hashable, value: V) -> None:
         """Keep ``value`` for ``key`` (the least recently used leave past the capacity)."""
