@@ -23,8 +23,8 @@ from app.comparison import COMPARABLE, MAX_COMPARED, rank
 from app.diagrams import render_reliability_diagram
 from app.errors import InvalidInput, NotFound, StoredDataCorrupt, invalid, invalid_in
 from app.memo import Memo
-from app.store import ArtifactError, Database, StoredBatch, VersionRecord, decode_batch
-from app.version_cache import Selector, VersionCache
+from app.store import ArtifactError, Database, Selector, StoredBatch, VersionRecord, decode_batch
+from app.version_cache import VersionCache
 
 Strategy = Literal["uniform", "quantile"]
 ImageFormat = Literal["png", "svg"]
@@ -37,12 +37,15 @@ PICTURES_KEPT = 128
 
 
 @dataclass(frozen=True)
-class Query:
-    """What a reliability report is asked for."""
+class ReportOptions:
+    """What a reliability report is asked for (the defaults of every route that asks)."""
 
     n_bins: int = 10
     strategy: Strategy = "uniform"
     class_index: int | None = None
+
+
+DEFAULT_REPORT = ReportOptions()
 
 
 @dataclass(frozen=True)
@@ -69,13 +72,13 @@ class Diagnosis:
         self.batches: Memo[StoredBatch] = Memo(0, weak=True)
 
     # -- the version's own, out-of-fold ----------------------------------------------------
-    def stored(self, name: str, selector: Selector, query: Query) -> Reports:
+    def stored(self, name: str, selector: Selector, query: ReportOptions) -> Reports:
         """The reports of the version's cross-validated predictions on its fitting batch."""
         record, data = self._read(name, selector, lambda r: self._known(r, query))
         return self._stored(record, query, data)
 
     def stored_picture(
-        self, name: str, selector: Selector, query: Query, image_format: ImageFormat
+        self, name: str, selector: Selector, query: ReportOptions, image_format: ImageFormat
     ) -> bytes:
         """The reliability diagram of :meth:`stored`, drawn once per version and query."""
 
@@ -90,7 +93,7 @@ class Diagnosis:
 
         return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
 
-    def _known(self, record: VersionRecord, query: Query) -> bool:
+    def _known(self, record: VersionRecord, query: ReportOptions) -> bool:
         """Whether the reports for ``query`` are kept, or the batch is decoded right now."""
         key = _key(record)
         return self.reports.get((*key, query)) is not None or self.batches.get(key) is not None
@@ -105,7 +108,7 @@ class Diagnosis:
             return record, None if known(record) else repo.get_batch(record.id)
 
     def _stored(
-        self, record: VersionRecord, query: Query, data: bytes | memoryview | None
+        self, record: VersionRecord, query: ReportOptions, data: bytes | memoryview | None
     ) -> Reports:
         def compute() -> Reports:
             stored = self.batches.get_or_compute(_key(record), lambda: self._decoded(record, data))
@@ -133,7 +136,9 @@ class Diagnosis:
             ) from None
 
     # -- a fresh labelled batch --------------------------------------------------------------
-    def on_batch(self, name: str, selector: Selector, batch: Batch, query: Query) -> Reports:
+    def on_batch(
+        self, name: str, selector: Selector, batch: Batch, query: ReportOptions
+    ) -> Reports:
         """The same reports on a fresh labelled batch; nothing is stored or kept."""
         loaded = self.versions.resolve(name, selector)
         probabilities = loaded.checked_predict(batch.scores)
@@ -147,7 +152,7 @@ class Diagnosis:
         name: str,
         selector: Selector,
         batch: Batch,
-        query: Query,
+        query: ReportOptions,
         image_format: ImageFormat,
     ) -> bytes:
         return _draw(self.on_batch(name, selector, batch, query), query, image_format)
@@ -197,7 +202,7 @@ def _key(record: VersionRecord) -> tuple[str, int]:
     return record.name, record.version
 
 
-def _draw(reports: Reports, query: Query, image_format: ImageFormat) -> bytes:
+def _draw(reports: Reports, query: ReportOptions, image_format: ImageFormat) -> bytes:
     which = "" if query.class_index is None else f" · class {query.class_index}"
     title = f"{reports.name} v{reports.version} · {reports.method} · n = {reports.n_samples}"
     return render_reliability_diagram(
@@ -210,7 +215,7 @@ def _reports(
     scores: NDArray[np.float64],
     labels: NDArray[np.int64],
     weights: NDArray[np.float64],
-    query: Query,
+    query: ReportOptions,
     source: str,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The calibrated and the raw reliability reports of one labelled batch; errors in the

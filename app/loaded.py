@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,9 +10,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.batch import check_scores
+from app.calibration import load_calibrator
 from app.calibration.base import CalibrationError, Calibrator
 from app.calibration.multiclass import MulticlassCalibrator
-from app.errors import invalid
+from app.errors import StoredDataCorrupt, invalid
+from app.store import ArtifactError, VersionRecord, decode_artifact
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,38 @@ class LoadedVersion:
     n_classes: int
     calibrator: Calibrator | MulticlassCalibrator
     state: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls,
+        record: VersionRecord,
+        calibrator: Calibrator | MulticlassCalibrator,
+        state: Mapping[str, Any],
+    ) -> LoadedVersion:
+        """The stored version ``record`` with its calibrator, fitted or loaded."""
+        return cls(
+            record.id,
+            record.name,
+            record.version,
+            record.method,
+            record.n_classes,
+            calibrator,
+            dict(state),
+        )
+
+    @classmethod
+    def from_artifact(cls, record: VersionRecord, artifact_bytes: bytes) -> LoadedVersion:
+        """The version decoded from its stored artifact (StoredDataCorrupt when it cannot be)."""
+        try:
+            artifact = decode_artifact(artifact_bytes, record.artifact_sha256)
+            calibrator = load_calibrator(
+                artifact.method, artifact.params, artifact.state, n_classes=record.n_classes
+            )
+        except (ArtifactError, CalibrationError) as exc:
+            raise StoredDataCorrupt(
+                f"the artifact of {record.name!r} v{record.version} cannot be loaded: {exc}"
+            ) from None
+        return cls.of(record, calibrator, artifact.state)
 
     def checked_predict(self, scores: NDArray[np.float64]) -> NDArray[np.float64]:
         """The probabilities for scores of the version's shape, all finite (else 422)."""

@@ -34,11 +34,12 @@ from app.store import (
     CalibratorSummary,
     Database,
     NewVersion,
+    Selector,
     VersionRecord,
     encode_artifact,
     encode_batch,
 )
-from app.version_cache import Selector, VersionCache
+from app.version_cache import VersionCache
 from app.views import CalibratorView, Prediction, VersionView
 from app.work import WorkPool
 
@@ -109,18 +110,7 @@ class CalibrationService:
         generation = self.versions.generation(name)
         with self.database.transaction(write=True) as repo:
             record = repo.create_version(name, new)
-        self.versions.fitted(
-            LoadedVersion(
-                record.id,
-                name,
-                record.version,
-                record.method,
-                record.n_classes,
-                outcome.calibrator,
-                state,
-            ),
-            generation,
-        )
+        self.versions.fitted(LoadedVersion.of(record, outcome.calibrator, state), generation)
         record_fit(method, time.perf_counter() - started)
         logger.info(
             "fitted %s v%d with %s on %d pairs",

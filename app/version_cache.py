@@ -29,16 +29,18 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from app.calibration import CalibrationError, load_calibrator
-from app.errors import DatabaseUnavailable, NotFound, StoredDataCorrupt
+from app.errors import DatabaseUnavailable, NotFound
 from app.loaded import LoadedVersion
 from app.observability import record_artifact_cache
-from app.store import ArtifactError, Database, Repository, VersionRecord, decode_artifact
+from app.store import (
+    Database,
+    Repository,
+    Selector,
+    VersionRecord,
+)
 
 logger = logging.getLogger("app.version_cache")
 
-Selector = int | str
-"""A version number, ``"latest"`` or an alias name."""
 
 Schedule = Callable[[Callable[[], None]], None]
 """Runs a re-confirmation, later and elsewhere (by default on one background thread)."""
@@ -137,25 +139,7 @@ class VersionCache:
             record_artifact_cache(hit=True)
             return entry[0]
         record_artifact_cache(hit=False)
-        artifact_bytes = repo.get_artifact(record.id)
-        try:
-            artifact = decode_artifact(artifact_bytes, record.artifact_sha256)
-            calibrator = load_calibrator(
-                artifact.method, artifact.params, artifact.state, n_classes=record.n_classes
-            )
-        except (ArtifactError, CalibrationError) as exc:
-            raise StoredDataCorrupt(
-                f"the artifact of {record.name!r} v{record.version} cannot be loaded: {exc}"
-            ) from None
-        loaded = LoadedVersion(
-            record.id,
-            record.name,
-            record.version,
-            artifact.method,
-            record.n_classes,
-            calibrator,
-            dict(artifact.state),
-        )
+        loaded = LoadedVersion.from_artifact(record, repo.get_artifact(record.id))
         self.put(loaded, generation)
         return loaded
 

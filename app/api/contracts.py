@@ -24,7 +24,7 @@ from pydantic import (
 
 from app.calibration import METHODS
 from app.comparison import MAX_COMPARED
-from app.diagnosis import Strategy
+from app.diagnosis import DEFAULT_REPORT, Strategy
 from app.errors import invalid
 from app.store.records import MAX_TAGS
 
@@ -185,10 +185,12 @@ class DiagnosticsBody(LabelledBody):
         },
     )
 
-    n_bins: int = Field(default=10, ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT)
-    strategy: Strategy = Field(default="uniform", description=STRATEGY_TEXT)
+    n_bins: int = Field(
+        default=DEFAULT_REPORT.n_bins, ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT
+    )
+    strategy: Strategy = Field(default=DEFAULT_REPORT.strategy, description=STRATEGY_TEXT)
     class_index: int | None = Field(
-        default=None, ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT
+        default=DEFAULT_REPORT.class_index, ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT
     )
 
 

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from app.errors import ClientGone, NotFound, PayloadTooLarge, RequestTimeout, invalid
 from app.http_limits import ANSWERED
 from app.service import CalibrationService
-from app.version_cache import Selector
+from app.store import Selector
 
 from .schemas import NAME_PATTERN
 

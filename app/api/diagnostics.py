@@ -7,10 +7,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
-from app.diagnosis import MEDIA_TYPES, ImageFormat, Reports, Strategy
-from app.diagnosis import Query as DiagnosisQuery
+from app.diagnosis import (
+    DEFAULT_REPORT,
+    MEDIA_TYPES,
+    ImageFormat,
+    ReportOptions,
+    Reports,
+    Strategy,
+)
 from app.service import CalibrationService
-from app.version_cache import Selector
+from app.store import Selector
 
 from .contracts import (
     BINS_TEXT,
@@ -41,13 +47,15 @@ ClassIndex = Annotated[int | None, Query(ge=0, le=MAX_CLASS_INDEX, description=C
 
 
 def report_query(
-    n_bins: NBins = 10, strategy: StrategyQuery = "uniform", class_index: ClassIndex = None
-) -> DiagnosisQuery:
+    n_bins: NBins = DEFAULT_REPORT.n_bins,
+    strategy: StrategyQuery = DEFAULT_REPORT.strategy,
+    class_index: ClassIndex = DEFAULT_REPORT.class_index,
+) -> ReportOptions:
     """The report a GET asks for, from its query parameters."""
-    return DiagnosisQuery(n_bins, strategy, class_index)
+    return ReportOptions(n_bins, strategy, class_index)
 
 
-ReportQuery = Annotated[DiagnosisQuery, Depends(report_query)]
+ReportQuery = Annotated[ReportOptions, Depends(report_query)]
 IMAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "JSON, or the diagram when Accept asks for image/png or image/svg+xml",
@@ -56,7 +64,7 @@ IMAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _diagnostics(reports: Reports, query: DiagnosisQuery) -> Response:
+def _diagnostics(reports: Reports, query: ReportOptions) -> Response:
     return json_response(
         {
             "name": reports.name,
@@ -126,7 +134,7 @@ def _batch_reports(
     selector: Selector,
     content_type: str | None,
     body: bytes,
-) -> tuple[Reports, DiagnosisQuery]:
+) -> tuple[Reports, ReportOptions]:
     batch, query = parse_diagnostics(content_type, body, service.settings.max_batch_rows)
     return service.diagnosis.on_batch(name, selector, batch, query), query
 

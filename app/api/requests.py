@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 from starlette.datastructures import UploadFile
 
 from app.batch import Batch, validate_batch
-from app.diagnosis import Query as DiagnosisQuery
+from app.diagnosis import ReportOptions
 from app.errors import PayloadTooLarge, invalid
 
 from .contracts import (
@@ -143,11 +143,11 @@ def labelled_batch(body: LabelledBody, max_rows: int) -> Batch:
 
 def parse_diagnostics(
     content_type: str | None, body: bytes, max_rows: int
-) -> tuple[Batch, DiagnosisQuery]:
+) -> tuple[Batch, ReportOptions]:
     """A POST diagnostics body: the labelled batch, and the report it asks for."""
     require_media_type(content_type, JSON_TYPES)
     data = validated(DiagnosticsBody, parse_json_body(body, BATCH_ARRAYS))
-    query = DiagnosisQuery(data.n_bins, data.strategy, data.class_index)
+    query = ReportOptions(data.n_bins, data.strategy, data.class_index)
     return labelled_batch(data, max_rows), query
 
 
