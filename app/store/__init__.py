@@ -17,7 +17,8 @@ from app.store.artifacts import (
     encode_artifact,
     sha256_hex,
 )
-from app.store.batches import StoredBatch, decode_batch, encode_batch
+from app.store.batch_checks import StoredBatch
+from app.store.batches import decode_batch, encode_batch
 from app.store.db import Database
 from app.store.engines import normalize_url
 from app.store.records import CalibratorSummary, NewVersion, VersionRecord

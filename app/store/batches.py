@@ -43,52 +43,25 @@ n     weights  write, ms    read, ms     bytes
 
 from __future__ import annotations
 
-import io
 import math
 import struct
-import zipfile
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from app.store.artifacts import ArtifactError
+from app.store.batch_checks import StoredBatch, check_batch, check_labels
+from app.store.batches_npz import NPZ_MAGIC, decode_npz
 
 BATCH_MAGIC = b"\x89CSBATCH"
 BATCH_FORMAT_VERSION = 1
 """The format version :func:`encode_batch` writes."""
 
-_NPZ_MAGIC = b"PK\x03\x04"
 _HEADER = struct.Struct("<8sHHB3sQI4s8s")
 _MATRIX = 1
 _UNIFORM_WEIGHTS = 2
 _LABEL_WIDTHS = (0, 1, 2, 4)  # k < 2**32 bounds the labels
 _FLOAT = np.dtype("<f8")
-
-
-@dataclass(frozen=True)
-class StoredBatch:
-    """A version's fitting batch and its out-of-fold (cross-validated) predictions.
-
-    ``scores`` and ``out_of_fold`` are (n,) for binary and (n, k) for multiclass calibrators.
-    Arrays read from the current format are read-only views of the stored bytes (uniform
-    weights: of the header's one weight, with stride 0), except the labels, widened to int64.
-    """
-
-    scores: NDArray[np.float64]
-    labels: NDArray[np.int64]
-    weights: NDArray[np.float64]
-    out_of_fold: NDArray[np.float64]
-
-
-_BATCH_FIELDS: dict[str, tuple[np.dtype[Any], tuple[int, ...]]] = {
-    "scores": (np.dtype(np.float64), (1, 2)),
-    "labels": (np.dtype(np.int64), (1,)),
-    "weights": (np.dtype(np.float64), (1,)),
-    "out_of_fold": (np.dtype(np.float64), (1, 2)),
-}
-"""Each array of a stored batch: its dtype and allowed numbers of dimensions."""
 
 
 def encode_batch(
@@ -113,7 +86,7 @@ def encode_batch(
         "weights": np.asarray(weights, dtype=_FLOAT),
         "out_of_fold": np.asarray(out_of_fold, dtype=_FLOAT),
     }
-    _check_batch(arrays)
+    check_batch(arrays)
     scores_array, weight_array = arrays["scores"], arrays["weights"]
     n = len(scores_array)
     matrix = scores_array.ndim == 2
@@ -142,8 +115,8 @@ def decode_batch(data: bytes | memoryview) -> StoredBatch:
         On an unknown magic or format version, a byte count that disagrees with the header,
         bad dtypes or shapes, or labels outside 0..k-1.
     """
-    if data[:4] == _NPZ_MAGIC:
-        return _decode_npz(data)
+    if data[:4] == NPZ_MAGIC:
+        return decode_npz(data)
     if data[: len(BATCH_MAGIC)] != BATCH_MAGIC:
         raise ArtifactError(
             f"stored batch cannot be read: it begins {bytes(data[:8])!r}, "
@@ -188,7 +161,7 @@ def decode_batch(data: bytes | memoryview) -> StoredBatch:
         weights = _floats(data, offset, (n,))
         offset += 8 * n
     labels = _unpack_labels(data, offset, n, width)
-    _check_labels(labels, k if matrix else 2)
+    check_labels(labels, k if matrix else 2)
     return StoredBatch(scores, labels.astype(np.int64), weights, out_of_fold)
 
 
@@ -216,55 +189,3 @@ def _unpack_labels(
     if n % 8 and packed[-1] >> (n % 8):
         raise ArtifactError("stored batch labels have bits set past the last row")
     return np.unpackbits(packed, count=n, bitorder="little")
-
-
-def _decode_npz(data: bytes | memoryview) -> StoredBatch:
-    """Read a batch written before format 1: an npz of the four arrays."""
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            if not isinstance(npz, np.lib.npyio.NpzFile):
-                raise ArtifactError("stored batch is not an npz archive")
-            names = sorted(npz.files)
-            if names != sorted(_BATCH_FIELDS):
-                raise ArtifactError(
-                    f"stored batch holds arrays {names}; expected {sorted(_BATCH_FIELDS)}"
-                )
-            arrays = {name: npz[name] for name in _BATCH_FIELDS}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, ArtifactError):
-            raise
-        raise ArtifactError(f"stored batch cannot be read: {exc}") from exc
-    _check_batch(arrays)
-    return StoredBatch(**arrays)
-
-
-def _check_batch(arrays: dict[str, NDArray[Any]]) -> None:
-    """Dtypes, dimensions, one length n, one shape for scores and out_of_fold, label range."""
-    for name, (dtype, ndims) in _BATCH_FIELDS.items():
-        array = arrays[name]
-        if array.dtype != dtype:
-            raise ArtifactError(f"batch {name} must be {dtype}, not {array.dtype}")
-        if array.ndim not in ndims:
-            allowed = " or ".join(map(str, ndims))
-            raise ArtifactError(f"batch {name} must have {allowed} dimensions, not {array.ndim}")
-    n = len(arrays["scores"])
-    for name, array in arrays.items():
-        if len(array) != n:
-            raise ArtifactError(f"batch {name} has {len(array)} rows; scores have {n}")
-    scores, out_of_fold = arrays["scores"], arrays["out_of_fold"]
-    if scores.ndim == 2 and not 1 <= scores.shape[1] < 1 << 32:
-        raise ArtifactError(f"batch scores have {scores.shape[1]} columns; a matrix needs some")
-    if scores.shape != out_of_fold.shape:
-        raise ArtifactError(
-            f"batch out_of_fold has shape {out_of_fold.shape}; scores have {scores.shape}"
-        )
-    _check_labels(arrays["labels"], scores.shape[1] if scores.ndim == 2 else 2)
-
-
-def _check_labels(labels: NDArray[np.integer[Any]], classes: int) -> None:
-    """Labels are class indices: whole numbers in 0..classes-1."""
-    if labels.size and (labels.min() < 0 or labels.max() >= classes):
-        raise ArtifactError(
-            f"batch labels must lie in 0..{classes - 1}, not "
-            f"{int(labels.min())}..{int(labels.max())}"
-        )
