@@ -155,6 +155,7 @@ class Diagnosis:
         query: ReportOptions,
         image_format: ImageFormat,
     ) -> bytes:
+        """The diagram of :meth:`on_batch`; drawn for this request only."""
         return _draw(self.on_batch(name, selector, batch, query), query, image_format)
 
     # -- compare ---------------------------------------------------------------------------

@@ -123,6 +123,7 @@ class CalibrationService:
 
     # -- reading -------------------------------------------------------------------------
     def get_version(self, name: str, selector: Selector) -> VersionView:
+        """A version with its fitted numbers (decoded once, then cached)."""
         generation = self.versions.generation(name)
         with self.database.transaction() as repo:
             record = repo.get_version(name, selector)
@@ -132,6 +133,7 @@ class CalibrationService:
     def list_calibrators(
         self, limit: int, offset: int, tag: tuple[str, str] | None = None
     ) -> tuple[list[CalibratorSummary], int]:
+        """A page of the live calibrators in name order, and how many match in all."""
         with self.database.transaction() as repo:
             return repo.list_calibrators(limit, offset, tag)
 
@@ -143,6 +145,7 @@ class CalibrationService:
         return CalibratorView(summary, versions, total, aliases)
 
     def delete_version(self, name: str, version: int, *, force: bool = False) -> None:
+        """Delete a version (409 while an alias points to it, unless ``force``)."""
         with self.database.transaction(write=True) as repo:
             repo.delete_version(name, version, force=force)
         self.versions.forget(name, version)
@@ -173,6 +176,7 @@ class CalibrationService:
         return VersionView(record=record, fitted=loaded.state)
 
     def delete_alias(self, name: str, alias: str) -> None:
+        """Remove an alias; the version it pointed to stays."""
         with self.database.transaction(write=True) as repo:
             repo.delete_alias(name, alias)
         self.versions.forget(name)
@@ -184,11 +188,13 @@ class CalibrationService:
             return record, repo.get_artifact(record.id)
 
     def delete_calibrator(self, name: str) -> None:
+        """Delete every version of ``name``; fitting it again continues the numbering."""
         with self.database.transaction(write=True) as repo:
             repo.delete_calibrator(name)
         self.versions.forget(name)
 
     def ready(self) -> bool:
+        """Whether the database answers (``/readyz``)."""
         return self.database.ping()
 
     # -- predicting ----------------------------------------------------------------------

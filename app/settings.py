@@ -95,7 +95,8 @@ class Settings(BaseSettings):
         default=30.0,
         gt=0,
         le=300,
-        description="A request body that sends nothing for this long is answered 408.",
+        description="A request body that sends nothing for this long is answered 408; a "
+        "response the client reads none of for this long is abandoned.",
     )
     forwarded_allow_ips: str = Field(
         default="127.0.0.1",

@@ -21,6 +21,8 @@ class VersionView:
 
 @dataclass(frozen=True)
 class CalibratorView:
+    """A calibrator, one page of its versions (of ``total``), and its aliases."""
+
     summary: CalibratorSummary
     versions: list[VersionRecord]
     total: int
@@ -28,6 +30,8 @@ class CalibratorView:
 
 
 class Prediction(NamedTuple):  # a tuple: built on every predict, 3x faster than frozen
+    """Calibrated probabilities from one version, and their intervals when asked."""
+
     name: str
     version: int
     probabilities: NDArray[np.float64]

@@ -12,6 +12,7 @@ from app.service import CalibrationService
 from app.store import VersionRecord
 from app.views import VersionView
 
+from .bodies import FitSource, parse_fit, read_fit
 from .contracts import tag_filter
 from .deps import (
     NameParam,
@@ -23,8 +24,7 @@ from .deps import (
     parse_selector,
     read_job_body,
 )
-from .requests import FitSource, parse_fit, read_fit
-from .responses import ERRORS, FIT_BODY, FIT_DESCRIPTION
+from .openapi_docs import ERRORS, FIT_BODY, FIT_DESCRIPTION
 from .schemas import CalibratorList, CalibratorOut, VersionOut
 
 router = APIRouter(prefix="/v1", tags=["calibrators"])
@@ -34,6 +34,7 @@ Offset = Annotated[int, Query(ge=0, le=2**62, description="Items to skip.")]
 
 
 def version_summary(record: VersionRecord) -> dict[str, Any]:
+    """A version as the API writes it in lists (``VersionOut`` without ``fitted``)."""
     return {
         "name": record.name,
         "version": record.version,
@@ -54,6 +55,7 @@ def version_summary(record: VersionRecord) -> dict[str, Any]:
 
 
 def version_document(view: VersionView) -> dict[str, Any]:
+    """A version as the API writes it alone, with its fitted numbers (``VersionOut``)."""
     return {**version_summary(view.record), "fitted": view.fitted}
 
 

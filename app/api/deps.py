@@ -42,6 +42,7 @@ _ALIAS = re.compile(NAME_PATTERN)
 
 
 def get_service(request: Request) -> CalibrationService:
+    """The service the application's lifespan built."""
     service: CalibrationService = request.app.state.service
     return service
 

@@ -18,6 +18,7 @@ from app.diagnosis import (
 from app.service import CalibrationService
 from app.store import Selector
 
+from .bodies import parse_diagnostics
 from .contracts import (
     BINS_TEXT,
     CLASS_INDEX_TEXT,
@@ -35,8 +36,7 @@ from .deps import (
     parse_selector,
     read_job_body,
 )
-from .requests import parse_diagnostics
-from .responses import DIAGNOSTICS_BODY, ERRORS
+from .openapi_docs import DIAGNOSTICS_BODY, ERRORS
 from .schemas import DiagnosticsOut
 
 router = APIRouter(prefix="/v1", tags=["predictions"])

@@ -9,8 +9,8 @@ from starlette.responses import PlainTextResponse, Response
 from app.observability import CONTENT_TYPE_LATEST, exposition
 
 from .deps import ServiceDep, json_response
+from .openapi_docs import ERRORS
 from .problems import problem_response
-from .responses import ERRORS
 from .schemas import Health
 
 router = APIRouter(tags=["operations"])

@@ -220,10 +220,12 @@ def _json_type(value: object) -> str:
 
 
 def optional_number_array(value: object, field: str) -> NDArray[np.float64] | None:
+    """:func:`number_array` of a field that may be absent."""
     return None if value is None else number_array(value, field)
 
 
 def require_media_type(content_type: str | None, allowed: tuple[str, ...]) -> str:
+    """The media type of ``Content-Type`` if it is one of ``allowed``, else 415."""
     kind = media_type(content_type)
     if kind not in allowed:
         shown = kind or "none"

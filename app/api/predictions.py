@@ -12,6 +12,7 @@ from starlette.responses import Response
 from app.errors import invalid
 from app.service import CalibrationService
 
+from .bodies import parse_predict
 from .deps import (
     NameParam,
     ServiceDep,
@@ -21,8 +22,7 @@ from .deps import (
     read_job_body,
 )
 from .json_process import IN_PROCESS_BYTES
-from .requests import parse_predict
-from .responses import ERRORS, PREDICT_BODY
+from .openapi_docs import ERRORS, PREDICT_BODY
 from .schemas import PredictOut
 
 router = APIRouter(prefix="/v1", tags=["predictions"])

@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from app.service import CalibrationService
 
+from .bodies import parse_compare
 from .calibrators import version_document
 from .contracts import AliasBody, CompareBody, PatchBody
 from .deps import (
@@ -28,13 +29,12 @@ from .deps import (
     read_body,
     read_job_body,
 )
+from .openapi_docs import ERRORS, body_doc
 from .payloads import (
     JSON_TYPES,
     parse_json_object,
     require_media_type,
 )
-from .requests import parse_compare
-from .responses import ERRORS, body_doc
 from .schemas import CompareOut, VersionOut
 from .validation import validated
 

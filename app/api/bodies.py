@@ -152,5 +152,6 @@ def parse_diagnostics(
 
 
 def parse_compare(body: bytes, max_rows: int) -> tuple[Batch, list[int | str] | None]:
+    """A compare body: the labelled batch, and the selectors to compare (None: every one)."""
     data = validated(CompareBody, parse_json_body(body, BATCH_ARRAYS))
     return labelled_batch(data, max_rows), data.versions
