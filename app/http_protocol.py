@@ -97,6 +97,9 @@ class DeadlineProtocol(HttpToolsProtocol):
             return
         self._watch_body()
 
+    def send_400_response(self, msg: str) -> None:
+        self._answer_and_close(400, "Malformed request", msg)  # problem+json, as every answer
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_headers = True

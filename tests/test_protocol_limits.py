@@ -10,6 +10,7 @@ settings (0.5 s deadlines); every wait is bounded.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -171,3 +172,12 @@ def test_a_response_nobody_reads_is_abandoned_at_the_send_deadline(
     finally:
         get_settings.cache_clear()
     assert transport.aborted is not resumed
+
+
+def test_a_request_the_parser_refuses_is_answered_400_problem_json(served: Service) -> None:
+    with connect(served) as sock:
+        sock.sendall(b"GET /healthz?x=\xff HTTP/1.1\r\nHost: t\r\n\r\n")
+        status, body = read_response(sock.makefile("rb"))
+    assert status == 400
+    problem = json.loads(body)
+    assert (problem["status"], problem["title"]) == (400, "Malformed request")
