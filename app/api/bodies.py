@@ -4,6 +4,7 @@ arrays through the numpy path (:mod:`app.api.payloads`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -59,12 +60,14 @@ class FitArgs:
     options: FitOptions
 
 
-async def read_fit(request: Request, body: bytes) -> FitSource:
-    """What a fit request holds, read on the event loop (the multipart form needs it)."""
+async def read_fit(request: Request, body: bytes, query: Mapping[str, str | None]) -> FitSource:
+    """What a fit request holds, read on the event loop (the multipart form needs it);
+    ``query`` holds the options the route declares, None where not given (the body's own
+    fields take precedence over the form's, and those over the query's)."""
     kind = require_media_type(
         request.headers.get("content-type"), (*JSON_TYPES, *CSV_TYPES, MULTIPART)
     )
-    options = {"query": {k: v for k, v in request.query_params.items() if k in _OPTIONS}}
+    options = {"query": {k: v for k, v in query.items() if v is not None}}
     if kind != MULTIPART:
         return FitSource(kind, body, options)
     data, options["form"] = await _multipart_csv(request)

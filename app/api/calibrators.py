@@ -79,10 +79,8 @@ async def fit(
 ) -> Response:
     """Fit `method` on a labelled batch (JSON, CSV or a multipart CSV upload) and store it as
     the next version of `name`, creating `name` on first use."""
-    # The query options are declared above for the OpenAPI docs; parse_fit reads them, with
-    # the body's own fields taking precedence, whatever the media type.
-    del method, params, description, tags
-    source = await read_fit(request, await read_job_body(request))
+    query = {"method": method, "params": params, "description": description, "tags": tags}
+    source = await read_fit(request, await read_job_body(request), query)
     view = await off_loop(request, _fit, service, name, source)
     location = f"/v1/calibrators/{name}/versions/{view.record.version}"
     return json_response(version_document(view), 201, headers={"Location": location})
