@@ -3,6 +3,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import fcntl
+import socket
+import struct
+import termios
 from http import HTTPStatus
 
 from app.api.problems import problem_response
@@ -61,3 +67,28 @@ def problem_bytes(status: int, title: str, detail: str) -> bytes:
     head += [name + b": " + value for name, value in response.raw_headers]
     head.append(b"connection: close")
     return b"\r\n".join(head) + b"\r\n\r\n" + bytes(response.body)
+
+
+def unsent_bytes(transport: asyncio.Transport) -> int:
+    """The bytes of response the client has not taken yet: the transport's buffer, and the
+    kernel's send queue where the kernel tells (Linux's ``SIOCOUTQ``); the transport wakes
+    only after half the kernel's buffer has gone, so a slow reader shows there first."""
+    queued = 0
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            raw = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4)
+            queued = struct.unpack("i", raw)[0]
+        except (OSError, ValueError):
+            pass
+    return transport.get_write_buffer_size() + queued
+
+
+def drop(transport: asyncio.Transport) -> None:
+    """Abandon the connection and what it still had to send: a reset, so that the kernel
+    does not keep the unread response queued (``SO_LINGER`` 0, then abort)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()

@@ -16,10 +16,11 @@ task for as long as it likes. :class:`DeadlineProtocol` closes those gaps where 
   Chunked framing is bounded too (:func:`~app.http_limits.framing_allowed`, else 413). The
   application sees the client leave and finds the status under
   :data:`~app.http_limits.ANSWERED` in the request's state, so its log says 408 or 413.
-- **A response** the client reads nothing of for ``CALIBRATION_BODY_TIMEOUT_SECONDS`` (the
-  transport's buffer full) is abandoned.
-- **An answer given before the body was read** (401, 413, 415, 503) closes the connection
-  once sent, rather than read up to gigabytes that nothing wants.
+- **A response** the client takes nothing of for ``CALIBRATION_BODY_TIMEOUT_SECONDS`` while
+  the transport's buffer is full is dropped, with a reset so the kernel frees it too.
+- **An answer given before the body was read** (401, 413, 503) closes the connection once
+  sent, rather than read up to gigabytes that nothing wants.
+- **Upgrades** (websocket, h2c) are ordinary requests: the service speaks neither.
 - **A pipelined client that leaves** is a client gone for the request being served too
   (uvicorn tells only the latest parsed one).
 
@@ -44,8 +45,10 @@ from app.http_limits import (
     FRAMING_TOO_LARGE,
     HEADERS_TOO_LARGE,
     HeaderScan,
+    drop,
     framing_allowed,
     problem_bytes,
+    unsent_bytes,
 )
 from app.settings import get_settings
 
@@ -67,6 +70,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._waiting_after: RequestResponseCycle | None = None  # the cycle before the awaited one
         self._in_headers = False  # the parser is inside a request's line and headers
         self._headers = HeaderScan()  # the bytes of the headers awaited
+        self._counted_from_start = False  # the scan of this read began at a request's start
         self._body_deadline: asyncio.TimerHandle | None = None
         self._body_cycle: RequestResponseCycle | None = None  # the cycle whose body is awaited
         self._body_arrived = 0.0  # loop time of the latest chunk
@@ -74,6 +78,10 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._framing = 0  # bytes received for it that were not body: chunk sizes, trailers
         self._running: RequestResponseCycle | None = None  # the request the application serves
         self._send_deadline: asyncio.TimerHandle | None = None
+        self._send_check = min(1.0, self.body_timeout / 4)  # how often a paused write looks
+        self._unsent = 0  # bytes of response not yet taken by the client, at the last look
+        self._read_at = 0.0  # loop time the client last took some
+        self.ws_protocol_class = None  # no websockets: an upgrade is an ordinary request
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -81,6 +89,7 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         awaiting = self._in_headers or self._header_deadline is not None
+        self._counted_from_start = awaiting and not self._in_headers
         if awaiting and self._headers.too_large(data):
             self._stop_waiting()
             self._answer_and_close(431, "Request header fields too large", HEADERS_TOO_LARGE)
@@ -103,7 +112,10 @@ class DeadlineProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_headers = True
-        self._headers.restart()
+        if self._counted_from_start:  # the scan began with this request's first byte
+            self._counted_from_start = False
+        else:  # begun after another in the same read: the bytes before this one go uncounted
+            self._headers.restart()
         if self._header_deadline is None:  # pipelined behind a request still being served
             self._await_headers()
 
@@ -124,7 +136,8 @@ class DeadlineProtocol(HttpToolsProtocol):
     def pause_writing(self) -> None:
         super().pause_writing()
         if self._send_deadline is None:  # a client that reads nothing holds the response
-            self._send_deadline = self.loop.call_later(self.body_timeout, self._send_overdue)
+            self._unsent, self._read_at = unsent_bytes(self.transport), self.loop.time()
+            self._send_deadline = self.loop.call_later(self._send_check, self._send_due)
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -138,11 +151,6 @@ class DeadlineProtocol(HttpToolsProtocol):
         if self.cycle is not None and self.cycle.response_complete:
             self._await_headers()
         self._watch_body()
-
-    def handle_websocket_upgrade(self) -> None:
-        self._stop_waiting()  # the transport now belongs to the websocket protocol
-        self._stop_body_deadline()
-        super().handle_websocket_upgrade()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
@@ -160,14 +168,24 @@ class DeadlineProtocol(HttpToolsProtocol):
         _cancel(self._send_deadline)
         self._send_deadline = None
 
-    def _send_overdue(self) -> None:
+    def _send_due(self) -> None:
+        """While writing is paused: has the client read anything since the last look?"""
         self._send_deadline = None
+        unsent, now = unsent_bytes(self.transport), self.loop.time()
+        if unsent < self._unsent:
+            self._unsent, self._read_at = unsent, now
+        if now - self._read_at < self.body_timeout:
+            self._send_deadline = self.loop.call_later(self._send_check, self._send_due)
+            return
         logger.info(
-            "closing the connection to %s: it read nothing of the response for %g s",
+            "dropping the connection to %s: it read nothing of the response for %g s",
             self.client,
             self.body_timeout,
         )
-        self.transport.abort()  # close() would wait for the unread response to be sent
+        drop(self.transport)
+
+    def _unsupported_upgrade_warning(self) -> None:
+        logger.debug("ignored an upgrade request from %s (no websockets here)", self.client)
 
     # Headers
 

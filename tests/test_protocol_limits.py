@@ -118,14 +118,21 @@ def test_a_client_that_pipelines_and_leaves_is_no_server_error(served: Service) 
 
 
 class _Transport(asyncio.Transport):
-    """What the protocol is given by the event loop, recording what is done to it."""
+    """What the protocol is given by the event loop: a buffer the client drains by ``rate``
+    bytes a look (0: it reads nothing), and a record of what is done to the connection."""
 
-    def __init__(self) -> None:
+    def __init__(self, rate: int) -> None:
         super().__init__()
+        self.rate = rate
+        self.buffered = 10_000_000
         self.aborted = self.closed = False
 
     def get_extra_info(self, name: str, default: object = None) -> object:
         return ("127.0.0.1", 8000) if name in ("sockname", "peername") else default
+
+    def get_write_buffer_size(self) -> int:
+        self.buffered -= self.rate
+        return self.buffered
 
     def is_closing(self) -> bool:
         return self.aborted or self.closed
@@ -146,9 +153,9 @@ class _Transport(asyncio.Transport):
         pass
 
 
-@pytest.mark.parametrize("resumed", [False, True])
-def test_a_response_nobody_reads_is_abandoned_at_the_send_deadline(
-    monkeypatch: pytest.MonkeyPatch, resumed: bool
+@pytest.mark.parametrize("rate", [0, 1])  # reads nothing; reads a byte now and then
+def test_a_response_nobody_reads_is_dropped_at_the_send_deadline(
+    monkeypatch: pytest.MonkeyPatch, rate: int
 ) -> None:
     monkeypatch.setenv("CALIBRATION_BODY_TIMEOUT_SECONDS", "0.2")
     get_settings.cache_clear()
@@ -157,13 +164,10 @@ def test_a_response_nobody_reads_is_abandoned_at_the_send_deadline(
         config = Config(app=lambda *args: None, http=DeadlineProtocol)
         config.load()
         protocol = DeadlineProtocol(config=config, server_state=ServerState(), app_state={})
-        transport = _Transport()
+        transport = _Transport(rate)
         protocol.connection_made(transport)
-        protocol.pause_writing()  # the transport's buffer is full: the client reads nothing
-        await asyncio.sleep(0.1)
-        if resumed:
-            protocol.resume_writing()  # it read some after all
-        await asyncio.sleep(0.3)
+        protocol.pause_writing()  # the transport's buffer is full
+        await asyncio.sleep(0.5)
         protocol.connection_lost(None)
         return transport
 
@@ -171,7 +175,39 @@ def test_a_response_nobody_reads_is_abandoned_at_the_send_deadline(
         transport = asyncio.run(scenario())
     finally:
         get_settings.cache_clear()
-    assert transport.aborted is not resumed
+    assert transport.aborted is (rate == 0)
+
+
+def test_an_upgrade_request_is_an_ordinary_request_held_to_the_deadlines(
+    served: Service,
+) -> None:
+    upgrade = (
+        b"GET /healthz HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: MDEyMzQ1Njc4OWFiY2RlZg==\r\nSec-WebSocket-Version: 13\r\n"
+    )
+    with connect(served) as sock:
+        sock.sendall(upgrade + b"\r\n")
+        assert read_response(sock.makefile("rb")) == (200, b'{"status":"ok"}')
+    with connect(served) as sock:
+        started = time.monotonic()
+        sock.sendall(upgrade + b"Content-Length: 5\r\n\r\n")  # and never the body
+        sock.settimeout(TIMEOUT + MARGIN)
+        try:
+            while sock.recv(65536):
+                pass
+        except ConnectionResetError:
+            pass
+        assert time.monotonic() - started < TIMEOUT + MARGIN
+
+
+def test_headers_sent_in_two_reads_are_held_to_the_limit_together(served: Service) -> None:
+    with connect(served) as sock:
+        half = get("/healthz", "X-Big: " + "a" * 60_000)[:-4]  # no blank line yet
+        sock.sendall(half)
+        time.sleep(0.1)
+        sock.sendall(b"X-More: " + b"b" * 60_000 + b"\r\n\r\n")
+        status, _ = read_response(sock.makefile("rb"))
+    assert status == 431
 
 
 def test_a_request_the_parser_refuses_is_answered_400_problem_json(served: Service) -> None:
