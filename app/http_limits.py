@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import socket
 import struct
 import termios
 from http import HTTPStatus
 
 from app.api.problems import problem_response
+
+logger = logging.getLogger("app.http")
 
 ANSWERED = "answered_by_protocol"
 """The request-state key holding the status the protocol answered (408, 413) while the
@@ -82,6 +85,38 @@ def unsent_bytes(transport: asyncio.Transport) -> int:
         except (OSError, ValueError):
             pass
     return transport.get_write_buffer_size() + queued
+
+
+class SendWatch:
+    """While a transport cannot write: drop the connection once the client has taken
+    nothing of the response for ``timeout`` seconds (looked at every second or so)."""
+
+    def __init__(self, transport: asyncio.Transport, timeout: float, client: object) -> None:
+        self._transport, self._timeout, self._client = transport, timeout, client
+        self._loop = asyncio.get_running_loop()
+        self._every = min(1.0, timeout / 4)
+        self._unsent, self._read_at = unsent_bytes(transport), self._loop.time()
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(self._every, self._look)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _look(self) -> None:
+        self._timer = None
+        unsent, now = unsent_bytes(self._transport), self._loop.time()
+        if unsent < self._unsent:  # the client took some
+            self._unsent, self._read_at = unsent, now
+        if now - self._read_at < self._timeout:
+            self._timer = self._loop.call_later(self._every, self._look)
+            return
+        logger.info(
+            "dropping the connection to %s: it read nothing of the response for %g s",
+            self._client,
+            self._timeout,
+        )
+        drop(self._transport)
 
 
 def drop(transport: asyncio.Transport) -> None:

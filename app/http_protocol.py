@@ -45,10 +45,9 @@ from app.http_limits import (
     FRAMING_TOO_LARGE,
     HEADERS_TOO_LARGE,
     HeaderScan,
-    drop,
+    SendWatch,
     framing_allowed,
     problem_bytes,
-    unsent_bytes,
 )
 from app.settings import get_settings
 
@@ -77,10 +76,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._body_bytes = 0  # of the current request's body, as the parser delivered it
         self._framing = 0  # bytes received for it that were not body: chunk sizes, trailers
         self._running: RequestResponseCycle | None = None  # the request the application serves
-        self._send_deadline: asyncio.TimerHandle | None = None
-        self._send_check = min(1.0, self.body_timeout / 4)  # how often a paused write looks
-        self._unsent = 0  # bytes of response not yet taken by the client, at the last look
-        self._read_at = 0.0  # loop time the client last took some
+        self._send_watch: SendWatch | None = None
         self.ws_protocol_class = None  # no websockets: an upgrade is an ordinary request
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -135,9 +131,8 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def pause_writing(self) -> None:
         super().pause_writing()
-        if self._send_deadline is None:  # a client that reads nothing holds the response
-            self._unsent, self._read_at = unsent_bytes(self.transport), self.loop.time()
-            self._send_deadline = self.loop.call_later(self._send_check, self._send_due)
+        if self._send_watch is None:  # a client that reads nothing holds the response
+            self._send_watch = SendWatch(self.transport, self.body_timeout, self.client)
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -165,24 +160,9 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def _stop_send_deadline(self) -> None:
-        _cancel(self._send_deadline)
-        self._send_deadline = None
-
-    def _send_due(self) -> None:
-        """While writing is paused: has the client read anything since the last look?"""
-        self._send_deadline = None
-        unsent, now = unsent_bytes(self.transport), self.loop.time()
-        if unsent < self._unsent:
-            self._unsent, self._read_at = unsent, now
-        if now - self._read_at < self.body_timeout:
-            self._send_deadline = self.loop.call_later(self._send_check, self._send_due)
-            return
-        logger.info(
-            "dropping the connection to %s: it read nothing of the response for %g s",
-            self.client,
-            self.body_timeout,
-        )
-        drop(self.transport)
+        if self._send_watch is not None:
+            self._send_watch.stop()
+            self._send_watch = None
 
     def _unsupported_upgrade_warning(self) -> None:
         logger.debug("ignored an upgrade request from %s (no websockets here)", self.client)
