@@ -1,4 +1,4 @@
-"""The tables: calibrators, their versions, the versions' blobs, and aliases.
+"""The tables: calibrators, their versions, the versions' blobs, aliases, and traffic.
 
 The schema itself is created by the hand-written Alembic migrations in ``migrations/``; these
 mapped classes describe the same tables to the ORM and must agree with them (a test checks).
@@ -15,9 +15,12 @@ from typing import Any
 import orjson
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -169,3 +172,41 @@ class Alias(Base):
         ForeignKey("versions.id", ondelete="CASCADE"), index=True
     )
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class Prediction(Base):
+    """One logged prediction: the client's id, the version used, the raw score and the
+    probability (``*_row``: float64 little-endian rows for multiclass), and its outcome once
+    known. The first record of an id wins (the unique (name, client_id) index). Keyed by the
+    calibrator's name, so traffic outlives a delete of the calibrator."""
+
+    __tablename__ = "predictions"
+    __table_args__ = (
+        UniqueConstraint("name", "client_id"),
+        Index("ix_predictions_name_predicted_at", "name", "predicted_at"),
+    )
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(128))
+    client_id: Mapped[str] = mapped_column(String(128))
+    version: Mapped[int] = mapped_column(Integer)
+    score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    probability: Mapped[float | None] = mapped_column(Float, nullable=True)
+    scores_row: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    probabilities_row: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    predicted_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    label: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    labelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class PendingOutcome(Base):
+    """An outcome posted before its prediction was logged: joined when the prediction is."""
+
+    __tablename__ = "pending_outcomes"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    client_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    label: Mapped[int] = mapped_column(Integer)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime())

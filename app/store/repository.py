@@ -31,12 +31,13 @@ from app.store.queries import (
     version_record,
 )
 from app.store.records import MAX_TAGS, CalibratorSummary, NewVersion, VersionRecord
+from app.store.traffic import TrafficOperations
 
 Selector = int | Literal["latest"] | str
 """A version number, ``"latest"``, or an alias name."""
 
 
-class Repository(AliasOperations, BlobReads):
+class Repository(AliasOperations, BlobReads, TrafficOperations):
     """The store's operations on one session (one transaction)."""
 
     # -- writes ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from app.settings import get_settings
 from app.store.migrate import downgrade, main, upgrade
 from app.store.models import Base
 
-TABLES = {"calibrators", "versions", "version_blobs", "aliases"}
+TABLES = {"calibrators", "versions", "version_blobs", "aliases", "predictions", "pending_outcomes"}
 
 
 def _tables(url: str) -> set[str]:

@@ -1,0 +1,193 @@
+"""The prediction log and the outcomes joined to it, within a repository's session.
+
+Logged predictions are written many at a time by :class:`app.traffic.TrafficLog`: one
+multi-row ``INSERT … ON CONFLICT DO NOTHING`` per chunk, so the first record of an id wins
+and a duplicate costs nothing but a count. Outcomes posted before their prediction wait in
+``pending_outcomes`` and are joined in the transaction that logs the prediction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, and_, bindparam, delete, exists, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from app.errors import Conflict
+from app.store.models import PendingOutcome, Prediction
+from app.store.session import RepositoryBase
+
+INSERT_ROWS = 1000
+"""Rows per INSERT statement (11 parameters each: within SQLite's 32,766)."""
+
+LOOKUP_IDS = 1000
+"""Client ids per ``IN (…)`` lookup."""
+
+
+@dataclass(frozen=True)
+class LoggedPrediction:
+    """One prediction to log; binary versions fill ``score`` and ``probability``, k-class
+    versions the rows (float64, little-endian)."""
+
+    name: str
+    client_id: str
+    version: int
+    predicted_at: datetime
+    score: float | None = None
+    probability: float | None = None
+    scores_row: bytes | None = None
+    probabilities_row: bytes | None = None
+
+
+@dataclass(frozen=True)
+class OutcomeCounts:
+    """What ``POST …/outcomes`` did with the ids it was given."""
+
+    matched: int
+    pending: int
+    duplicates: int
+    overwritten: int
+
+
+class TrafficOperations(RepositoryBase):
+    """Log predictions, record outcomes."""
+
+    def log_predictions(self, rows: Sequence[LoggedPrediction]) -> int:
+        """Insert ``rows`` (an id already logged for its calibrator keeps its first record)
+        and join the outcomes that were waiting for them; how many rows were new."""
+        insert = self._insert()
+        inserted = 0
+        for chunk in _chunks(rows, INSERT_ROWS):
+            statement = (
+                insert(Prediction)
+                .values([_values(row) for row in chunk])
+                .on_conflict_do_nothing(index_elements=["name", "client_id"])
+                .returning(Prediction.id)
+            )
+            inserted += len(self._session.execute(statement).all())
+        for name in sorted({row.name for row in rows}):
+            self._join_pending(name)
+        return inserted
+
+    def record_outcomes(
+        self,
+        name: str,
+        outcomes: Sequence[tuple[str, int]],
+        received_at: datetime,
+        *,
+        overwrite: bool = False,
+    ) -> OutcomeCounts:
+        """Label the logged predictions of ``name`` (or keep the outcome pending until its
+        prediction is logged). A label that differs from one already stored is a 409 for the
+        whole request unless ``overwrite``; the same label again changes nothing."""
+        wanted = dict(outcomes)
+        logged = self._labels(Prediction, name, wanted)
+        pending = self._labels(PendingOutcome, name, [i for i in wanted if i not in logged])
+        known = {**pending, **logged}
+        conflicts = [i for i, label in wanted.items() if known.get(i, label) not in (None, label)]
+        if conflicts and not overwrite:
+            shown = ", ".join(repr(i) for i in conflicts[:5])
+            raise Conflict(
+                f"{len(conflicts)} ids already have a different label ({shown}); "
+                "send ?overwrite=true to replace them"
+            )
+        duplicates = sum(1 for i, label in wanted.items() if known.get(i) == label)
+        label_now = [
+            {"n": name, "c": i, "l": label, "t": received_at}
+            for i, label in wanted.items()
+            if i in logged and logged[i] != label
+        ]
+        if label_now:
+            table = cast(Table, Prediction.__table__)  # Core: one executemany, not ORM rows
+            self._session.execute(
+                update(table)
+                .where(table.c.name == bindparam("n"), table.c.client_id == bindparam("c"))
+                .values(label=bindparam("l"), labelled_at=bindparam("t")),
+                label_now,
+            )
+        waiting = [
+            {"name": name, "client_id": i, "label": label, "received_at": received_at}
+            for i, label in wanted.items()
+            if i not in logged and pending.get(i) != label
+        ]
+        insert = self._insert()
+        for chunk in _chunks(waiting, INSERT_ROWS):
+            statement = insert(PendingOutcome).values(list(chunk))
+            excluded = statement.excluded
+            self._session.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["name", "client_id"],
+                    set_={"label": excluded.label, "received_at": excluded.received_at},
+                )
+            )
+        return OutcomeCounts(
+            matched=sum(1 for i in wanted if i in logged and logged[i] is None),
+            pending=sum(1 for i in wanted if i not in logged and i not in pending),
+            duplicates=duplicates,
+            overwritten=len(conflicts),
+        )
+
+    def _insert(self) -> Any:
+        """The dialect's INSERT, which knows ``ON CONFLICT``."""
+        dialect = self._session.get_bind().dialect.name
+        return postgresql_insert if dialect == "postgresql" else sqlite_insert
+
+    def _labels(self, table: Any, name: str, ids: Any) -> dict[str, int | None]:
+        """The stored label of each of ``ids`` found in ``table`` (None: logged, unlabelled)."""
+        found: dict[str, int | None] = {}
+        for chunk in _chunks(list(ids), LOOKUP_IDS):
+            query = select(table.client_id, table.label).where(
+                table.name == name, table.client_id.in_(chunk)
+            )
+            found.update((client_id, label) for client_id, label in self._session.execute(query))
+        return found
+
+    def _join_pending(self, name: str) -> None:
+        """Give the predictions of ``name`` just logged the outcomes that waited for them."""
+        waiting = and_(
+            PendingOutcome.name == Prediction.name,
+            PendingOutcome.client_id == Prediction.client_id,
+        )
+        if self._session.scalar(select(exists().where(PendingOutcome.name == name))) is not True:
+            return
+        label = select(PendingOutcome.label).where(waiting).scalar_subquery()
+        received = select(PendingOutcome.received_at).where(waiting).scalar_subquery()
+        self._session.execute(
+            update(Prediction)
+            .where(Prediction.name == name, Prediction.label.is_(None), exists().where(waiting))
+            .values(label=label, labelled_at=received)
+            .execution_options(synchronize_session=False)
+        )
+        logged = exists().where(
+            Prediction.name == PendingOutcome.name,
+            Prediction.client_id == PendingOutcome.client_id,
+        )
+        self._session.execute(
+            delete(PendingOutcome)
+            .where(PendingOutcome.name == name, logged)
+            .execution_options(synchronize_session=False)
+        )
+
+
+def _values(row: LoggedPrediction) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "client_id": row.client_id,
+        "version": row.version,
+        "score": row.score,
+        "probability": row.probability,
+        "scores_row": row.scores_row,
+        "probabilities_row": row.probabilities_row,
+        "predicted_at": row.predicted_at,
+        "label": None,
+        "labelled_at": None,
+    }
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,95 @@
+"""The prediction log and outcomes in the store, on both backends."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from app.errors import Conflict
+from app.store import Database
+from app.store.models import PendingOutcome, Prediction
+from app.store.traffic import LoggedPrediction, OutcomeCounts
+
+NOW = datetime(2026, 11, 24, 12, tzinfo=UTC)
+
+
+def logged(client_id: str, version: int = 1, score: float = 0.25) -> LoggedPrediction:
+    return LoggedPrediction("churn", client_id, version, NOW, score=score, probability=score / 2)
+
+
+def stored(database: Database) -> dict[str, tuple[int, float | None, int | None]]:
+    with database.transaction() as repo:
+        rows = repo._session.execute(
+            select(Prediction.client_id, Prediction.version, Prediction.score, Prediction.label)
+        )
+        return {c: (v, s, label) for c, v, s, label in rows}
+
+
+def pending(database: Database) -> int:
+    with database.transaction() as repo:
+        return int(repo._session.scalar(select(func.count()).select_from(PendingOutcome)) or 0)
+
+
+def test_the_first_record_of_an_id_wins(database: Database) -> None:
+    with database.transaction(write=True) as repo:
+        assert repo.log_predictions([logged("a"), logged("b"), logged("c")]) == 3
+    with database.transaction(write=True) as repo:
+        assert repo.log_predictions([logged("a", version=2, score=0.9), logged("d")]) == 1
+    assert stored(database) == {
+        "a": (1, 0.25, None),
+        "b": (1, 0.25, None),
+        "c": (1, 0.25, None),
+        "d": (1, 0.25, None),
+    }
+
+
+def test_outcomes_label_logged_predictions_and_wait_for_the_others(database: Database) -> None:
+    with database.transaction(write=True) as repo:
+        repo.log_predictions([logged("a"), logged("b")])
+    with database.transaction(write=True) as repo:
+        counts = repo.record_outcomes("churn", [("a", 1), ("x", 0)], NOW)
+    assert counts == OutcomeCounts(matched=1, pending=1, duplicates=0, overwritten=0)
+    assert stored(database)["a"][2] == 1
+    assert pending(database) == 1
+    with database.transaction(write=True) as repo:  # the prediction arrives: joined
+        repo.log_predictions([logged("x")])
+    assert stored(database)["x"][2] == 0
+    assert pending(database) == 0
+
+
+def test_the_same_outcome_twice_is_a_no_op_and_a_different_one_a_conflict(
+    database: Database,
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.log_predictions([logged("a"), logged("b")])
+        repo.record_outcomes("churn", [("a", 1), ("y", 1)], NOW)
+    later = NOW + timedelta(hours=1)
+    with database.transaction(write=True) as repo:
+        again = repo.record_outcomes("churn", [("a", 1), ("y", 1), ("b", 0)], later)
+    assert again == OutcomeCounts(matched=1, pending=0, duplicates=2, overwritten=0)
+    with (
+        pytest.raises(Conflict, match="2 ids already have a different label"),
+        database.transaction(write=True) as repo,
+    ):
+        repo.record_outcomes("churn", [("a", 0), ("y", 0), ("c", 1)], later)
+    assert stored(database)["a"][2] == 1  # nothing of the refused request was stored
+    assert pending(database) == 1
+    with database.transaction(write=True) as repo:
+        replaced = repo.record_outcomes("churn", [("a", 0), ("y", 0)], later, overwrite=True)
+    assert replaced == OutcomeCounts(matched=0, pending=0, duplicates=0, overwritten=2)
+    assert stored(database)["a"][2] == 0
+    with database.transaction(write=True) as repo:
+        repo.log_predictions([logged("y")])
+    assert stored(database)["y"][2] == 0
+
+
+def test_many_rows_go_in_chunks(database: Database) -> None:
+    rows = [logged(f"id-{i}", score=i / 3000) for i in range(2500)]
+    with database.transaction(write=True) as repo:
+        assert repo.log_predictions(rows) == 2500
+    outcomes = [(f"id-{i}", i % 2) for i in range(0, 3000, 2)]  # 250 of them not logged
+    with database.transaction(write=True) as repo:
+        counts = repo.record_outcomes("churn", outcomes, NOW)
+    assert counts == OutcomeCounts(matched=1250, pending=250, duplicates=0, overwritten=0)
