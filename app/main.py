@@ -9,7 +9,15 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import calibrators, diagnostics, health, json_process, predictions, registry
+from app.api import (
+    calibrators,
+    diagnostics,
+    health,
+    json_process,
+    outcomes,
+    predictions,
+    registry,
+)
 from app.api.fast_predict import FastPredict
 from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
@@ -64,6 +72,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.include_router(predictions.router)
     app.include_router(diagnostics.router)
     app.include_router(registry.router)
+    app.include_router(outcomes.router)
     app.include_router(health.router)
     return app
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import cast
 
 import numpy as np
@@ -39,6 +40,8 @@ from app.store import (
     encode_artifact,
     encode_batch,
 )
+from app.store.traffic import OutcomeCounts
+from app.traffic import TrafficLog
 from app.version_cache import VersionCache
 from app.views import CalibratorView, Prediction, VersionView
 from app.work import WorkPool
@@ -56,6 +59,12 @@ class CalibrationService:
         self.diagnosis = Diagnosis(database, self.versions)
         self.work = WorkPool(
             settings.max_concurrent_fits, settings.max_queued_fits, settings.fit_timeout_seconds
+        )
+        self.traffic = TrafficLog(
+            database,
+            capacity=settings.traffic_buffer_rows,
+            flush_rows=settings.traffic_flush_rows,
+            flush_seconds=settings.traffic_flush_seconds,
         )
 
     # -- fitting -------------------------------------------------------------------------
@@ -193,6 +202,15 @@ class CalibrationService:
             repo.delete_calibrator(name)
         self.versions.forget(name)
 
+    def record_outcomes(
+        self, name: str, outcomes: Sequence[tuple[str, int]], *, overwrite: bool = False
+    ) -> OutcomeCounts:
+        """Label the predictions of ``name`` logged under these ids; an id not logged yet
+        (or still in the buffer) waits, and is joined when its prediction is written."""
+        with self.database.transaction(write=True) as repo:
+            repo.latest_version_number(name)  # 404 for a calibrator that does not exist
+            return repo.record_outcomes(name, outcomes, datetime.now(UTC), overwrite=overwrite)
+
     def ready(self) -> bool:
         """Whether the database answers (``/readyz``)."""
         return self.database.ping()
@@ -205,6 +223,7 @@ class CalibrationService:
         scores: NDArray[np.float64],
         *,
         intervals: tuple[str, ...] | None = None,
+        ids: Sequence[str] | None = None,
         cached_only: bool = False,
     ) -> Prediction | None:
         """Calibrated probabilities from the selected version, in input order (counted as
@@ -212,8 +231,10 @@ class CalibrationService:
         asked for them in (``("body", "intervals")`` or the query's), adds each score's
         probability interval (n x 2, or n x k x 2) for methods that give one; else 422.
 
-        With ``cached_only``, None when the version cannot be served without waiting for the
-        database (the hot path then hands the request to the regular route)."""
+        With ``ids`` (one per score or row) each prediction is logged under its id
+        (:class:`app.traffic.TrafficLog`). With ``cached_only``, None when the version cannot be
+        served without waiting for the database (the hot path then hands the request to the
+        regular route)."""
         loaded = (
             self.versions.cached(name, selector) if cached_only else self.resolve(name, selector)
         )
@@ -232,6 +253,8 @@ class CalibrationService:
             p0, p1 = cast(IntervalCalibrator, loaded.calibrator).predict_interval(scores)
             pairs = np.stack([p0, p1], axis=-1)
         record_predictions(loaded.method, len(scores))
+        if ids is not None:
+            self.traffic.record(name, loaded.version, ids, scores, probabilities)
         return Prediction(name, loaded.version, probabilities, pairs)
 
     def resolve(self, name: str, selector: Selector) -> LoadedVersion:
@@ -242,3 +265,4 @@ class CalibrationService:
         """Stop background work (at shutdown)."""
         self.work.close()
         self.versions.close()
+        self.traffic.close()

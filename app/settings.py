@@ -91,6 +91,26 @@ class Settings(BaseSettings):
         description="uvicorn's keep-alive: an idle connection is closed this long after a "
         "response (header_timeout_seconds closes it sooner when smaller).",
     )
+    traffic_buffer_rows: int = Field(
+        default=100_000,
+        ge=1,
+        le=10_000_000,
+        description="Logged predictions held in memory while the database is slow or down; "
+        "past it they are dropped and counted (calibration_traffic_dropped_total).",
+    )
+    traffic_flush_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=1.0,
+        description="Logged predictions are written at least this often (at most the last "
+        "this-many seconds are lost when a process dies).",
+    )
+    traffic_flush_rows: int = Field(
+        default=5000,
+        ge=1,
+        le=1_000_000,
+        description="A flush starts early once this many logged predictions wait.",
+    )
     body_timeout_seconds: float = Field(
         default=30.0,
         gt=0,

@@ -24,9 +24,11 @@ from .contracts import (
     FitBody,
     FitOptions,
     LabelledBody,
+    OutcomesBody,
     PredictBody,
 )
 from .csv_batches import parse_csv
+from .csv_outcomes import outcomes_csv
 from .json_process import parse_json_body
 from .payloads import (
     BATCH_ARRAYS,
@@ -119,6 +121,7 @@ class PredictArgs(NamedTuple):  # a tuple: built on every predict, 3x faster tha
     scores: NDArray[np.float64]
     version: str | None
     intervals: bool | None
+    ids: list[str] | None
 
 
 def parse_predict(content_type: str | None, body: bytes, max_rows: int) -> PredictArgs:
@@ -129,7 +132,38 @@ def parse_predict(content_type: str | None, body: bytes, max_rows: int) -> Predi
         raise PayloadTooLarge(f"scores has {len(data.scores)} rows; the limit is {max_rows}")
     scores = number_array(data.scores, "scores", matrix=True)
     version = None if data.version is None else str(data.version)
-    return PredictArgs(scores, version, data.intervals)
+    if data.ids is not None:
+        check_ids(data.ids, len(scores), "scores")
+    return PredictArgs(scores, version, data.intervals, data.ids)
+
+
+def check_ids(ids: list[str], rows: int, of: str) -> None:
+    """One id per row of ``of``, each once (else 422 naming the first repeat)."""
+    if len(ids) != rows:
+        raise invalid(("body", "ids"), f"has {len(ids)} ids for {rows} rows of {of}")
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        for index, client_id in enumerate(ids):
+            if client_id in seen:
+                raise invalid(("body", "ids", index), f"repeats the id {client_id!r}")
+            seen.add(client_id)
+
+
+def parse_outcomes(content_type: str | None, body: bytes, max_rows: int) -> list[tuple[str, int]]:
+    """An outcomes body, JSON ``{"ids", "labels"}`` or CSV ``id,label``: (id, label) pairs,
+    each id once, at most ``max_rows``."""
+    kind = require_media_type(content_type, (*JSON_TYPES, *CSV_TYPES))
+    if kind in JSON_TYPES:
+        data = validated(OutcomesBody, parse_json_body(body, {}))
+        ids, labels = data.ids, data.labels
+    else:
+        ids, labels = outcomes_csv(body)
+    if len(ids) > max_rows:
+        raise PayloadTooLarge(f"ids has {len(ids)} rows; the limit is {max_rows}")
+    if len(labels) != len(ids):
+        raise invalid(("body", "labels"), f"has {len(labels)} labels for {len(ids)} ids")
+    check_ids(ids, len(ids), "ids")
+    return list(zip(ids, labels, strict=True))
 
 
 def labelled_batch(body: LabelledBody, max_rows: int) -> Batch:

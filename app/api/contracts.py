@@ -54,6 +54,8 @@ def _no_nul(text: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_no_nul)]
+MAX_CLIENT_ID = 128
+ClientId = Annotated[str, AfterValidator(_no_nul), Field(min_length=1, max_length=MAX_CLIENT_ID)]
 MAX_TAG_KEY = 128
 MAX_TAG_VALUE = 1024
 TagKey = Annotated[str, AfterValidator(_no_nul), Field(min_length=1, max_length=MAX_TAG_KEY)]
@@ -160,6 +162,24 @@ class PredictBody(_Body):
             description="Also answer each score's Venn-ABERS interval [p0, p1] (methods that give "
             "intervals: venn_abers); 422 for other methods. Also `?intervals=true`.",
         )
+    )
+    ids: list[ClientId] | None = Field(
+        default=None,
+        description="Your id of each score (row), unique within the request: each prediction "
+        "is logged under it, for outcomes posted later (`POST .../outcomes`).",
+    )
+
+
+class OutcomesBody(_Body):
+    """Outcomes of logged predictions, by the ids they were logged under."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"ids": ["req-1", "req-2"], "labels": [1, 0]}]},
+    )
+
+    ids: list[ClientId] = Field(min_length=1, description="Ids given to predict, each once.")
+    labels: list[Annotated[int, Field(ge=0)]] = Field(
+        description="The outcome of each id: 0/1 or booleans (binary), 0..k-1 (multiclass)."
     )
 
 

@@ -116,7 +116,7 @@ def answer_predict(
         ("body", "intervals") if args.intervals else ("query", "intervals") if intervals else None
     )
     prediction = service.predict(
-        name, selector, args.scores, intervals=asked, cached_only=cached_only
+        name, selector, args.scores, intervals=asked, ids=args.ids, cached_only=cached_only
     )
     if prediction is None:
         return None

@@ -126,3 +126,10 @@ class CompareOut(BaseModel):
     by: str
     versions: list[ComparedVersion] = Field(description="Best first.")
     raw: dict[str, float | None] = Field(description="The raw scores' own metrics.")
+
+
+class OutcomesOut(BaseModel):
+    matched: int = Field(description="Logged predictions labelled now.")
+    pending: int = Field(description="Ids not logged yet: joined when their prediction is.")
+    duplicates: int = Field(description="Outcomes already stored with the same label.")
+    overwritten: int = Field(description="Labels replaced (only with overwrite=true).")

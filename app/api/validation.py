@@ -34,7 +34,7 @@ def sentence(model: type[BaseModel], error: ErrorDetails) -> str:
     if kind in ("string_too_long", "too_long") and isinstance(given, str | list | dict):
         unit = "characters" if isinstance(given, str) else "entries"
         return f"has {len(given)} {unit}; the limit is {context.get('max_length')}"
-    if kind == "string_too_short":
+    if kind == "string_too_short" or (kind == "too_short" and given == ""):
         return "must not be empty"
     if kind == "value_error":
         return str(context.get("error", error["msg"]))

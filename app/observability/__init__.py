@@ -13,6 +13,7 @@ from .metrics import (
     record_fit,
     record_predictions,
     record_request,
+    record_traffic,
 )
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "record_fit",
     "record_predictions",
     "record_request",
+    "record_traffic",
 ]

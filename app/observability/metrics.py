@@ -28,6 +28,7 @@ __all__ = [
     "record_fit",
     "record_predictions",
     "record_request",
+    "record_traffic",
 ]
 
 # ``*_created`` series exist only in single-process mode; leave them out so both read alike.
@@ -61,6 +62,20 @@ PREDICTIONS = Counter(
     "Scores (rows) calibrated by predict, hot path and regular route, by the version's method.",
     ["method"],
 )
+TRAFFIC = {
+    "logged": Counter(
+        "calibration_traffic_logged", "Predictions sent with ids and written to the log."
+    ),
+    "duplicate": Counter(
+        "calibration_traffic_duplicates",
+        "Predictions whose id was already logged for that calibrator (the first record kept).",
+    ),
+    "dropped": Counter(
+        "calibration_traffic_dropped",
+        "Predictions sent with ids that were never logged: the buffer was full while the "
+        "database was slow or down.",
+    ),
+}
 ARTIFACT_CACHE = Counter(
     "calibration_artifact_cache",
     "Lookups of a version's fitted calibrator: hit = already decoded in memory, "
@@ -107,6 +122,11 @@ def record_predictions(method: str, n_scores: int) -> None:
 def record_artifact_cache(*, hit: bool) -> None:
     """Count one calibrator lookup as a hit or a miss."""
     _cache_children[hit].inc()
+
+
+def record_traffic(result: str, rows: int) -> None:
+    """Count ``rows`` predictions sent with ids as ``logged``, ``duplicate`` or ``dropped``."""
+    TRAFFIC[result].inc(rows)
 
 
 def exposition() -> bytes:
