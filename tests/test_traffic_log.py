@@ -1,0 +1,116 @@
+"""app.traffic.TrafficLog: buffered, bounded, written in batches, nothing lost silently."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from prometheus_client import REGISTRY
+
+from app.errors import DatabaseUnavailable
+from app.store.traffic import LoggedPrediction
+from app.traffic import TrafficLog
+
+
+class FakeDatabase:
+    """A database that stores logged rows (first id wins), or is down."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], LoggedPrediction] = {}
+        self.down = False
+        self.unavailable = False
+        self.writes = 0
+
+    @contextmanager
+    def transaction(self, *, write: bool = False) -> Iterator[FakeDatabase]:
+        if self.down:
+            self.unavailable = True
+            raise DatabaseUnavailable("down")
+        self.unavailable = False
+        yield self
+
+    def log_predictions(self, rows: list[LoggedPrediction]) -> int:
+        self.writes += 1
+        new = [r for r in rows if (r.name, r.client_id) not in self.rows]
+        for row in new:
+            self.rows.setdefault((row.name, row.client_id), row)
+        return len({(r.name, r.client_id) for r in new})
+
+
+def counter(name: str) -> float:
+    return REGISTRY.get_sample_value(f"calibration_traffic_{name}_total") or 0.0
+
+
+def make(database: FakeDatabase, **options: Any) -> TrafficLog:
+    settings = {"capacity": 100, "flush_rows": 50, "flush_seconds": 60.0, **options}
+    return TrafficLog(database, **settings)  # type: ignore[arg-type]
+
+
+def record(log: TrafficLog, ids: list[str], version: int = 1) -> None:
+    scores = np.linspace(-1, 1, len(ids))
+    log.record("churn", version, ids, scores, 1 / (1 + np.exp(-scores)))
+
+
+def test_rows_are_written_on_flush_with_what_was_answered() -> None:
+    database = FakeDatabase()
+    log = make(database)
+    try:
+        record(log, ["a", "b", "c"])
+        assert database.rows == {}  # buffered: the request did not wait
+        assert log.flush() == 3
+        row = database.rows[("churn", "b")]
+        assert (row.version, row.score, row.probability) == (1, 0.0, 0.5)
+    finally:
+        log.close()
+
+
+def test_a_full_batch_wakes_the_writer_and_close_writes_the_rest() -> None:
+    database = FakeDatabase()
+    log = make(database, flush_rows=10)
+    record(log, [f"id-{i}" for i in range(10)])
+    deadline = time.monotonic() + 5
+    while len(database.rows) < 10 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(database.rows) == 10
+    record(log, ["last"])
+    log.close()
+    assert ("churn", "last") in database.rows
+
+
+def test_duplicates_keep_the_first_record_and_are_counted() -> None:
+    database = FakeDatabase()
+    log = make(database)
+    try:
+        duplicates = counter("duplicates")
+        record(log, ["a", "b"], version=1)
+        log.flush()
+        record(log, ["a"], version=2)
+        log.flush()
+        assert database.rows[("churn", "a")].version == 1
+        assert counter("duplicates") - duplicates == 1
+    finally:
+        log.close()
+
+
+def test_while_the_database_is_down_rows_wait_and_what_overflows_is_counted() -> None:
+    database = FakeDatabase()
+    log = make(database, capacity=10)
+    try:
+        dropped = counter("dropped")
+        database.down = True
+        record(log, [f"early-{i}" for i in range(6)])
+        assert log.flush() == 0
+        assert log.buffered == 6  # put back, in order
+        record(log, [f"late-{i}" for i in range(6)])  # 4 fit
+        assert log.buffered == 10
+        assert counter("dropped") - dropped == 2
+        database.down = False
+        assert log.flush() == 10
+        assert sorted(i for _, i in database.rows) == sorted(
+            [f"early-{i}" for i in range(6)] + [f"late-{i}" for i in range(4)]
+        )
+    finally:
+        log.close()
