@@ -93,6 +93,17 @@ class Diagnosis:
 
         return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
 
+    def fitting_scores(self, name: str, version: int) -> NDArray[np.float64]:
+        """The raw scores ``version`` was fitted on (empty once it is deleted)."""
+        try:
+            record, data = self._read(
+                name, version, lambda r: self.batches.get(_key(r)) is not None
+            )
+        except NotFound:
+            return np.empty(0)
+        stored = self.batches.get_or_compute(_key(record), lambda: self._decoded(record, data))
+        return np.asarray(stored.scores, dtype=np.float64)
+
     def _known(self, record: VersionRecord, query: ReportOptions) -> bool:
         """Whether the reports for ``query`` are kept, or the batch is decoded right now."""
         key = _key(record)

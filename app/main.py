@@ -14,9 +14,9 @@ from app.api import (
     diagnostics,
     health,
     json_process,
-    outcomes,
     predictions,
     registry,
+    traffic,
 )
 from app.api.fast_predict import FastPredict
 from app.api.problems import install_problem_handlers
@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.include_router(predictions.router)
     app.include_router(diagnostics.router)
     app.include_router(registry.router)
-    app.include_router(outcomes.router)
+    app.include_router(traffic.router)
     app.include_router(health.router)
     return app
 

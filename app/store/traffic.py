@@ -131,6 +131,28 @@ class TrafficOperations(RepositoryBase):
             overwritten=len(conflicts),
         )
 
+    def traffic_rows(
+        self, name: str, since: datetime, until: datetime, version: int | None = None
+    ) -> list[tuple[datetime, int, float | None, float | None, int | None]]:
+        """The logged predictions of ``name`` in [since, until), in time order: (time,
+        version, raw score, probability, label); score and probability are None for rows of
+        k-class versions."""
+        query = select(
+            Prediction.predicted_at,
+            Prediction.version,
+            Prediction.score,
+            Prediction.probability,
+            Prediction.label,
+        ).where(
+            Prediction.name == name,
+            Prediction.predicted_at >= since,
+            Prediction.predicted_at < until,
+        )
+        if version is not None:
+            query = query.where(Prediction.version == version)
+        rows = self._session.execute(query.order_by(Prediction.predicted_at))
+        return [(t, v, s, p, y) for t, v, s, p, y in rows]
+
     def _insert(self) -> Any:
         """The dialect's INSERT, which knows ``ON CONFLICT``."""
         dialect = self._session.get_bind().dialect.name

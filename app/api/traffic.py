@@ -1,0 +1,120 @@
+"""Routes of the traffic loop: outcomes of logged predictions, and live monitoring."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from app.diagnosis import DEFAULT_REPORT
+from app.errors import invalid
+from app.monitoring import MAX_WINDOWS, WINDOW_SECONDS, Window
+from app.service import CalibrationService
+
+from .bodies import parse_outcomes
+from .contracts import OutcomesBody
+from .deps import NameParam, ServiceDep, json_response, off_loop, parse_selector, read_job_body
+from .diagnostics import NBins
+from .openapi_docs import ERRORS, body_doc
+from .schemas import OutcomesOut
+
+router = APIRouter(prefix="/v1", tags=["traffic"])
+
+
+@router.post(
+    "/calibrators/{name}/outcomes",
+    response_model=OutcomesOut,
+    summary="Post outcomes of logged predictions",
+    openapi_extra=body_doc(OutcomesBody),
+    responses=ERRORS,
+)
+async def post_outcomes(
+    name: NameParam,
+    request: Request,
+    service: ServiceDep,
+    overwrite: Annotated[
+        bool, Query(description="Replace labels that differ instead of answering 409.")
+    ] = False,
+) -> Response:
+    """Label the predictions logged under these ids (`predict` with `ids`). An id not logged
+    yet waits and is joined when its prediction is; the same outcome twice changes nothing; a
+    different label for an id that has one is 409 for the whole request unless
+    `overwrite=true`. JSON `{"ids", "labels"}` or CSV `id,label`."""
+    body = await read_job_body(request)
+    counts = await off_loop(
+        request, _record, service, name, request.headers.get("content-type"), body, overwrite
+    )
+    return json_response(counts)
+
+
+@router.get(
+    "/calibrators/{name}/monitoring",
+    summary="Live calibration of the logged traffic",
+    responses=ERRORS,
+)
+async def monitoring(
+    name: NameParam,
+    request: Request,
+    service: ServiceDep,
+    window: Annotated[Window, Query(description="Width of each window.")] = "1d",
+    since: Annotated[
+        datetime | None, Query(description="Start (ISO 8601; default: 30 windows back).")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="End, exclusive (default: the current window's).")
+    ] = None,
+    version: Annotated[
+        str | None, Query(description="Only the traffic this version (number or alias) answered.")
+    ] = None,
+    n_bins: NBins = DEFAULT_REPORT.n_bins,
+) -> Response:
+    """One row per window and version that answered in it: traffic, calibration on the
+    labelled predictions (mean predicted against observed rate, log loss, Brier, ECE), and
+    the raw scores' shift from the version's fitting batch (PSI, KS). Empty windows have
+    nulls."""
+    start, end = _range(window, since, until)
+    selector = None if version is None else parse_selector(name, version)
+    rows = await off_loop(
+        request, service.monitoring, name, window, start, end, selector, n_bins=n_bins
+    )
+    return json_response(
+        {"name": name, "window": window, "since": start, "until": end, "windows": rows}
+    )
+
+
+def _range(
+    window: Window, since: datetime | None, until: datetime | None
+) -> tuple[datetime, datetime]:
+    """The monitored range: UTC, whole windows back from now by default, at most
+    :data:`MAX_WINDOWS` windows."""
+    width = WINDOW_SECONDS[window]
+    if until is None:
+        now = datetime.now(UTC).timestamp()
+        until = datetime.fromtimestamp((now // width + 1) * width, UTC)
+    until = _utc(until)
+    since = until - timedelta(seconds=30 * width) if since is None else _utc(since)
+    if since >= until:
+        raise invalid(("query", "since"), "must be before until")
+    if (until - since).total_seconds() > MAX_WINDOWS * width:
+        raise invalid(("query", "since"), f"spans more than {MAX_WINDOWS} windows of {window}")
+    return since, until
+
+
+def _utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a time without a zone is read as UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _record(
+    service: CalibrationService, name: str, content_type: str | None, body: bytes, overwrite: bool
+) -> dict[str, int]:
+    outcomes = parse_outcomes(content_type, body, service.settings.max_batch_rows)
+    counts = service.record_outcomes(name, outcomes, overwrite=overwrite)
+    return {
+        "matched": counts.matched,
+        "pending": counts.pending,
+        "duplicates": counts.duplicates,
+        "overwritten": counts.overwritten,
+    }

@@ -1,0 +1,147 @@
+"""GET .../monitoring: every number against an independent computation on the same rows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from scipy.stats import ks_2samp
+from sklearn.metrics import brier_score_loss, log_loss
+
+from app.store.traffic import LoggedPrediction
+
+from .helpers import assert_problem, sigmoid_batch
+
+BASE = "/v1/calibrators/churn"
+T0 = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+def log_rows(client: TestClient, rows: list[LoggedPrediction], labels: dict[str, int]) -> None:
+    service = client.app.state.service  # type: ignore[attr-defined]
+    with service.database.transaction(write=True) as repo:
+        repo.log_predictions(rows)
+        repo.record_outcomes("churn", list(labels.items()), T0)
+
+
+def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
+    """Binned ECE over uniform bins, by its definition: sum of |mean p - mean y| * share."""
+    which = np.minimum((p * bins).astype(int), bins - 1)
+    return float(
+        sum(
+            abs(p[which == b].mean() - y[which == b].mean()) * np.mean(which == b)
+            for b in range(bins)
+            if np.any(which == b)
+        )
+    )
+
+
+def psi(reference: np.ndarray, actual: np.ndarray) -> float:
+    """PSI over the reference's deciles, shares floored at 1e-4, via np.histogram."""
+    edges = np.concatenate([[-np.inf], np.quantile(reference, np.linspace(0.1, 0.9, 9)), [np.inf]])
+    e = np.maximum(np.histogram(reference, edges)[0] / reference.size, 1e-4)
+    a = np.maximum(np.histogram(actual, edges)[0] / actual.size, 1e-4)
+    return float(np.sum((a - e) * np.log(a / e)))
+
+
+@pytest.fixture
+def traffic(client: TestClient) -> dict[str, Any]:
+    batch = sigmoid_batch(2000, seed=1)
+    assert client.post(f"{BASE}/fit", json={**batch, "method": "platt"}).status_code == 201
+    rng = np.random.default_rng(7)
+    scores = rng.normal(0.4, 1.2, 600)  # shifted from the fitting batch
+    probabilities = 1 / (1 + np.exp(-1.3 * scores))
+    labels = (rng.random(600) < probabilities).astype(int)
+    times = [T0 + timedelta(minutes=int(m)) for m in rng.integers(0, 120, 600)]  # hours 0, 1
+    rows = [
+        LoggedPrediction(
+            "churn",
+            f"r{i}",
+            1,
+            times[i],
+            score=float(scores[i]),
+            probability=float(probabilities[i]),
+        )
+        for i in range(600)
+    ]
+    labelled = {f"r{i}": int(labels[i]) for i in range(0, 600, 2)}  # half have outcomes
+    log_rows(client, rows, labelled)
+    return {
+        "reference": np.asarray(batch["scores"], dtype=float),
+        "scores": scores,
+        "probabilities": probabilities,
+        "labels": labels,
+        "hours": np.array([(t - T0).total_seconds() // 3600 for t in times]),
+    }
+
+
+def test_each_window_against_numpy_scikit_learn_and_scipy(
+    client: TestClient, traffic: dict[str, Any]
+) -> None:
+    r = client.get(
+        f"{BASE}/monitoring",
+        params={
+            "window": "1h",
+            "since": T0.isoformat(),
+            "until": (T0 + timedelta(hours=3)).isoformat(),
+        },
+    )
+    assert r.status_code == 200, r.text
+    rows = r.json()["windows"]
+    assert [row["version"] for row in rows] == [1, 1, None]
+    for hour, row in enumerate(rows[:2]):
+        in_hour = traffic["hours"] == hour
+        labelled = in_hour & (np.arange(600) % 2 == 0)
+        p, y = traffic["probabilities"][labelled], traffic["labels"][labelled]
+        assert row["n_predictions"] == int(in_hour.sum())
+        assert row["n_labelled"] == int(labelled.sum())
+        assert row["mean_predicted"] == pytest.approx(p.mean(), rel=1e-12)
+        assert row["observed_rate"] == pytest.approx(y.mean(), rel=1e-12)
+        assert row["log_loss"] == pytest.approx(log_loss(y, p), rel=1e-9)
+        assert row["brier"] == pytest.approx(brier_score_loss(y, p), rel=1e-9)
+        assert row["ece"] == pytest.approx(ece(p, y), rel=1e-9)
+        seen = traffic["scores"][in_hour]
+        assert row["ks"] == pytest.approx(ks_2samp(traffic["reference"], seen).statistic, rel=1e-12)
+        assert row["psi"] == pytest.approx(psi(traffic["reference"], seen), rel=1e-9)
+        assert row["psi"] > 0.1  # the traffic was drawn shifted
+    empty = rows[2]
+    assert empty["n_predictions"] == 0
+    assert {k: empty[k] for k in ("log_loss", "brier", "ece", "psi", "ks")} == dict.fromkeys(
+        ("log_loss", "brier", "ece", "psi", "ks")
+    )
+    assert empty["start"] == (T0 + timedelta(hours=2)).isoformat().replace("+00:00", "Z")
+
+
+def test_the_version_filter_and_its_empty_windows(
+    client: TestClient, traffic: dict[str, Any]
+) -> None:
+    params = {
+        "window": "1d",
+        "since": T0.isoformat(),
+        "until": (T0 + timedelta(days=2)).isoformat(),
+    }
+    rows = client.get(f"{BASE}/monitoring", params={**params, "version": "1"}).json()["windows"]
+    assert [(row["version"], row["n_predictions"]) for row in rows] == [(1, 600), (1, 0)]
+    assert_problem(client.get(f"{BASE}/monitoring", params={**params, "version": "9"}), 404)
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"window": "2h"}, "window"),
+        ({"since": "2026-11-20T00:00:00Z", "until": "2026-11-19T00:00:00Z"}, "before until"),
+        (
+            {"window": "1h", "since": "2020-01-01T00:00:00Z", "until": "2026-01-01T00:00:00Z"},
+            "1000",
+        ),
+    ],
+)
+def test_bad_ranges_are_refused(client: TestClient, params: dict[str, str], fragment: str) -> None:
+    assert client.post(f"{BASE}/fit", json=sigmoid_batch()).status_code == 201
+    assert_problem(client.get(f"{BASE}/monitoring", params=params), 422, fragment)
+
+
+def test_monitoring_an_unknown_calibrator_is_not_found(client: TestClient) -> None:
+    assert_problem(client.get("/v1/calibrators/nobody/monitoring"), 404)
