@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, cast
+from datetime import UTC, datetime
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Table, and_, bindparam, delete, exists, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -28,8 +28,7 @@ LOOKUP_IDS = 1000
 """Client ids per ``IN (…)`` lookup."""
 
 
-@dataclass(frozen=True)
-class LoggedPrediction:
+class LoggedPrediction(NamedTuple):  # a tuple: one is made per logged prediction
     """One prediction to log; binary versions fill ``score`` and ``probability``, k-class
     versions the rows (float64, little-endian)."""
 
@@ -59,16 +58,20 @@ class TrafficOperations(RepositoryBase):
     def log_predictions(self, rows: Sequence[LoggedPrediction]) -> int:
         """Insert ``rows`` (an id already logged for its calibrator keeps its first record)
         and join the outcomes that were waiting for them; how many rows were new."""
-        insert = self._insert()
-        inserted = 0
-        for chunk in _chunks(rows, INSERT_ROWS):
-            statement = (
-                insert(Prediction)
-                .values([_values(row) for row in chunk])
-                .on_conflict_do_nothing(index_elements=["name", "client_id"])
-                .returning(Prediction.id)
-            )
-            inserted += len(self._session.execute(statement).all())
+        # The driver's own executemany: SQLAlchemy building one statement of thousands of
+        # rows took most of a core away from the event loop that shares this process.
+        connection = self._session.connection()
+        sqlite = connection.dialect.name == "sqlite"
+        mark = "?" if sqlite else "%s"
+        statement = (
+            f"INSERT INTO predictions ({', '.join(_COLUMNS)}) "
+            f"VALUES ({', '.join([mark] * len(_COLUMNS))}) "
+            "ON CONFLICT (name, client_id) DO NOTHING"
+        )
+        when = _sqlite_time if sqlite else _aware_time
+        values = [(*row[:3], when(row[3]), *row[4:]) for row in rows]
+        result = connection.exec_driver_sql(statement, values)
+        inserted = result.rowcount
         for name in sorted({row.name for row in rows}):
             self._join_pending(name)
         return inserted
@@ -195,19 +198,17 @@ class TrafficOperations(RepositoryBase):
         )
 
 
-def _values(row: LoggedPrediction) -> dict[str, Any]:
-    return {
-        "name": row.name,
-        "client_id": row.client_id,
-        "version": row.version,
-        "score": row.score,
-        "probability": row.probability,
-        "scores_row": row.scores_row,
-        "probabilities_row": row.probabilities_row,
-        "predicted_at": row.predicted_at,
-        "label": None,
-        "labelled_at": None,
-    }
+_COLUMNS = LoggedPrediction._fields
+"""The columns a logged prediction fills, in its fields' order."""
+
+
+def _sqlite_time(moment: datetime) -> str:
+    """As SQLAlchemy's DateTime stores a UTC instant on SQLite (naive, microseconds)."""
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def _aware_time(moment: datetime) -> datetime:
+    return moment
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
