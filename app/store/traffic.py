@@ -22,7 +22,7 @@ from app.store.models import PendingOutcome, Prediction
 from app.store.session import RepositoryBase
 
 INSERT_ROWS = 1000
-"""Rows per INSERT statement (11 parameters each: within SQLite's 32,766)."""
+"""Rows per INSERT statement (8 parameters each: within SQLite's 32,766)."""
 
 LOOKUP_IDS = 1000
 """Client ids per ``IN (…)`` lookup."""
@@ -58,20 +58,25 @@ class TrafficOperations(RepositoryBase):
     def log_predictions(self, rows: Sequence[LoggedPrediction]) -> int:
         """Insert ``rows`` (an id already logged for its calibrator keeps its first record)
         and join the outcomes that were waiting for them; how many rows were new."""
-        # The driver's own executemany: SQLAlchemy building one statement of thousands of
-        # rows took most of a core away from the event loop that shares this process.
+        # Plain SQL, many rows a statement: SQLAlchemy building statements of thousands of
+        # rows, or the driver stepping row by row, took much of a core from the event loop
+        # that shares this process.
         connection = self._session.connection()
         sqlite = connection.dialect.name == "sqlite"
         mark = "?" if sqlite else "%s"
-        statement = (
-            f"INSERT INTO predictions ({', '.join(_COLUMNS)}) "
-            f"VALUES ({', '.join([mark] * len(_COLUMNS))}) "
-            "ON CONFLICT (name, client_id) DO NOTHING"
-        )
+        row_marks = f"({', '.join([mark] * len(_COLUMNS))})"
         when = _sqlite_time if sqlite else _aware_time
-        values = [(*row[:3], when(row[3]), *row[4:]) for row in rows]
-        result = connection.exec_driver_sql(statement, values)
-        inserted = result.rowcount
+        inserted = 0
+        for chunk in _chunks(rows, INSERT_ROWS):
+            statement = (
+                f"INSERT INTO predictions ({', '.join(_COLUMNS)}) "
+                f"VALUES {', '.join([row_marks] * len(chunk))} "
+                "ON CONFLICT (name, client_id) DO NOTHING"
+            )
+            values = tuple(
+                value for row in chunk for value in (row[0], row[1], row[2], when(row[3]), *row[4:])
+            )
+            inserted += connection.exec_driver_sql(statement, values).rowcount
         for name in sorted({row.name for row in rows}):
             self._join_pending(name)
         return inserted
