@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,7 +28,6 @@ from app.calibration.methods import CAPABILITIES
 from app.diagnosis import Diagnosis
 from app.errors import invalid, invalid_in
 from app.loaded import LoadedVersion
-from app.monitoring import Traffic, Window, windows
 from app.observability import record_fit, record_predictions
 from app.settings import Settings
 from app.store import (
@@ -41,8 +39,8 @@ from app.store import (
     encode_artifact,
     encode_batch,
 )
-from app.store.traffic import OutcomeCounts
 from app.traffic import TrafficLog
+from app.traffic_cases import TrafficCases
 from app.version_cache import VersionCache
 from app.views import CalibratorView, Prediction, VersionView
 from app.work import WorkPool
@@ -61,11 +59,13 @@ class CalibrationService:
         self.work = WorkPool(
             settings.max_concurrent_fits, settings.max_queued_fits, settings.fit_timeout_seconds
         )
+        self.live = TrafficCases(database, self.diagnosis)  # outcomes and monitoring
         self.traffic = TrafficLog(
             database,
             capacity=settings.traffic_buffer_rows,
             flush_rows=settings.traffic_flush_rows,
             flush_seconds=settings.traffic_flush_seconds,
+            retention_days=settings.traffic_retention_days,
         )
 
     # -- fitting -------------------------------------------------------------------------
@@ -202,46 +202,6 @@ class CalibrationService:
         with self.database.transaction(write=True) as repo:
             repo.delete_calibrator(name)
         self.versions.forget(name)
-
-    def record_outcomes(
-        self, name: str, outcomes: Sequence[tuple[str, int]], *, overwrite: bool = False
-    ) -> OutcomeCounts:
-        """Label the predictions of ``name`` logged under these ids; an id not logged yet
-        (or still in the buffer) waits, and is joined when its prediction is written."""
-        with self.database.transaction(write=True) as repo:
-            repo.latest_version_number(name)  # 404 for a calibrator that does not exist
-            return repo.record_outcomes(name, outcomes, datetime.now(UTC), overwrite=overwrite)
-
-    def monitoring(
-        self,
-        name: str,
-        window: Window,
-        since: datetime,
-        until: datetime,
-        selector: Selector | None = None,
-        *,
-        n_bins: int = 10,
-    ) -> list[dict[str, Any]]:
-        """Live calibration of ``name``'s logged traffic per window and version
-        (:mod:`app.monitoring`); with ``selector``, of that version's traffic only."""
-        with self.database.transaction() as repo:
-            repo.latest_version_number(name)  # 404 for a calibrator that does not exist
-            version = None if selector is None else repo.get_version(name, selector).version
-            rows = repo.traffic_rows(name, since, until, version)
-        traffic = Traffic(
-            seconds=np.array([r[0].timestamp() for r in rows], dtype=np.float64),
-            versions=np.array([r[1] for r in rows], dtype=np.int64),
-            scores=np.array([np.nan if r[2] is None else r[2] for r in rows], dtype=np.float64),
-            probabilities=np.array(
-                [np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64
-            ),
-            labels=np.array([-1 if r[4] is None else r[4] for r in rows], dtype=np.int64),
-        )
-
-        def reference(v: int) -> NDArray[np.float64]:
-            return self.diagnosis.fitting_scores(name, v)
-
-        return windows(traffic, since, until, window, reference, version=version, n_bins=n_bins)
 
     def ready(self) -> bool:
         """Whether the database answers (``/readyz``)."""

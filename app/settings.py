@@ -98,6 +98,13 @@ class Settings(BaseSettings):
         description="Logged predictions held in memory while the database is slow or down; "
         "past it they are dropped and counted (calibration_traffic_dropped_total).",
     )
+    traffic_retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        le=3650,
+        description="Logged predictions (and outcomes still waiting for theirs) older than this "
+        "are deleted, in bounded batches, every few minutes.",
+    )
     traffic_flush_seconds: float = Field(
         default=1.0,
         gt=0,

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,17 +34,31 @@ logger = logging.getLogger("app.traffic")
 CLOSE_SECONDS = 10.0
 """How long a shutdown waits for the last flush."""
 
+EXPIRE_EVERY_SECONDS = 300.0
+"""How often traffic past the retention is deleted."""
+
+EXPIRE_BATCH_ROWS = 10_000
+"""Rows deleted per transaction when traffic expires."""
+
 
 class TrafficLog:
     """A bounded buffer of logged predictions and the thread that writes it."""
 
     def __init__(
-        self, database: Database, *, capacity: int, flush_rows: int, flush_seconds: float
+        self,
+        database: Database,
+        *,
+        capacity: int,
+        flush_rows: int,
+        flush_seconds: float,
+        retention_days: float = 30.0,
     ) -> None:
         self.database = database
         self.capacity = capacity
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
+        self.retention = timedelta(days=retention_days)
+        self._expired_at = time.monotonic()
         self._buffer: deque[LoggedPrediction] = deque()
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -107,6 +121,21 @@ class TrafficLog:
         record_traffic("duplicate", len(taken) - inserted)
         return len(taken)
 
+    def expire(self) -> int:
+        """Delete the traffic older than the retention, a batch per transaction; how many
+        logged predictions went (stops quietly while the database is unavailable)."""
+        before = datetime.now(UTC) - self.retention
+        total = 0
+        try:
+            while True:
+                with self.database.transaction(write=True) as repo:
+                    gone = repo.expire_traffic(before, EXPIRE_BATCH_ROWS)
+                total += gone
+                if gone < EXPIRE_BATCH_ROWS or self._closed.is_set():
+                    return total
+        except DatabaseUnavailable:
+            return total
+
     def close(self) -> None:
         """Stop the writer after one last flush (at shutdown)."""
         self._closed.set()
@@ -124,6 +153,9 @@ class TrafficLog:
             self._wake.clear()
             started = time.monotonic()
             self.flush()
+            if started - self._expired_at >= EXPIRE_EVERY_SECONDS:
+                self._expired_at = started
+                self.expire()
             if self.database.unavailable:  # do not hammer a database that is down
                 self._closed.wait(max(0.0, self.flush_seconds - (time.monotonic() - started)))
         self.flush()

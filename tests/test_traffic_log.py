@@ -32,6 +32,15 @@ class FakeDatabase:
         self.unavailable = False
         yield self
 
+    expired: int = 25
+    """Rows past the retention, for :meth:`expire_traffic`."""
+
+    def expire_traffic(self, before: Any, limit: int) -> int:
+        gone = min(self.expired, limit)
+        self.expired -= gone
+        self.writes += 1
+        return gone
+
     def log_predictions(self, rows: list[LoggedPrediction]) -> int:
         self.writes += 1
         new = [r for r in rows if (r.name, r.client_id) not in self.rows]
@@ -112,5 +121,18 @@ def test_while_the_database_is_down_rows_wait_and_what_overflows_is_counted() ->
         assert sorted(i for _, i in database.rows) == sorted(
             [f"early-{i}" for i in range(6)] + [f"late-{i}" for i in range(4)]
         )
+    finally:
+        log.close()
+
+
+def test_expiry_deletes_in_batches_until_nothing_is_left(monkeypatch: Any) -> None:
+    monkeypatch.setattr("app.traffic.EXPIRE_BATCH_ROWS", 10)
+    database = FakeDatabase()
+    log = make(database)
+    try:
+        assert log.expire() == 25
+        assert database.writes == 3  # 10, 10, then 5: fewer than a batch, done
+        database.down = True
+        assert log.expire() == 0  # quietly, while the database is down
     finally:
         log.close()

@@ -77,7 +77,7 @@ async def monitoring(
     start, end = _range(window, since, until)
     selector = None if version is None else parse_selector(name, version)
     rows = await off_loop(
-        request, service.monitoring, name, window, start, end, selector, n_bins=n_bins
+        request, service.live.monitoring, name, window, start, end, selector, n_bins=n_bins
     )
     return json_response(
         {"name": name, "window": window, "since": start, "until": end, "windows": rows}
@@ -111,7 +111,7 @@ def _record(
     service: CalibrationService, name: str, content_type: str | None, body: bytes, overwrite: bool
 ) -> dict[str, int]:
     outcomes = parse_outcomes(content_type, body, service.settings.max_batch_rows)
-    counts = service.record_outcomes(name, outcomes, overwrite=overwrite)
+    counts = service.live.record(name, outcomes, overwrite=overwrite)
     return {
         "matched": counts.matched,
         "pending": counts.pending,

@@ -161,6 +161,28 @@ class TrafficOperations(RepositoryBase):
         rows = self._session.execute(query.order_by(Prediction.predicted_at))
         return [(t, v, s, p, y) for t, v, s, p, y in rows]
 
+    def expire_traffic(self, before: datetime, limit: int) -> int:
+        """Delete at most ``limit`` logged predictions made before ``before``, and the pending
+        outcomes received before it (their predictions never came); how many predictions
+        went. Bounded, so that one call never holds the table long."""
+        oldest = (
+            select(Prediction.id)
+            .where(Prediction.predicted_at < before)
+            .order_by(Prediction.predicted_at)
+            .limit(limit)
+        )
+        gone = self._session.execute(
+            delete(Prediction)
+            .where(Prediction.id.in_(oldest.scalar_subquery()))
+            .execution_options(synchronize_session=False)
+        ).rowcount  # type: ignore[attr-defined]
+        self._session.execute(
+            delete(PendingOutcome)
+            .where(PendingOutcome.received_at < before)
+            .execution_options(synchronize_session=False)
+        )
+        return int(gone)
+
     def _insert(self) -> Any:
         """The dialect's INSERT, which knows ``ON CONFLICT``."""
         dialect = self._session.get_bind().dialect.name

@@ -93,3 +93,22 @@ def test_many_rows_go_in_chunks(database: Database) -> None:
     with database.transaction(write=True) as repo:
         counts = repo.record_outcomes("churn", outcomes, NOW)
     assert counts == OutcomeCounts(matched=1250, pending=250, duplicates=0, overwritten=0)
+
+
+def test_expired_traffic_goes_in_bounded_batches(database: Database) -> None:
+    old = [
+        LoggedPrediction("churn", f"old-{i}", 1, NOW - timedelta(days=40), score=0.5)
+        for i in range(25)
+    ]
+    with database.transaction(write=True) as repo:
+        repo.log_predictions([*old, logged("new")])
+        repo.record_outcomes("churn", [("never", 1)], NOW - timedelta(days=40))
+        repo.record_outcomes("churn", [("soon", 1)], NOW)
+    before = NOW - timedelta(days=30)
+    with database.transaction(write=True) as repo:
+        assert repo.expire_traffic(before, 10) == 10
+    with database.transaction(write=True) as repo:
+        assert repo.expire_traffic(before, 100) == 15
+        assert repo.expire_traffic(before, 100) == 0
+    assert sorted(stored(database)) == ["new"]
+    assert pending(database) == 1  # "soon" waits on; "never" expired

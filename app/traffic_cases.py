@@ -1,0 +1,63 @@
+"""The use cases of the traffic loop: outcomes posted by id, and live monitoring."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.diagnosis import Diagnosis
+from app.monitoring import Traffic, Window, windows
+from app.store import Database, Selector
+from app.store.traffic import OutcomeCounts
+
+
+class TrafficCases:
+    """Outcomes and monitoring of a calibrator's logged traffic, one transaction each."""
+
+    def __init__(self, database: Database, diagnosis: Diagnosis) -> None:
+        self.database = database
+        self.diagnosis = diagnosis
+
+    def record(
+        self, name: str, outcomes: Sequence[tuple[str, int]], *, overwrite: bool = False
+    ) -> OutcomeCounts:
+        """Label the predictions of ``name`` logged under these ids; an id not logged yet
+        (or still in the buffer) waits, and is joined when its prediction is written."""
+        with self.database.transaction(write=True) as repo:
+            repo.latest_version_number(name)  # 404 for a calibrator that does not exist
+            return repo.record_outcomes(name, outcomes, datetime.now(UTC), overwrite=overwrite)
+
+    def monitoring(
+        self,
+        name: str,
+        window: Window,
+        since: datetime,
+        until: datetime,
+        selector: Selector | None = None,
+        *,
+        n_bins: int = 10,
+    ) -> list[dict[str, Any]]:
+        """Live calibration of ``name``'s logged traffic per window and version
+        (:mod:`app.monitoring`); with ``selector``, of that version's traffic only."""
+        with self.database.transaction() as repo:
+            repo.latest_version_number(name)  # 404 for a calibrator that does not exist
+            version = None if selector is None else repo.get_version(name, selector).version
+            rows = repo.traffic_rows(name, since, until, version)
+        traffic = Traffic(
+            seconds=np.array([r[0].timestamp() for r in rows], dtype=np.float64),
+            versions=np.array([r[1] for r in rows], dtype=np.int64),
+            scores=np.array([np.nan if r[2] is None else r[2] for r in rows], dtype=np.float64),
+            probabilities=np.array(
+                [np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64
+            ),
+            labels=np.array([-1 if r[4] is None else r[4] for r in rows], dtype=np.int64),
+        )
+
+        def reference(v: int) -> NDArray[np.float64]:
+            return self.diagnosis.fitting_scores(name, v)
+
+        return windows(traffic, since, until, window, reference, version=version, n_bins=n_bins)
