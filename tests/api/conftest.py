@@ -11,6 +11,8 @@ from app.main import create_app
 from app.settings import Settings
 from app.store import Database
 
+from .helpers import sigmoid_batch
+
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
@@ -26,3 +28,11 @@ def client(settings: Settings, database: Database) -> Iterator[TestClient]:
     app = create_app(settings, database=database)
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def fitted(client: TestClient) -> TestClient:
+    """``client`` with ``churn`` v1 fitted (platt on the default sigmoid batch)."""
+    fit = client.post("/v1/calibrators/churn/fit", json={**sigmoid_batch(), "method": "platt"})
+    assert fit.status_code == 201, fit.text
+    return client

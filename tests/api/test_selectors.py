@@ -6,16 +6,9 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.helpers import assert_problem, sigmoid_batch
+from tests.api.helpers import assert_problem
 
 BASE = "/v1/calibrators/churn"
-
-
-@pytest.fixture
-def fitted(client: TestClient) -> TestClient:
-    fit = client.post(f"{BASE}/fit", json={**sigmoid_batch(), "method": "platt"})
-    assert fit.status_code == 201, fit.text
-    return client
 
 
 @pytest.mark.parametrize("query", ["?version=", "?version=&intervals=false"])  # hot path, route

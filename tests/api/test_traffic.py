@@ -11,16 +11,9 @@ from sqlalchemy import select
 
 from app.store.models import PendingOutcome, Prediction
 
-from .helpers import assert_problem, sigmoid_batch
+from .helpers import assert_problem
 
 BASE = "/v1/calibrators/churn"
-
-
-@pytest.fixture
-def fitted(client: TestClient) -> TestClient:
-    fit = client.post(f"{BASE}/fit", json={**sigmoid_batch(), "method": "platt"})
-    assert fit.status_code == 201, fit.text
-    return client
 
 
 def logged(client: TestClient) -> dict[str, dict[str, Any]]:
