@@ -28,7 +28,6 @@ class TrafficCases:
         """Label the predictions of ``name`` logged under these ids; an id not logged yet
         (or still in the buffer) waits, and is joined when its prediction is written."""
         with self.database.transaction(write=True) as repo:
-            repo.latest_version_number(name)  # 404 for a calibrator that does not exist
             return repo.record_outcomes(name, outcomes, datetime.now(UTC), overwrite=overwrite)
 
     def monitoring(

@@ -91,7 +91,10 @@ class TrafficOperations(RepositoryBase):
     ) -> OutcomeCounts:
         """Label the logged predictions of ``name`` (or keep the outcome pending until its
         prediction is logged). A label that differs from one already stored is a 409 for the
-        whole request unless ``overwrite``; the same label again changes nothing."""
+        whole request unless ``overwrite``; the same label again changes nothing. Takes the
+        calibrator's row lock first, as every writer does, so that concurrent posts for one
+        id end in one of their serial orders (404 when there is no such calibrator)."""
+        self._lock(name)
         wanted = dict(outcomes)
         logged = self._labels(Prediction, name, wanted)
         pending = self._labels(PendingOutcome, name, [i for i in wanted if i not in logged])

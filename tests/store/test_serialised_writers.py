@@ -5,7 +5,8 @@ waits until the database makes it wait (PostgreSQL: a backend waiting on a lock;
 the second writer cannot even begin), then commits the first. Before writers took the
 calibrator row lock first, every one of these interleavings broke (issue 10): a deleted
 calibrator's version came back, an alias PUT met a foreign-key violation (500), a delete
-without ``force`` silently dropped an alias just set, a PATCH met ``StaleDataError``.
+without ``force`` silently dropped an alias just set, a PATCH met ``StaleDataError``; and
+(issue 11) two outcomes of one id with different labels both succeeded.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from sqlalchemy import text
 
 from app.errors import Conflict, NotFound
 from app.store import Database, Repository
+from app.store.traffic import LoggedPrediction
 
 from .conftest import MakeVersion
 
@@ -216,3 +219,18 @@ def test_a_patch_before_a_delete_is_deleted_with_its_version(
     )
     assert outcome is None
     assert _numbers(database, "churn") == []
+
+
+def test_a_second_outcome_with_another_label_for_one_id_is_a_conflict(
+    database: Database, make_version: MakeVersion
+) -> None:
+    now = datetime.now(UTC)
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
+        repo.log_predictions([LoggedPrediction("churn", "a", 1, now, score=0.1, probability=0.4)])
+    outcome = _race(
+        database,
+        lambda repo: repo.record_outcomes("churn", [("a", 1)], now),
+        lambda repo: repo.record_outcomes("churn", [("a", 0)], now),
+    )
+    assert isinstance(outcome, Conflict)  # not both: the second saw the first's label

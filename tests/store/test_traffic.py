@@ -12,7 +12,16 @@ from app.store import Database
 from app.store.models import PendingOutcome, Prediction
 from app.store.traffic import LoggedPrediction, OutcomeCounts
 
+from .conftest import MakeVersion
+
 NOW = datetime(2026, 11, 24, 12, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def churn(database: Database, make_version: MakeVersion) -> None:
+    """The calibrator whose row an outcome writer locks."""
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
 
 
 def logged(client_id: str, version: int = 1, score: float = 0.25) -> LoggedPrediction:
