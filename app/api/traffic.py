@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
@@ -109,12 +110,6 @@ def _utc(moment: datetime) -> datetime:
 
 def _record(
     service: CalibrationService, name: str, content_type: str | None, body: bytes, overwrite: bool
-) -> dict[str, int]:
+) -> dict[str, Any]:
     outcomes = parse_outcomes(content_type, body, service.settings.max_batch_rows)
-    counts = service.live.record(name, outcomes, overwrite=overwrite)
-    return {
-        "matched": counts.matched,
-        "pending": counts.pending,
-        "duplicates": counts.duplicates,
-        "overwritten": counts.overwritten,
-    }
+    return asdict(service.live.record(name, outcomes, overwrite=overwrite))
