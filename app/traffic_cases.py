@@ -45,15 +45,14 @@ class TrafficCases:
         with self.database.transaction() as repo:
             repo.latest_version_number(name)  # 404 for a calibrator that does not exist
             version = None if selector is None else repo.get_version(name, selector).version
-            rows = repo.traffic_rows(name, since, until, version)
+            columns = repo.traffic_columns(name, since, until, version)
+        seconds, versions, scores, probabilities, labels = columns.T
         traffic = Traffic(
-            seconds=np.array([r[0].timestamp() for r in rows], dtype=np.float64),
-            versions=np.array([r[1] for r in rows], dtype=np.int64),
-            scores=np.array([np.nan if r[2] is None else r[2] for r in rows], dtype=np.float64),
-            probabilities=np.array(
-                [np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64
-            ),
-            labels=np.array([-1 if r[4] is None else r[4] for r in rows], dtype=np.int64),
+            seconds=seconds,
+            versions=versions.astype(np.int64),
+            scores=scores,
+            probabilities=probabilities,
+            labels=labels.astype(np.int64),
         )
 
         def reference(v: int) -> NDArray[np.float64]:
