@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -78,8 +78,10 @@ class CalibrationService:
         params: Mapping[str, object],
         description: str = "",
         tags: Mapping[str, str] | None = None,
+        source: Mapping[str, Any] | None = None,
     ) -> VersionView:
-        """Fit ``method`` on the batch, cross-validate it, and store the next version."""
+        """Fit ``method`` on the batch, cross-validate it, and store the next version (with
+        ``source``, the lineage of a batch read from the traffic: :mod:`app.refit`)."""
         started = time.perf_counter()
         check_method_fits_batch(method, batch)
         n_jobs = (
@@ -115,6 +117,7 @@ class CalibrationService:
             selection=outcome.selection,
             artifact=encode_artifact(outcome.method, dict(outcome.params), state),
             batch=encode_batch(batch.scores, batch.labels, batch.weights, outcome.out_of_fold),
+            source=None if source is None else dict(source),
         )
         checkpoint()  # the last place a job over its budget, or unwanted, stops: nothing stored
         generation = self.versions.generation(name)

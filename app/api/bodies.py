@@ -26,6 +26,8 @@ from .contracts import (
     LabelledBody,
     OutcomesBody,
     PredictBody,
+    TrafficFitBody,
+    TrafficRange,
 )
 from .csv_batches import parse_csv
 from .csv_outcomes import outcomes_csv
@@ -58,7 +60,9 @@ class FitSource:
 
 @dataclass(frozen=True)
 class FitArgs:
-    batch: Batch
+    """A posted batch, or the traffic range to read it from (``from_traffic``)."""
+
+    batch: Batch | TrafficRange
     options: FitOptions
 
 
@@ -86,6 +90,9 @@ def parse_fit(source: FitSource, max_rows: int) -> FitArgs:
         given.update(these)
     if source.kind in JSON_TYPES:
         data = parse_json_body(source.data, BATCH_ARRAYS)
+        if "from_traffic" in data:
+            refit = validated(TrafficFitBody, {**given, **data})
+            return FitArgs(refit.from_traffic, refit)
         body = validated(FitBody, {**given, **data})
         scores = number_array(body.scores, "scores", matrix=True)
         labels = number_array(body.labels, "labels")

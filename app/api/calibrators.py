@@ -8,12 +8,13 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from app.refit import traffic_batch
 from app.service import CalibrationService
 from app.store import VersionRecord
 from app.views import VersionView
 
 from .bodies import FitSource, parse_fit, read_fit
-from .contracts import tag_filter
+from .contracts import TrafficRange, tag_filter
 from .deps import (
     NameParam,
     SelectorParam,
@@ -49,6 +50,7 @@ def version_summary(record: VersionRecord) -> dict[str, Any]:
         "tags": record.tags,
         "metrics": record.metrics,
         "selection": record.selection,
+        "source": record.source,
         "aliases": list(record.aliases),
         "artifact": {"sha256": record.artifact_sha256, "bytes": record.artifact_bytes},
     }
@@ -88,13 +90,26 @@ async def fit(
 
 def _fit(service: CalibrationService, name: str, source: FitSource) -> VersionView:
     args = parse_fit(source, service.settings.max_batch_rows)
+    batch, lineage = args.batch, None
+    if isinstance(batch, TrafficRange):
+        selector = None if batch.version is None else parse_selector(name, str(batch.version))
+        read = traffic_batch(
+            service.database,
+            name,
+            batch.since,
+            batch.until,
+            selector,
+            max_rows=service.settings.max_batch_rows,
+        )
+        batch, lineage = read.batch, read.source
     return service.fit_version(
         name,
-        args.batch,
+        batch,
         method=args.options.method,
         params=args.options.params,
         description=args.options.description,
         tags=args.options.tags,
+        source=lineage,
     )
 
 

@@ -10,6 +10,7 @@ sentence (:func:`validated`).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -143,6 +144,39 @@ class FitBody(FitOptions):
         description="0/1 or booleans (binary); 0..k-1 (multiclass). Same length as scores."
     )
     sample_weight: Weights = Field(default=None, description="Non-negative weights.")
+
+
+Moment = Annotated[datetime, Field(strict=False)]
+"""A time as ISO 8601 text (a time without a zone is read as UTC)."""
+
+
+class TrafficRange(_Body):
+    """Which logged predictions a fit ``from_traffic`` is made on: those with an outcome,
+    logged in [since, until), answered by one ``version`` or by any."""
+
+    since: Moment | None = Field(default=None, description="Start (default: all logged).")
+    until: Moment | None = Field(default=None, description="End, exclusive (default: now).")
+    version: Selector | None = Field(
+        default=None, description="Only the traffic this version (number or alias) answered."
+    )
+
+
+class TrafficFitBody(FitOptions):
+    """A fit on the logged predictions that have outcomes, instead of a posted batch."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "from_traffic": {"since": "2026-11-01T00:00:00Z", "version": "production"},
+                    "method": "auto",
+                    "description": "refit on November's traffic",
+                }
+            ]
+        },
+    )
+
+    from_traffic: TrafficRange
 
 
 class PredictBody(_Body):

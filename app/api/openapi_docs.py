@@ -6,7 +6,7 @@ from typing import Any
 
 from app.calibration.catalog import params_markdown
 
-from .contracts import DiagnosticsBody, FitBody, PredictBody
+from .contracts import DiagnosticsBody, FitBody, PredictBody, TrafficFitBody
 from .schemas import Problem
 
 _PROBLEM = {"application/problem+json": {"schema": Problem.model_json_schema()}}
@@ -31,11 +31,36 @@ def _json_body(model: type[Any]) -> dict[str, Any]:
     return {"schema": schema, "example": schema.get("examples", [{}])[0]}
 
 
+def _inlined(schema: Any, definitions: dict[str, Any]) -> Any:
+    """``schema`` with its ``$ref``s to ``definitions`` replaced by what they name (a
+    ``#/$defs`` reference would point into the OpenAPI document, where there is none)."""
+    if isinstance(schema, list):
+        return [_inlined(item, definitions) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "$ref" in schema:
+        return _inlined(definitions[schema["$ref"].rsplit("/", 1)[1]], definitions)
+    return {k: _inlined(v, definitions) for k, v in schema.items() if k != "$defs"}
+
+
+def _json_choice(*models: type[Any]) -> dict[str, Any]:
+    """A JSON body that is one of ``models``, with each model's first example."""
+    schemas = [model.model_json_schema() for model in models]
+    return {
+        "schema": {"anyOf": [_inlined(s, s.get("$defs", {})) for s in schemas]},
+        "examples": {
+            model.__name__: {"summary": (model.__doc__ or "").split("\n")[0], "value": example}
+            for model, s in zip(models, schemas, strict=True)
+            for example in s.get("examples", [])[:1]
+        },
+    }
+
+
 FIT_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
         "content": {
-            "application/json": _json_body(FitBody),
+            "application/json": _json_choice(FitBody, TrafficFitBody),
             "text/csv": {
                 "schema": {"type": "string"},
                 "example": _CSV_EXAMPLE,
@@ -72,5 +97,8 @@ FIT_DESCRIPTION = (
     "and its `Location`. Binary batches send one score per row and labels 0/1; multiclass "
     "batches send an n x k matrix (k >= 3) and labels 0..k-1. Every version stores k-fold "
     "out-of-fold metrics (`metrics.cv`) and the raw scores' (`metrics.raw`).\n\n"
+    "**From traffic**: instead of a batch, a JSON body with `from_traffic` (`since`, `until`, "
+    "`version`: all optional) fits on the predictions logged with `ids` that have outcomes; "
+    "the version records that range, the counts and its parent in `source`.\n\n"
     "**Methods and their `params`** (an unknown key is 422):\n\n" + params_markdown()
 )

@@ -32,6 +32,11 @@ class VersionSummary(BaseModel):
     tags: dict[str, str]
     metrics: dict[str, Any]
     selection: dict[str, Any] | None = None
+    source: dict[str, Any] | None = Field(
+        default=None,
+        description="Where the fitting batch came from: null for a posted batch; for a fit "
+        "`from_traffic`, the traffic range, the version filter, the counts and the parent.",
+    )
     aliases: list[str] = Field(default_factory=list)
     artifact: ArtifactInfo
 

@@ -140,6 +140,9 @@ class Version(Base):
     selection: Mapped[dict[str, Any] | None] = mapped_column(
         json_document(none_as_null=True), nullable=True
     )
+    source: Mapped[dict[str, Any] | None] = mapped_column(
+        json_document(none_as_null=True), nullable=True
+    )
     artifact_sha256: Mapped[str] = mapped_column(String(64))
     artifact_bytes: Mapped[int] = mapped_column(Integer)
 

@@ -68,6 +68,7 @@ def version_record(name: str, row: Version, aliases: tuple[str, ...]) -> Version
         artifact_sha256=row.artifact_sha256,
         artifact_bytes=row.artifact_bytes,
         aliases=aliases,
+        source=row.source,
     )
 
 

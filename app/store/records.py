@@ -36,6 +36,7 @@ class NewVersion:
     selection: dict[str, Any] | None
     artifact: bytes
     batch: bytes
+    source: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class VersionRecord:
     artifact_sha256: str
     artifact_bytes: int
     aliases: tuple[str, ...] = ()
+    source: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

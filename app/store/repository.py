@@ -79,6 +79,7 @@ class Repository(AliasOperations, BlobReads, TrafficOperations):
             tags=as_stored_json(new.tags),
             metrics=as_stored_json(new.metrics),
             selection=as_stored_json(new.selection),
+            source=as_stored_json(new.source),
             artifact_sha256=sha256_hex(new.artifact),
             artifact_bytes=len(new.artifact),
         )

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from sqlalchemy import Table, and_, bindparam, delete, exists, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from app.errors import Conflict
+from app.errors import Conflict, invalid
 from app.store.models import PendingOutcome, Prediction
 from app.store.session import RepositoryBase
 
@@ -52,6 +52,19 @@ class LoggedPrediction(NamedTuple):  # a tuple: one is made per logged predictio
     probability: float | None = None
     scores_row: bytes | None = None
     probabilities_row: bytes | None = None
+
+
+@dataclass(frozen=True)
+class LabelledTraffic:
+    """The labelled predictions of a range: binary rows as ``scores`` and ``labels``, k-class
+    rows as ``score_rows`` (n, k) and ``row_labels``; ``counts`` maps each version that
+    answered in the range to its (predictions, labelled) counts."""
+
+    scores: FloatArray
+    labels: FloatArray
+    score_rows: FloatArray
+    row_labels: FloatArray
+    counts: dict[int, tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -151,23 +164,13 @@ class TrafficOperations(RepositoryBase):
         Read without a Python object per row: PostgreSQL sends the rows as binary ``COPY``,
         parsed by numpy as fixed-size records; SQLite's rows come :data:`FETCH_ROWS` at a time.
         """
-        sqlite = self._session.get_bind().dialect.name == "sqlite"
-        mark = "?" if sqlite else "%s"
+        sqlite = not self._postgresql()
         seconds = (
             "CAST(strftime('%s', predicted_at) AS REAL) + CAST(substr(predicted_at, 20) AS REAL)"
             if sqlite
             else "extract(epoch FROM predicted_at)"
         )
-        number = "{}" if sqlite else "({})::float8"  # binary COPY: every field a float8
         nan = "NULL" if sqlite else "'NaN'"
-        where = [f"name = {mark}", f"predicted_at >= {mark}", f"predicted_at < {mark}"]
-        when = _sqlite_time if sqlite else _aware_time
-        params: list[Any] = [name, when(since), when(until)]
-        if version is not None:
-            where.append(f"version = {mark}")
-            params.append(version)
-        if labelled:
-            where.append("label IS NOT NULL")
         columns = (
             seconds,
             "version",
@@ -175,11 +178,79 @@ class TrafficOperations(RepositoryBase):
             f"coalesce(probability, {nan})",
             "coalesce(label, -1)",
         )
-        statement = (
-            f"SELECT {', '.join(number.format(c) for c in columns)} FROM predictions "
-            f"WHERE {' AND '.join(where)} ORDER BY predicted_at"
+        where, params = self._traffic_filter(
+            name, since, until, version, *(["label IS NOT NULL"] if labelled else [])
         )
-        return self._float_rows(statement, tuple(params), len(TRAFFIC_COLUMNS))
+        statement = (
+            f"SELECT {self._numbers(columns)} FROM predictions WHERE {where} ORDER BY predicted_at"
+        )
+        return self._float_rows(statement, params, len(TRAFFIC_COLUMNS))
+
+    def labelled_traffic(
+        self, name: str, since: datetime | None, until: datetime, version: int | None = None
+    ) -> LabelledTraffic:
+        """The labelled predictions of ``name`` in [since, until) (of one ``version``) as a
+        batch to fit on, with the counts of the whole range by version.
+
+        Binary rows come pooled: one (score, label, count) per distinct pair, from a
+        ``GROUP BY`` in the database, expanded back to rows by numpy (in score order), so
+        that tied scores cross the wire once and no row becomes a Python object. k-class
+        rows (their float64 rows of scores) come :data:`FETCH_ROWS` at a time, in time order.
+        """
+        where, params = self._traffic_filter(name, since, until, version)
+        counted = self._session.connection().exec_driver_sql(
+            f"SELECT version, count(*), count(label) FROM predictions WHERE {where} "
+            "GROUP BY version ORDER BY version",
+            params,
+        )
+        counts = {int(v): (int(n), int(labelled)) for v, n, labelled in counted}
+        pairs = self._float_rows(
+            f"SELECT {self._numbers(('score', 'label', 'count(*)'))} FROM predictions "
+            f"WHERE {where} AND label IS NOT NULL AND score IS NOT NULL "
+            "GROUP BY score, label ORDER BY score, label",
+            params,
+            3,
+        )
+        repeats = pairs[:, 2].astype(np.int64)
+        scores = np.repeat(pairs[:, 0], repeats)
+        labels = np.repeat(pairs[:, 1], repeats)
+        rows = self._session.connection().exec_driver_sql(
+            f"SELECT scores_row, label FROM predictions WHERE {where} "
+            "AND label IS NOT NULL AND scores_row IS NOT NULL ORDER BY predicted_at",
+            params,
+        )
+        matrix, row_labels = _score_rows(rows)
+        return LabelledTraffic(scores, labels, matrix, row_labels, counts)
+
+    def _traffic_filter(
+        self,
+        name: str,
+        since: datetime | None,
+        until: datetime,
+        version: int | None,
+        *more: str,
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The WHERE clause (and its parameters) of ``name``'s predictions in [since, until),
+        of one ``version``, with ``more`` conditions."""
+        sqlite = not self._postgresql()
+        mark = "?" if sqlite else "%s"
+        when = _sqlite_time if sqlite else _aware_time
+        where = [f"name = {mark}", f"predicted_at < {mark}", *more]
+        params: list[Any] = [name, when(until)]
+        if since is not None:
+            where.append(f"predicted_at >= {mark}")
+            params.append(when(since))
+        if version is not None:
+            where.append(f"version = {mark}")
+            params.append(version)
+        return " AND ".join(where), tuple(params)
+
+    def _numbers(self, columns: Sequence[str]) -> str:
+        """``columns`` for a SELECT whose rows :meth:`_float_rows` reads: each a float8 on
+        PostgreSQL, as its binary ``COPY`` parser expects."""
+        if self._postgresql():
+            return ", ".join(f"({column})::float8" for column in columns)
+        return ", ".join(columns)
 
     def _float_rows(self, statement: str, params: tuple[Any, ...], width: int) -> FloatArray:
         """The rows of ``statement`` (``width`` columns, each a number, none NULL but on
@@ -330,6 +401,27 @@ class TrafficOperations(RepositoryBase):
             .where(PendingOutcome.name == name, logged)
             .execution_options(synchronize_session=False)
         )
+
+
+def _score_rows(rows: Any) -> tuple[FloatArray, FloatArray]:
+    """The (n, k) float64 scores and n labels of ``(scores_row, label)`` rows, read
+    :data:`FETCH_ROWS` at a time (a k-class calibrator's versions may differ in k: 422)."""
+    blocks: list[bytes] = []
+    labels: list[float] = []
+    widths: set[int] = set()
+    while chunk := rows.fetchmany(FETCH_ROWS):
+        widths.update(len(row[0]) for row in chunk)
+        blocks.append(b"".join(bytes(row[0]) for row in chunk))
+        labels.extend(float(row[1]) for row in chunk)
+    if len(widths) > 1:
+        classes = ", ".join(str(w // 8) for w in sorted(widths))
+        raise invalid(
+            ("body", "from_traffic", "version"),
+            f"the traffic holds rows of {classes} classes; choose one version",
+        )
+    k = widths.pop() // 8 if widths else 0
+    matrix = np.frombuffer(b"".join(blocks), dtype="<f8").reshape(-1, max(k, 1))
+    return matrix.astype(np.float64), np.array(labels, dtype=np.float64)
 
 
 def _binary_copy(data: bytes, width: int) -> FloatArray:
