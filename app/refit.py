@@ -4,8 +4,8 @@ The batch is what the versions in service saw and what happened afterwards: the 
 logged with ``predict`` and ``ids``, labelled through ``POST …/outcomes``. It is read without
 a Python object per row (:meth:`app.store.traffic.TrafficOperations.labelled_traffic`), and
 the version fitted on it records its lineage in ``source``: the range and version filter
-asked for, the calibrator's latest version at the time (``parent``), and the counts of the
-range by version, so that ``compare`` and the aliases can finish the loop (README, "Traffic
+asked for (``traffic``), the pairs fitted on (``n_samples``), the calibrator's latest
+version at the time (``parent_version``), and the counts of the range by version, so that ``compare`` and the aliases can finish the loop (README, "Traffic
 and outcomes").
 """
 
@@ -66,13 +66,10 @@ def traffic_batch(
     _check_labels(labels, 2 if binary else scores.shape[1])
     batch = validate_batch(scores, labels, None, max_rows=max_rows)
     source = {
-        "kind": "traffic",
-        "since": since,
-        "until": until,
-        "version": version,
-        "parent": parent,
+        "traffic": {"since": since, "until": until, "version": version},
+        "n_samples": batch.n_samples,
+        "parent_version": parent,
         "n_predictions": sum(n for n, _ in traffic.counts.values()),
-        "n_labelled": batch.n_samples,
         "versions": {
             str(v): {"n_predictions": n, "n_labelled": labelled}
             for v, (n, labelled) in traffic.counts.items()

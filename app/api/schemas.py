@@ -35,7 +35,8 @@ class VersionSummary(BaseModel):
     source: dict[str, Any] | None = Field(
         default=None,
         description="Where the fitting batch came from: null for a posted batch; for a fit "
-        "`from_traffic`, the traffic range, the version filter, the counts and the parent.",
+        "`from_traffic`, the range and version filter (`traffic`), `n_samples`, "
+        "`parent_version` (the latest at the time), and the range's counts by version.",
     )
     aliases: list[str] = Field(default_factory=list)
     artifact: ArtifactInfo

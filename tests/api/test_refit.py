@@ -66,11 +66,10 @@ def test_a_fit_from_traffic_is_the_fit_of_its_labelled_pairs(fitted: TestClient)
     for key in ("A", "B"):
         assert v2["fitted"][key] == pytest.approx(v3["fitted"][key], rel=1e-6, abs=1e-9)
     source = v2["source"]
-    assert source["kind"] == "traffic"
-    assert source["parent"] == 1
-    assert source["version"] is None
-    assert source["since"] is None
-    assert (source["n_predictions"], source["n_labelled"]) == (500, 400)
+    assert source["traffic"]["since"] is None
+    assert source["traffic"]["version"] is None
+    assert source["parent_version"] == 1
+    assert (source["n_predictions"], source["n_samples"]) == (500, 400)
     assert source["versions"] == {"1": {"n_predictions": 500, "n_labelled": 400}}
     assert v3["source"] is None  # a posted batch has no lineage
     assert fitted.get(f"{BASE}/versions/2").json()["source"] == source
@@ -101,8 +100,8 @@ def test_the_version_filter_takes_one_versions_traffic(fitted: TestClient) -> No
     v4 = fit_batch(fitted, first["scores"], first["labels"], "platt")
     assert v3["n_samples"] == 300
     assert v3["fitted"]["A"] == pytest.approx(v4["fitted"]["A"], rel=1e-6)
-    assert v3["source"]["version"] == 1
-    assert v3["source"]["parent"] == 2
+    assert v3["source"]["traffic"]["version"] == 1
+    assert v3["source"]["parent_version"] == 2
     assert v3["source"]["versions"] == {"1": {"n_predictions": 300, "n_labelled": 300}}
     v5 = refit(fitted, from_traffic={"version": 2}, method="platt")
     assert v5["n_samples"] == 150
@@ -126,8 +125,8 @@ def test_the_time_range_is_half_open(fitted: TestClient) -> None:
     since, until = (T0 + timedelta(hours=1)).isoformat(), (T0 + timedelta(hours=5)).isoformat()
     v2 = refit(fitted, from_traffic={"since": since, "until": until}, method="platt")
     assert v2["n_samples"] == 4  # hours 1, 2, 3, 4: the start counts, the end does not
-    assert v2["source"]["since"].startswith("2026-11-20T01:00:00")
-    assert v2["source"]["until"].startswith("2026-11-20T05:00:00")
+    assert v2["source"]["traffic"]["since"].startswith("2026-11-20T01:00:00")
+    assert v2["source"]["traffic"]["until"].startswith("2026-11-20T05:00:00")
     assert v2["source"]["n_predictions"] == 4
 
 
