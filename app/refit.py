@@ -5,8 +5,8 @@ logged with ``predict`` and ``ids``, labelled through ``POST …/outcomes``. It 
 a Python object per row (:meth:`app.store.traffic.TrafficOperations.labelled_traffic`), and
 the version fitted on it records its lineage in ``source``: the range and version filter
 asked for (``traffic``), the pairs fitted on (``n_samples``), the calibrator's latest
-version at the time (``parent_version``), and the counts of the range by version, so that ``compare`` and the aliases can finish the loop (README, "Traffic
-and outcomes").
+version at the time (``parent_version``) and the range's counts by version. ``compare`` and
+the aliases then finish the loop (README, "The whole loop").
 """
 
 from __future__ import annotations
