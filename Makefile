@@ -63,7 +63,7 @@ clean:  ## remove the virtualenv, caches and the local database
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 .PHONY: bench bench-smoke bench-quality
-bench: install-test  ## the benchmarks: one table of ratios against scikit-learn and floors (< 10 min)
+bench: install-test postgres  ## the benchmarks: one table of ratios against scikit-learn and floors (< 15 min)
 	@command -v wrk >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk >/dev/null; }
 	$(PY) -m bench

@@ -29,8 +29,10 @@ def main() -> None:
         rows += kernel_rows(10**6, 7)
         rows += memory_rows(10**7)
         from bench.http import http_rows  # needs wrk; imported only for the full run
+        from bench.traffic import traffic_rows  # needs PostgreSQL's server
 
         rows += http_rows()
+        rows += traffic_rows()
     print(markdown(rows))
     progress(f"{'quick' if quick else 'full'} bench done in {time.monotonic() - start:.0f} s")
 

@@ -59,7 +59,7 @@ SERVE = (
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -72,7 +72,7 @@ def serve(app: str, env: dict[str, str]) -> Iterator[str]:
 
     The server's output goes to a file, not a pipe: a full pipe would block the server.
     """
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-c", SERVE, app, str(port)]
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from tests.bench_runs import run_bench
+from tests.conftest import PostgresServer
 
 EXPECTED = {
     ("fit", "isotonic, distinct / sklearn", "1e4"),
@@ -44,3 +47,25 @@ def test_quick_bench_prints_a_table_of_numeric_ratios() -> None:
         assert ratio > 0, row
         assert row[7] in ("", "pass", "FAIL"), row
     assert not any(r[0] == "http" for r in rows)  # the smoke run needs no wrk
+
+
+@pytest.mark.postgres
+def test_the_traffic_bench_runs_the_loop_on_postgresql(postgres_server: PostgresServer) -> None:
+    """``python -m bench.traffic 2000 URL``: the four steps on an empty database, each a row."""
+    name = postgres_server.create()
+    try:
+        stdout = run_bench("bench.traffic", "2000", postgres_server.url(name))
+    finally:
+        postgres_server.drop(name)
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in stdout.splitlines()[2:]
+        if line.startswith("|")
+    ]
+    assert [r[1] for r in rows] == [
+        "2000 predictions logged (HTTP) / COPY",
+        "2000 outcomes posted (HTTP) / UPDATE FROM unnest",
+        "monitoring 1d of 2000 (HTTP) / in memory",
+        "2000-pair fit from traffic / posted batch",
+    ]
+    assert all(math.isfinite(float(r[5])) and float(r[5]) > 0 for r in rows), rows
