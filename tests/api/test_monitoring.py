@@ -145,3 +145,22 @@ def test_bad_ranges_are_refused(client: TestClient, params: dict[str, str], frag
 
 def test_monitoring_an_unknown_calibrator_is_not_found(client: TestClient) -> None:
     assert_problem(client.get("/v1/calibrators/nobody/monitoring"), 404)
+
+
+def test_k_class_traffic_is_counted_without_metrics(client: TestClient) -> None:
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(300, 3))
+    body = {"scores": logits.tolist(), "labels": logits.argmax(axis=1).tolist()}
+    fit = client.post("/v1/calibrators/k3/fit", json={**body, "method": "temperature"})
+    assert fit.status_code == 201, fit.text
+    predict = {"scores": logits[:4].tolist(), "ids": ["a", "b", "c", "d"]}
+    assert client.post("/v1/calibrators/k3/predict", json=predict).status_code == 200
+    client.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+
+    r = client.get("/v1/calibrators/k3/monitoring", params={"window": "1h"})
+    assert r.status_code == 200, r.text
+    (row,) = (row for row in r.json()["windows"] if row["n_predictions"])
+    assert (row["version"], row["n_predictions"], row["n_labelled"]) == (1, 4, 0)
+    assert {k: row[k] for k in ("log_loss", "ece", "psi", "ks")} == dict.fromkeys(
+        ("log_loss", "ece", "psi", "ks")
+    )
