@@ -1,9 +1,11 @@
 """The live calibration gauges: one tick of the task, then ``GET /metrics``, against an
-independent computation of the window; the cap, deletes, outages, and several processes."""
+independent computation of the window; the cap, deletes, outages, several processes, and the
+example alert rules that read the gauges."""
 
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import time
@@ -16,7 +18,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 from fastapi.testclient import TestClient
+from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from sklearn.metrics import log_loss
 from sqlalchemy.exc import OperationalError
@@ -334,3 +338,49 @@ def test_a_snapshot_replaces_the_last_one_whole() -> None:
     publish_live(LiveSnapshot({"a": values, "b": values}, 0, time.time() + 60))
     publish_live(LiveSnapshot({"b": values}, 0, time.time() + 60))
     assert set(gauges(exposition().decode())["calibration_live_ece"]) == {"b"}
+
+
+# -- the example alert rules ------------------------------------------------------------------
+
+ALERTS = ROOT / "deploy" / "calibration-alerts.yml"
+
+
+def exported_names() -> set[str]:
+    """Every series name the service's registry can export (counters with ``_total``,
+    histograms with their three series)."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
+    return {
+        family.name + suffix
+        for family in REGISTRY.collect()
+        if family.name.startswith("calibration_")
+        for suffix in ("", *suffixes.get(family.type, ()))
+    }
+
+
+def rules() -> list[dict[str, Any]]:
+    document = yaml.safe_load(ALERTS.read_text())
+    return [rule for group in document["groups"] for rule in group["rules"]]
+
+
+def test_every_alert_reads_metrics_the_service_exports() -> None:
+    exported = exported_names()
+    assert exported >= LIVE_NAMES
+    for rule in rules():
+        used = set(re.findall(r"\bcalibration_[a-z_]+\b", rule["expr"]))
+        assert used, rule["alert"]
+        assert used <= exported, (rule["alert"], used - exported)
+        assert re.fullmatch(r"\d+[smhd]", rule["for"]), rule["alert"]
+        assert rule["labels"]["severity"] in {"info", "warning", "critical"}
+        assert rule["annotations"]["summary"]
+
+
+def test_the_alerts_cover_ece_and_a_psi_above_a_quarter() -> None:
+    by_metric = {
+        metric: rule
+        for rule in rules()
+        for metric in ("calibration_live_ece", "calibration_traffic_psi")
+        if metric in rule["expr"]
+    }
+    assert set(by_metric) == {"calibration_live_ece", "calibration_traffic_psi"}
+    assert re.search(r"> 0\.25\b", by_metric["calibration_traffic_psi"]["expr"])
+    assert re.search(r"> 0\.\d+", by_metric["calibration_live_ece"]["expr"])
