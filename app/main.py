@@ -22,6 +22,7 @@ from app.api.fast_predict import FastPredict
 from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
 from app.api.security import install_authentication
+from app.live_metrics import start_live_metrics
 from app.observability import configure_logging
 from app.observability.access import install_observability
 from app.service import CalibrationService
@@ -44,12 +45,15 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         db = database or Database(settings.database_url, settings)
         app.state.settings = settings
         app.state.service = CalibrationService(db, settings)
+        app.state.live_metrics = start_live_metrics(app.state.service, settings)
         # What start-up built lives as long as the process: keep it out of the collector's
         # full passes, which otherwise stall the event loop for ~0.1 s now and then.
         gc.freeze()
         try:
             yield
         finally:
+            if app.state.live_metrics is not None:
+                app.state.live_metrics.close()
             app.state.service.close()
             json_process.close()
             if database is None:

@@ -142,9 +142,8 @@ def _row(
             brier=metrics["brier"],
             ece=metrics["ece"],
         )
-    if version is not None and mask.any():
+    if version is not None and binary.any():  # a k-class batch's scores are a matrix
         fitted = reference(version)
-        row.update(
-            psi=psi(fitted, traffic.scores[mask]), ks=ks_statistic(fitted, traffic.scores[mask])
-        )
+        scores = traffic.scores[binary]
+        row.update(psi=psi(fitted, scores), ks=ks_statistic(fitted, scores))
     return row

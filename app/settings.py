@@ -118,6 +118,25 @@ class Settings(BaseSettings):
         le=1_000_000,
         description="A flush starts early once this many logged predictions wait.",
     )
+    live_metrics_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        le=86_400,
+        description="How often the live calibration gauges (calibration_live_*, "
+        "calibration_traffic_psi) are computed, off the scrape; 0 never.",
+    )
+    live_metrics_window: Literal["1h", "1d", "7d"] = Field(
+        default="1h",
+        description="The window the live gauges describe: each calibrator's most recent "
+        "complete one, aligned as the monitoring route's.",
+    )
+    live_metrics_max_calibrators: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="Calibrators the live gauges cover at most, in name order; the others "
+        "are counted in calibration_live_skipped_calibrators.",
+    )
     body_timeout_seconds: float = Field(
         default=30.0,
         gt=0,

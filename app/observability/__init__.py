@@ -5,6 +5,7 @@ The HTTP side (the middleware that counts, times and logs each request) is
 top level is what the rest of the service records through, and knows no HTTP.
 """
 
+from .live_gauges import Leadership, LiveSnapshot, LiveValues, publish_live, published_live
 from .logs import JsonFormatter, LogFormat, TextFormatter, configure_logging, current_request_id
 from .metrics import (
     CONTENT_TYPE_LATEST,
@@ -19,11 +20,16 @@ from .metrics import (
 __all__ = [
     "CONTENT_TYPE_LATEST",
     "JsonFormatter",
+    "Leadership",
+    "LiveSnapshot",
+    "LiveValues",
     "LogFormat",
     "TextFormatter",
     "configure_logging",
     "current_request_id",
     "exposition",
+    "publish_live",
+    "published_live",
     "record_artifact_cache",
     "record_fit",
     "record_predictions",

@@ -1,14 +1,15 @@
 """The service's Prometheus metrics, and their exposition for ``GET /metrics``.
 
-Every metric is a counter or a histogram: with several uvicorn workers (``python -m app.serve``
-sets ``PROMETHEUS_MULTIPROC_DIR``), each process writes its samples to files there and a scrape
-sums them over every process that ever ran, whichever worker answers it. Gauges are avoided on
-purpose: their per-process values do not add up, and uvicorn has no hook to mark a worker dead.
+Every metric recorded here is a counter or a histogram: with several uvicorn workers
+(``python -m app.serve`` sets ``PROMETHEUS_MULTIPROC_DIR``), each process writes its samples to
+files there and a scrape sums them over every process that ever ran, whichever worker answers
+it. prometheus-client's gauges are avoided on purpose: their per-process values do not add up,
+uvicorn has no hook to mark a worker dead, and a series once written is never removed. The one
+set of gauges, the live calibration of each calibrator's traffic, is a snapshot that one
+process computes and every process exports (:mod:`app.observability.live_gauges`).
 """
 
 from __future__ import annotations
-
-import os
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -20,6 +21,8 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.multiprocess import MultiProcessCollector
+
+from .live_gauges import LiveCollector, multiprocess_directory
 
 __all__ = [
     "CONTENT_TYPE_LATEST",
@@ -90,6 +93,9 @@ _request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 _prediction_children: dict[str, Counter] = {}
 _cache_children = {True: ARTIFACT_CACHE.labels("hit"), False: ARTIFACT_CACHE.labels("miss")}
 
+LIVE_GAUGES = LiveCollector()
+REGISTRY.register(LIVE_GAUGES)
+
 
 def record_request(method: str, route: str, status: int, seconds: float) -> None:
     """Count one answered request and its duration."""
@@ -132,11 +138,12 @@ def record_traffic(result: str, rows: int) -> None:
 def exposition() -> bytes:
     """The current metrics in Prometheus text format (:data:`CONTENT_TYPE_LATEST`).
 
-    In multiprocess mode a fresh registry per scrape collects every worker's files; the
-    default registry would only know this process.
+    In multiprocess mode a fresh registry per scrape collects every worker's files and the
+    live gauges' published snapshot; the default registry would only know this process.
     """
-    if "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ:
+    if multiprocess_directory() is not None:
         registry = CollectorRegistry()
         MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        registry.register(LIVE_GAUGES)
         return generate_latest(registry)
     return generate_latest(REGISTRY)

@@ -1,4 +1,5 @@
-"""Batches for the API tests: scores whose true calibration map is known."""
+"""Batches for the API tests (scores whose true calibration map is known), and reference
+computations of the monitoring's numbers."""
 
 from __future__ import annotations
 
@@ -50,3 +51,23 @@ def spy_on_regular_predict(client: Any, monkeypatch: Any) -> list[Any]:
 
     monkeypatch.setattr(service, "predict", spy)
     return calls
+
+
+def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
+    """Binned ECE over uniform bins, by its definition: sum of |mean p - mean y| * share."""
+    which = np.minimum((p * bins).astype(int), bins - 1)
+    return float(
+        sum(
+            abs(p[which == b].mean() - y[which == b].mean()) * np.mean(which == b)
+            for b in range(bins)
+            if np.any(which == b)
+        )
+    )
+
+
+def psi(reference: np.ndarray, actual: np.ndarray) -> float:
+    """PSI over the reference's deciles, shares floored at 1e-4, via np.histogram."""
+    edges = np.concatenate([[-np.inf], np.quantile(reference, np.linspace(0.1, 0.9, 9)), [np.inf]])
+    e = np.maximum(np.histogram(reference, edges)[0] / reference.size, 1e-4)
+    a = np.maximum(np.histogram(actual, edges)[0] / actual.size, 1e-4)
+    return float(np.sum((a - e) * np.log(a / e)))

@@ -13,7 +13,7 @@ from sklearn.metrics import brier_score_loss, log_loss
 
 from app.store.traffic import LoggedPrediction
 
-from .helpers import assert_problem, sigmoid_batch
+from .helpers import assert_problem, ece, psi, sigmoid_batch
 
 BASE = "/v1/calibrators/churn"
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
@@ -24,26 +24,6 @@ def log_rows(client: TestClient, rows: list[LoggedPrediction], labels: dict[str,
     with service.database.transaction(write=True) as repo:
         repo.log_predictions(rows)
         repo.record_outcomes("churn", list(labels.items()), T0)
-
-
-def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
-    """Binned ECE over uniform bins, by its definition: sum of |mean p - mean y| * share."""
-    which = np.minimum((p * bins).astype(int), bins - 1)
-    return float(
-        sum(
-            abs(p[which == b].mean() - y[which == b].mean()) * np.mean(which == b)
-            for b in range(bins)
-            if np.any(which == b)
-        )
-    )
-
-
-def psi(reference: np.ndarray, actual: np.ndarray) -> float:
-    """PSI over the reference's deciles, shares floored at 1e-4, via np.histogram."""
-    edges = np.concatenate([[-np.inf], np.quantile(reference, np.linspace(0.1, 0.9, 9)), [np.inf]])
-    e = np.maximum(np.histogram(reference, edges)[0] / reference.size, 1e-4)
-    a = np.maximum(np.histogram(actual, edges)[0] / actual.size, 1e-4)
-    return float(np.sum((a - e) * np.log(a / e)))
 
 
 @pytest.fixture
@@ -145,3 +125,22 @@ def test_bad_ranges_are_refused(client: TestClient, params: dict[str, str], frag
 
 def test_monitoring_an_unknown_calibrator_is_not_found(client: TestClient) -> None:
     assert_problem(client.get("/v1/calibrators/nobody/monitoring"), 404)
+
+
+def test_k_class_traffic_is_counted_without_metrics(client: TestClient) -> None:
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(300, 3))
+    body = {"scores": logits.tolist(), "labels": logits.argmax(axis=1).tolist()}
+    fit = client.post("/v1/calibrators/k3/fit", json={**body, "method": "temperature"})
+    assert fit.status_code == 201, fit.text
+    predict = {"scores": logits[:4].tolist(), "ids": ["a", "b", "c", "d"]}
+    assert client.post("/v1/calibrators/k3/predict", json=predict).status_code == 200
+    client.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+
+    r = client.get("/v1/calibrators/k3/monitoring", params={"window": "1h"})
+    assert r.status_code == 200, r.text
+    (row,) = (row for row in r.json()["windows"] if row["n_predictions"])
+    assert (row["version"], row["n_predictions"], row["n_labelled"]) == (1, 4, 0)
+    assert {k: row[k] for k in ("log_loss", "ece", "psi", "ks")} == dict.fromkeys(
+        ("log_loss", "ece", "psi", "ks")
+    )
