@@ -180,28 +180,42 @@ class Alias(Base):
 class Prediction(Base):
     """One logged prediction: the client's id, the version used, the raw score and the
     probability (``*_row``: float64 little-endian rows for multiclass), and its outcome once
-    known. The first record of an id wins (the unique (name, client_id) index). Keyed by the
-    calibrator's name, so traffic outlives a delete of the calibrator."""
+    known. Keyed by the calibrator's name, so traffic outlives a delete of the calibrator.
+
+    On PostgreSQL the table is partitioned by day of ``predicted_at`` (migration 0005,
+    :mod:`app.store.partitions`), which every unique index must then hold: the first record of
+    an id is kept by :class:`PredictionKey`, and this key finds it in one partition.
+    """
 
     __tablename__ = "predictions"
     __table_args__ = (
-        UniqueConstraint("name", "client_id"),
         Index("ix_predictions_name_predicted_at", "name", "predicted_at"),
+        {"postgresql_partition_by": "RANGE (predicted_at)"},
     )
 
-    id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True
-    )
-    name: Mapped[str] = mapped_column(String(128))
-    client_id: Mapped[str] = mapped_column(String(128))
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    client_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     version: Mapped[int] = mapped_column(Integer)
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
     probability: Mapped[float | None] = mapped_column(Float, nullable=True)
     scores_row: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     probabilities_row: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
-    predicted_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    predicted_at: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
     label: Mapped[int | None] = mapped_column(Integer, nullable=True)
     labelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class PredictionKey(Base):
+    """The first record of a logged id: when it was made. Logging an id inserts its key
+    first, and only a new key's prediction is written; an outcome finds its prediction's
+    partition by this time. Expires with the partition (or rows) it points to."""
+
+    __tablename__ = "prediction_keys"
+    __table_args__ = (Index("ix_prediction_keys_predicted_at", "predicted_at"),)
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    client_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    predicted_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class PendingOutcome(Base):
