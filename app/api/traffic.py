@@ -23,6 +23,10 @@ from .schemas import OutcomesOut
 
 router = APIRouter(prefix="/v1", tags=["traffic"])
 
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+"""The bounds of ``since`` and ``until``."""
+
 
 @router.post(
     "/calibrators/{name}/outcomes",
@@ -94,8 +98,8 @@ def _range(
     if until is None:
         now = datetime.now(UTC).timestamp()
         until = datetime.fromtimestamp((now // width + 1) * width, UTC)
-    until = _utc(until)
-    since = until - timedelta(seconds=30 * width) if since is None else _utc(since)
+    until = _utc(until, "until")
+    since = until - timedelta(seconds=30 * width) if since is None else _utc(since, "since")
     if since >= until:
         raise invalid(("query", "since"), "must be before until")
     if (until - since).total_seconds() > MAX_WINDOWS * width:
@@ -103,9 +107,14 @@ def _range(
     return since, until
 
 
-def _utc(moment: datetime) -> datetime:
-    """``moment`` in UTC; a time without a zone is read as UTC."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+def _utc(moment: datetime, field: str) -> datetime:
+    """``moment`` in UTC; a time without a zone is read as UTC. Within [1970, 9000]: traffic
+    is timed from the epoch, and a range must end far enough from year 9999 to be drawn."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    if not EARLIEST <= moment <= LATEST:  # compared without conversion: that could overflow
+        raise invalid(("query", field), f"must lie in [{EARLIEST:%Y-%m-%d}, {LATEST:%Y-%m-%d}]")
+    return moment.astimezone(UTC)
 
 
 def _record(
