@@ -9,8 +9,8 @@ quantile bins alike.
 
 Drawn with matplotlib's object-oriented API on Agg (a ``Figure`` per call, never pyplot), so
 concurrent requests share no figure. The output is deterministic: the same reports give the
-same bytes. :func:`new_figure`, :func:`margins` and :func:`figure_bytes` are there for
-other figures to share.
+same bytes. :func:`new_figure`, :func:`margins` and :func:`figure_bytes` do the same for the
+other figures (:mod:`app.monitoring_diagram`).
 """
 
 from __future__ import annotations

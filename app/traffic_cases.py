@@ -1,4 +1,5 @@
-"""The use cases of the traffic loop: outcomes posted by id, and live monitoring."""
+"""The use cases of the traffic loop: outcomes posted by id, and live monitoring (as rows or as
+a figure)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from app.diagnosis import Diagnosis
+from app.diagnosis import Diagnosis, ImageFormat
 from app.monitoring import Traffic, Window, windows
+from app.monitoring_diagram import render_monitoring
 from app.store import Database, Selector
 from app.store.traffic import OutcomeCounts
 
@@ -59,3 +61,22 @@ class TrafficCases:
             return self.diagnosis.fitting_scores(name, v)
 
         return windows(traffic, since, until, window, reference, version=version, n_bins=n_bins)
+
+    def monitoring_picture(
+        self,
+        name: str,
+        window: Window,
+        since: datetime,
+        until: datetime,
+        selector: Selector | None,
+        image_format: ImageFormat,
+        *,
+        n_bins: int = 10,
+    ) -> bytes:
+        """The rows of :meth:`monitoring` drawn over time (:mod:`app.monitoring_diagram`);
+        live data, so drawn for each request."""
+        rows = self.monitoring(name, window, since, until, selector, n_bins=n_bins)
+        title = f"{name} · {window} windows · {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC"
+        if selector is not None:
+            title += f" · version {selector}"
+        return render_monitoring(rows, title=title, image_format=image_format)

@@ -1,18 +1,20 @@
-"""Routes of the traffic loop: outcomes of logged predictions, and live monitoring."""
+"""Routes of the traffic loop: outcomes of logged predictions, and live monitoring (as JSON or
+as a figure)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
-from app.diagnosis import DEFAULT_REPORT
+from app.diagnosis import DEFAULT_REPORT, MEDIA_TYPES, ImageFormat
 from app.errors import invalid
 from app.monitoring import MAX_WINDOWS, WINDOW_SECONDS, Window
 from app.service import CalibrationService
+from app.store import Selector
 
 from .bodies import parse_outcomes
 from .contracts import OutcomesBody
@@ -26,6 +28,41 @@ router = APIRouter(prefix="/v1", tags=["traffic"])
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 """The bounds of ``since`` and ``until``."""
+
+VersionFilter = Annotated[
+    str | None, Query(description="Only the traffic this version (number or alias) answered.")
+]
+
+
+@dataclass(frozen=True)
+class Monitored:
+    """What a monitoring route is asked for: the windows of a range (checked, UTC), of one
+    version or of all."""
+
+    window: Window
+    since: datetime
+    until: datetime
+    version: str | None
+    n_bins: int
+
+
+def monitoring_query(
+    window: Annotated[Window, Query(description="Width of each window.")] = "1d",
+    since: Annotated[
+        datetime | None, Query(description="Start (ISO 8601; default: 30 windows back).")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="End, exclusive (default: the current window's).")
+    ] = None,
+    version: VersionFilter = None,
+    n_bins: NBins = DEFAULT_REPORT.n_bins,
+) -> Monitored:
+    """The query parameters of the monitoring JSON and pictures, one definition for all."""
+    start, end = _range(window, since, until)
+    return Monitored(window, start, end, version, n_bins)
+
+
+MonitoringQuery = Annotated[Monitored, Depends(monitoring_query)]
 
 
 @router.post(
@@ -60,33 +97,76 @@ async def post_outcomes(
     responses=ERRORS,
 )
 async def monitoring(
-    name: NameParam,
-    request: Request,
-    service: ServiceDep,
-    window: Annotated[Window, Query(description="Width of each window.")] = "1d",
-    since: Annotated[
-        datetime | None, Query(description="Start (ISO 8601; default: 30 windows back).")
-    ] = None,
-    until: Annotated[
-        datetime | None, Query(description="End, exclusive (default: the current window's).")
-    ] = None,
-    version: Annotated[
-        str | None, Query(description="Only the traffic this version (number or alias) answered.")
-    ] = None,
-    n_bins: NBins = DEFAULT_REPORT.n_bins,
+    name: NameParam, request: Request, service: ServiceDep, query: MonitoringQuery
 ) -> Response:
     """One row per window and version that answered in it: traffic, calibration on the
     labelled predictions (mean predicted against observed rate, log loss, Brier, ECE), and
     the raw scores' shift from the version's fitting batch (PSI, KS). Empty windows have
     nulls."""
-    start, end = _range(window, since, until)
-    selector = None if version is None else parse_selector(name, version)
     rows = await off_loop(
-        request, service.live.monitoring, name, window, start, end, selector, n_bins=n_bins
+        request,
+        service.live.monitoring,
+        name,
+        query.window,
+        query.since,
+        query.until,
+        _selector(name, query.version),
+        n_bins=query.n_bins,
     )
     return json_response(
-        {"name": name, "window": window, "since": start, "until": end, "windows": rows}
+        {
+            "name": name,
+            "window": query.window,
+            "since": query.since,
+            "until": query.until,
+            "windows": rows,
+        }
     )
+
+
+def _picture_route(image_format: ImageFormat) -> None:
+    """``GET .../monitoring.png`` and ``.svg``: one endpoint, registered once per format."""
+
+    async def monitoring_picture(
+        name: NameParam, request: Request, service: ServiceDep, query: MonitoringQuery
+    ) -> Response:
+        image = await off_loop(
+            request,
+            service.live.monitoring_picture,
+            name,
+            query.window,
+            query.since,
+            query.until,
+            _selector(name, query.version),
+            image_format,
+            n_bins=query.n_bins,
+        )
+        return Response(image, media_type=MEDIA_TYPES[image_format])
+
+    monitoring_picture.__name__ = f"monitoring_picture_{image_format}"
+    router.add_api_route(
+        f"/calibrators/{{name}}/monitoring.{image_format}",
+        monitoring_picture,
+        methods=["GET"],
+        summary=f"Live calibration of the logged traffic over time ({image_format.upper()})",
+        description="The monitoring rows drawn on one time axis: ECE and log loss, mean "
+        "predicted against observed rate, PSI and KS (a dashed line at PSI 0.25), and the "
+        "traffic per window, a line per version; a window without a number is a gap. Same "
+        "query parameters as the JSON monitoring; drawn for each request (live data).",
+        response_class=Response,
+        responses={
+            **ERRORS,
+            200: {"content": {MEDIA_TYPES[image_format]: {}}, "description": "The figure"},
+        },
+    )
+
+
+_picture_route("png")
+_picture_route("svg")
+
+
+def _selector(name: str, version: str | None) -> Selector | None:
+    return None if version is None else parse_selector(name, version)
 
 
 def _range(
