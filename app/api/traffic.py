@@ -1,5 +1,5 @@
-"""Routes of the traffic loop: outcomes of logged predictions, and live monitoring (as JSON or
-as a figure)."""
+"""Routes of the traffic loop: outcomes of logged predictions, live monitoring (as JSON or as a
+figure), and the diagnostics of the labelled traffic."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from app.store import Selector
 from .bodies import parse_outcomes
 from .contracts import OutcomesBody
 from .deps import NameParam, ServiceDep, json_response, off_loop, parse_selector, read_job_body
-from .diagnostics import NBins
+from .diagnostics import NBins, ReportQuery, diagnostics_document
 from .openapi_docs import ERRORS, body_doc
-from .schemas import OutcomesOut
+from .schemas import OutcomesOut, TrafficDiagnosticsOut
 
 router = APIRouter(prefix="/v1", tags=["traffic"])
 
@@ -163,6 +163,44 @@ def _picture_route(image_format: ImageFormat) -> None:
 
 _picture_route("png")
 _picture_route("svg")
+
+
+@router.get(
+    "/calibrators/{name}/monitoring/diagnostics",
+    response_model=TrafficDiagnosticsOut,
+    summary="Reliability data of the labelled traffic",
+    responses={
+        **ERRORS,
+        404: {**ERRORS[404], "description": "Unknown calibrator or version; no labelled traffic"},
+        409: {**ERRORS[409], "description": "The labelled traffic includes k-class versions"},
+    },
+)
+async def monitoring_diagnostics(
+    name: NameParam,
+    request: Request,
+    service: ServiceDep,
+    query: ReportQuery,
+    since: Annotated[
+        datetime | None, Query(description="Start (ISO 8601; default: 30 days back).")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="End, exclusive (default: the end of today, UTC).")
+    ] = None,
+    version: VersionFilter = None,
+) -> Response:
+    """The diagnostics of a version (reliability bins and metrics of the probabilities
+    answered, next to those of the raw scores) on the labelled predictions logged in
+    [since, until), by default the last 30 days (whole UTC days, today's included). Binary
+    versions only for now: 409 when the labelled traffic includes k-class versions (choose a
+    binary one with `version`). No labelled traffic in the range is a 404."""
+    start, end = _range("1d", since, until)
+    found = await off_loop(
+        request, service.live.diagnostics, name, start, end, _selector(name, version), query
+    )
+    document = diagnostics_document(
+        name, found.version, found.n_labelled, found.calibrated, found.raw, query
+    )
+    return json_response({**document, "n_labelled": found.n_labelled, "since": start, "until": end})
 
 
 def _selector(name: str, version: str | None) -> Selector | None:

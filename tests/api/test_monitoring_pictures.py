@@ -1,4 +1,5 @@
-"""GET .../monitoring.png and .svg: the figure's size, its parts, its empty panels, its errors."""
+"""GET .../monitoring.png and .svg, and .../monitoring/diagnostics: the figure's size and parts,
+and the diagnostics of the labelled traffic against scikit-learn, numpy and POST diagnostics."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
+from sklearn.metrics import brier_score_loss, log_loss
 
 from app.store.traffic import LoggedPrediction
 
 from .helpers import assert_problem, sigmoid_batch
-from .test_monitoring import log_rows
+from .test_monitoring import ece, log_rows
+from .test_multiclass import logits_batch
 
 BASE = "/v1/calibrators/churn"
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
@@ -63,6 +66,9 @@ def traffic(client: TestClient) -> dict[int, dict[str, np.ndarray]]:
         }
     log_rows(client, rows, labels)
     return drawn
+
+
+# -- the pictures ------------------------------------------------------------------------------
 
 
 def test_png_of_the_monitoring_is_a_png_of_its_size(
@@ -134,6 +140,115 @@ def test_pictures_of_an_unknown_calibrator_are_not_found(client: TestClient) -> 
     assert_problem(client.get("/v1/calibrators/nobody/monitoring.svg"), 404, "nobody")
 
 
+# -- the diagnostics of the labelled traffic -----------------------------------------------------
+
+
+def test_diagnostics_of_one_version_equal_posting_its_labelled_traffic(
+    client: TestClient, traffic: dict[int, Any]
+) -> None:
+    params = {"since": HOURS["since"], "until": HOURS["until"], "version": "1"}
+    for options in ({}, {"n_bins": 20, "strategy": "quantile"}, {"class_index": 0}):
+        r = client.get(f"{BASE}/monitoring/diagnostics", params={**params, **options})
+        assert r.status_code == 200, r.text
+        got = r.json()
+        body = {
+            "scores": traffic[1]["scores"].tolist(),
+            "labels": traffic[1]["labels"].tolist(),
+            **options,
+        }
+        posted = client.post(f"{BASE}/versions/1/diagnostics", json=body).json()
+        assert {k: got[k] for k in posted} == posted  # every number, every bin, exactly
+        assert got["n_labelled"] == got["n_samples"] == 75
+        assert (got["since"], got["until"]) == ("2026-11-20T00:00:00Z", "2026-11-20T03:00:00Z")
+
+
+def test_diagnostics_of_every_version_against_scikit_learn(
+    client: TestClient, traffic: dict[int, Any]
+) -> None:
+    params = {"since": HOURS["since"], "until": HOURS["until"]}
+    r = client.get(f"{BASE}/monitoring/diagnostics", params=params)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    p = np.concatenate([traffic[v]["probabilities"] for v in (1, 2)])
+    y = np.concatenate([traffic[v]["labels"] for v in (1, 2)])
+    assert got["version"] is None
+    assert got["n_labelled"] == p.size == 150
+    metrics = got["calibrated"]["metrics"]
+    assert metrics["brier"] == pytest.approx(brier_score_loss(y, p), rel=1e-12)
+    assert metrics["log_loss"] == pytest.approx(log_loss(y, p), rel=1e-9)
+    assert metrics["ece"] == pytest.approx(ece(p, y), rel=1e-9)
+    assert sum(b["count"] for b in got["calibrated"]["bins"]) == 150
+    assert {"bins", "metrics"} == got["raw"].keys()
+
+
+def test_the_default_range_is_the_last_30_days(fitted: TestClient) -> None:
+    """Logged by predict with ids now, labelled through POST outcomes."""
+    batch = sigmoid_batch(40, seed=3)
+    ids_ = [f"r{i}" for i in range(40)]
+    assert fitted.post(f"{BASE}/predict", json={"scores": batch["scores"], "ids": ids_}).is_success
+    fitted.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    outcomes = {"ids": ids_[:30], "labels": batch["labels"][:30]}
+    assert fitted.post(f"{BASE}/outcomes", json=outcomes).status_code == 200
+    got = fitted.get(f"{BASE}/monitoring/diagnostics").json()
+    assert got["n_labelled"] == 30
+    until = datetime.fromisoformat(got["until"])
+    assert until - datetime.fromisoformat(got["since"]) == timedelta(days=30)
+    assert timedelta(0) < until - datetime.now(UTC) <= timedelta(days=1)
+
+
+def test_no_labelled_traffic_in_the_range_is_not_found(
+    client: TestClient, traffic: dict[int, Any]
+) -> None:
+    later = {"since": (T0 + timedelta(hours=2)).isoformat(), "until": HOURS["until"]}
+    assert_problem(
+        client.get(f"{BASE}/monitoring/diagnostics", params=later), 404, "no labelled traffic"
+    )
+    fit = client.post(f"{BASE}/fit", json=sigmoid_batch(200))  # v3, no traffic at all
+    assert fit.status_code == 201
+    r = client.get(f"{BASE}/monitoring/diagnostics", params={**HOURS, "version": "3"})
+    assert_problem(r, 404, "no labelled traffic", "v3")
+
+
+def test_the_traffic_of_a_k_class_version_is_a_conflict(client: TestClient) -> None:
+    url = "/v1/calibrators/digits"
+    batch = logits_batch(300)
+    assert client.post(f"{url}/fit", json={**batch, "method": "temperature"}).status_code == 201
+    assert_problem(client.get(f"{url}/monitoring/diagnostics?version=1"), 409, "k-class", "v1")
+    rows = {"scores": batch["scores"][:20], "ids": [f"k{i}" for i in range(20)]}
+    assert client.post(f"{url}/predict", json=rows).status_code == 200
+    client.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    outcomes = {"ids": rows["ids"], "labels": batch["labels"][:20]}
+    assert client.post(f"{url}/outcomes", json=outcomes).status_code == 200
+    assert_problem(client.get(f"{url}/monitoring/diagnostics"), 409, "k-class", "v1")
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "fragment"),
+    [
+        ({"n_bins": "1"}, 422, "n_bins"),
+        ({"strategy": "kmeans"}, 422, "strategy"),
+        ({"class_index": "2"}, 422, "class_index"),
+        ({"since": "2026-11-20T00:00:00Z", "until": "2026-11-20T00:00:00Z"}, 422, "before until"),
+        ({"until": "never"}, 422, "until"),
+        ({"until": "9999-12-31T23:00:00-05:00"}, 422, "9000-01-01"),
+        ({"version": "production"}, 404, "production"),
+    ],
+)
+def test_diagnostics_refuse_a_bad_query(
+    client: TestClient,
+    traffic: dict[int, Any],
+    params: dict[str, str],
+    status: int,
+    fragment: str,
+) -> None:
+    query = {"since": HOURS["since"], "until": HOURS["until"], **params}
+    assert_problem(client.get(f"{BASE}/monitoring/diagnostics", params=query), status, fragment)
+
+
+def test_diagnostics_of_an_unknown_calibrator_are_not_found(client: TestClient) -> None:
+    assert_problem(client.get("/v1/calibrators/nobody/monitoring/diagnostics"), 404, "nobody")
+
+
 def test_the_routes_are_described(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     for suffix, media in (("png", "image/png"), ("svg", "image/svg+xml")):
@@ -143,3 +258,11 @@ def test_the_routes_are_described(client: TestClient) -> None:
         assert {"window", "since", "until", "version", "n_bins"} <= {
             p["name"] for p in op["parameters"]
         }
+    op = paths["/v1/calibrators/{name}/monitoring/diagnostics"]["get"]
+    assert "404" in op["description"]
+    assert "409" in op["description"]
+    assert {"since", "until", "version", "n_bins", "strategy", "class_index"} <= {
+        p["name"] for p in op["parameters"]
+    }
+    schema = op["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema["$ref"].endswith("/TrafficDiagnosticsOut")
