@@ -123,7 +123,7 @@ class Diagnosis:
     ) -> Reports:
         def compute() -> Reports:
             stored = self.batches.get_or_compute(_key(record), lambda: self._decoded(record, data))
-            calibrated, raw = _reports(
+            calibrated, raw = labelled_reports(
                 stored.out_of_fold, stored.scores, stored.labels, stored.weights, query, "query"
             )
             return Reports(
@@ -153,7 +153,7 @@ class Diagnosis:
         """The same reports on a fresh labelled batch; nothing is stored or kept."""
         loaded = self.versions.resolve(name, selector)
         probabilities = loaded.checked_predict(batch.scores)
-        calibrated, raw = _reports(
+        calibrated, raw = labelled_reports(
             probabilities, batch.scores, batch.labels, batch.weights, query, "body"
         )
         return Reports(name, loaded.version, loaded.method, batch.n_samples, calibrated, raw)
@@ -222,16 +222,17 @@ def _draw(reports: Reports, query: ReportOptions, image_format: ImageFormat) -> 
     )
 
 
-def _reports(
+def labelled_reports(
     probabilities: NDArray[np.float64],
     scores: NDArray[np.float64],
     labels: NDArray[np.int64],
-    weights: NDArray[np.float64],
+    weights: NDArray[np.float64] | None,
     query: ReportOptions,
     source: str,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The calibrated and the raw reliability reports of one labelled batch; errors in the
-    query's options are located in ``source`` (``"query"`` or ``"body"``)."""
+    """The calibrated and the raw reliability reports of one labelled batch (a stored
+    version's, a posted one, the logged traffic's); errors in the query's options are located
+    in ``source`` (``"query"`` or ``"body"``)."""
     options: dict[str, Any] = {
         "n_bins": query.n_bins,
         "strategy": query.strategy,

@@ -9,7 +9,8 @@ quantile bins alike.
 
 Drawn with matplotlib's object-oriented API on Agg (a ``Figure`` per call, never pyplot), so
 concurrent requests share no figure. The output is deterministic: the same reports give the
-same bytes.
+same bytes. :func:`new_figure`, :func:`margins` and :func:`figure_bytes` do the same for the
+other figures (:mod:`app.monitoring_diagram`).
 """
 
 from __future__ import annotations
@@ -61,29 +62,38 @@ def render_reliability_diagram(
     width_px, height_px, dpi
         The size of the image and the pixels per inch that scale its text and lines.
     """
+    cal_bins, raw_bins = series(calibrated), series(raw)
+    fig = new_figure(image_format, width_px, height_px, dpi)
+    top, bottom = fig.subplots(
+        2, 1, sharex=True, height_ratios=[3, 1], gridspec_kw=margins(fig, rows=2)
+    )
+    fig.suptitle(title, parse_math=False)
+    draw_reliability(top, cal_bins, raw_bins)
+    draw_histogram(bottom, cal_bins, raw_bins)
+    return figure_bytes(fig, image_format)
+
+
+def new_figure(image_format: str, width_px: int, height_px: int, dpi: int) -> Figure:
+    """An empty figure on its own Agg canvas (never pyplot's), exactly ``width_px`` x
+    ``height_px`` pixels at ``dpi``; ValueError naming the argument that is wrong."""
     if image_format not in ("png", "svg"):
         raise ValueError(f"image_format: must be png or svg, not {image_format!r}")
     for name, value in (("width_px", width_px), ("height_px", height_px), ("dpi", dpi)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: must be a positive integer, not {value!r}")
-    cal_bins, raw_bins = series(calibrated), series(raw)
-
-    width, height = _inches(width_px, dpi), _inches(height_px, dpi)
-    fig = Figure(figsize=(width, height), dpi=dpi)
+    fig = Figure(figsize=(_inches(width_px, dpi), _inches(height_px, dpi)), dpi=dpi)
     FigureCanvasAgg(fig)
-    top, bottom = fig.subplots(
-        2, 1, sharex=True, height_ratios=[3, 1], gridspec_kw=_margins(width, height)
-    )
-    fig.suptitle(title, parse_math=False)
-    draw_reliability(top, cal_bins, raw_bins)
-    draw_histogram(bottom, cal_bins, raw_bins)
+    return fig
 
+
+def figure_bytes(fig: Figure, image_format: Literal["png", "svg"]) -> bytes:
+    """The figure as PNG or SVG, the same bytes for the same drawing (no dates, fixed ids)."""
     buffer = io.BytesIO()
     if image_format == "png":
-        fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
+        fig.savefig(buffer, format="png", dpi=fig.dpi, metadata={"Software": None})
     else:
         with _SVG_LOCK, matplotlib.rc_context({"svg.hashsalt": _SVG_SALT, "svg.fonttype": "none"}):
-            fig.savefig(buffer, format="svg", dpi=dpi, metadata={"Date": None})
+            fig.savefig(buffer, format="svg", dpi=fig.dpi, metadata={"Date": None})
     return buffer.getvalue()
 
 
@@ -95,14 +105,16 @@ def _inches(pixels: int, dpi: int) -> float:
     return inches
 
 
-def _margins(width: float, height: float) -> dict[str, float]:
-    """Fixed margins in inches as figure fractions; constrained layout would add ~50 ms."""
-    left, right, top, bottom, gap = 0.8, 0.25, 0.45, 0.6, 0.25
-    panels = max(height - top - bottom - gap, 0.1)
+def margins(fig: Figure, *, rows: int, right: float = 0.25) -> dict[str, float]:
+    """Fixed margins in inches (``right`` wider for a twin axis' labels) as fractions of the
+    figure, for ``rows`` panels stacked; constrained layout would add ~50 ms."""
+    width, height = fig.get_size_inches()
+    left, top, bottom, gap = 0.8, 0.45, 0.6, 0.25
+    panels = max(height - top - bottom - (rows - 1) * gap, 0.1)
     return {
         "left": min(left / width, 0.45),
         "right": max(1.0 - right / width, 0.55),
         "top": max(1.0 - top / height, 0.55),
         "bottom": min(bottom / height, 0.45),
-        "hspace": gap / (panels / 2.0),  # the gap over the mean panel height
+        "hspace": gap / (panels / rows),  # the gap over the mean panel height
     }

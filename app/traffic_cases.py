@@ -1,18 +1,33 @@
-"""The use cases of the traffic loop: outcomes posted by id, and live monitoring."""
+"""The use cases of the traffic loop: outcomes posted by id, live monitoring (as rows or as a
+figure), and the diagnostics of the labelled traffic of a range."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from app.diagnosis import Diagnosis
+from app.diagnosis import DEFAULT_REPORT, Diagnosis, ImageFormat, ReportOptions, labelled_reports
+from app.errors import Conflict, NotFound
 from app.monitoring import Traffic, Window, windows
+from app.monitoring_diagram import render_monitoring
 from app.store import Database, Selector
 from app.store.traffic import OutcomeCounts
+
+
+@dataclass(frozen=True)
+class LabelledTraffic:
+    """The reliability reports of the labelled predictions logged in a range: of one
+    ``version``, or of every version's (None)."""
+
+    version: int | None
+    n_labelled: int
+    calibrated: dict[str, Any]
+    raw: dict[str, Any]
 
 
 class TrafficCases:
@@ -59,3 +74,65 @@ class TrafficCases:
             return self.diagnosis.fitting_scores(name, v)
 
         return windows(traffic, since, until, window, reference, version=version, n_bins=n_bins)
+
+    def monitoring_picture(
+        self,
+        name: str,
+        window: Window,
+        since: datetime,
+        until: datetime,
+        selector: Selector | None,
+        image_format: ImageFormat,
+        *,
+        n_bins: int = 10,
+    ) -> bytes:
+        """The rows of :meth:`monitoring` drawn over time (:mod:`app.monitoring_diagram`);
+        live data, so drawn for each request."""
+        rows = self.monitoring(name, window, since, until, selector, n_bins=n_bins)
+        title = f"{name} · {window} windows · {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC"
+        if selector is not None:
+            title += f" · version {selector}"
+        return render_monitoring(rows, title=title, image_format=image_format)
+
+    def diagnostics(
+        self,
+        name: str,
+        since: datetime,
+        until: datetime,
+        selector: Selector | None = None,
+        query: ReportOptions = DEFAULT_REPORT,
+    ) -> LabelledTraffic:
+        """The reliability reports of ``name``'s labelled predictions logged in [since, until)
+        (:func:`app.diagnosis.labelled_reports`, as for a stored version or a posted batch):
+        the probabilities answered, and the raw scores scaled. Binary versions only for now:
+        409 when the traffic is k-class, 404 when there is no labelled traffic."""
+        with self.database.transaction() as repo:
+            repo.latest_version_number(name)  # 404 for a calibrator that does not exist
+            record = None if selector is None else repo.get_version(name, selector)
+            version = None if record is None else record.version
+            columns = repo.traffic_columns(name, since, until, version, labelled=True)
+        _, versions, scores, probabilities, labels = columns.T
+        k_class = set(np.unique(versions[~np.isfinite(probabilities)]).astype(int).tolist())
+        if record is not None and record.n_classes > 2:  # k-class rows have no probability
+            k_class.add(record.version)
+        if k_class:
+            raise Conflict(
+                f"the labelled traffic of {name!r} includes k-class versions "
+                f"({', '.join(f'v{v}' for v in sorted(k_class))}); its diagnostics cover "
+                "binary versions only for now: choose a binary one with `version`"
+            )
+        binary = labels <= 1  # as monitoring does: a label past 1 is no binary outcome
+        if not binary.any():
+            raise NotFound(
+                f"{name!r} has no labelled traffic in [{since.isoformat()}, {until.isoformat()})"
+                + ("" if version is None else f" of v{version}")
+            )
+        calibrated, raw = labelled_reports(
+            probabilities[binary],
+            scores[binary],
+            labels[binary].astype(np.int64),
+            None,
+            query,
+            "query",
+        )
+        return LabelledTraffic(version, int(binary.sum()), calibrated, raw)

@@ -64,18 +64,38 @@ IMAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+def diagnostics_document(
+    name: str,
+    version: int | None,
+    n_samples: int,
+    calibrated: dict[str, Any],
+    raw: dict[str, Any],
+    query: ReportOptions,
+) -> dict[str, Any]:
+    """The diagnostics shape (:class:`DiagnosticsOut`) every reliability report answers in:
+    a stored version's, a posted batch's, the logged traffic's."""
+    return {
+        "name": name,
+        "version": version,
+        "n_bins": query.n_bins,
+        "strategy": query.strategy,
+        "class_index": query.class_index,
+        "n_samples": n_samples,
+        "calibrated": calibrated,
+        "raw": raw,
+    }
+
+
 def _diagnostics(reports: Reports, query: ReportOptions) -> Response:
     return json_response(
-        {
-            "name": reports.name,
-            "version": reports.version,
-            "n_bins": query.n_bins,
-            "strategy": query.strategy,
-            "class_index": query.class_index,
-            "n_samples": reports.n_samples,
-            "calibrated": reports.calibrated,
-            "raw": reports.raw,
-        }
+        diagnostics_document(
+            reports.name,
+            reports.version,
+            reports.n_samples,
+            reports.calibrated,
+            reports.raw,
+            query,
+        )
     )
 
 

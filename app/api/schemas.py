@@ -105,6 +105,17 @@ class DiagnosticsOut(BaseModel):
     raw: ReliabilityOut
 
 
+class TrafficDiagnosticsOut(DiagnosticsOut):
+    """The diagnostics of the labelled predictions logged in [since, until)."""
+
+    version: int | None = Field(  # type: ignore[assignment]
+        description="The version asked for; null: the traffic every version answered."
+    )
+    n_labelled: int = Field(description="The labelled predictions reported (= n_samples).")
+    since: datetime
+    until: datetime
+
+
 class Problem(BaseModel):
     """RFC 9457 problem details."""
 

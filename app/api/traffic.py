@@ -1,27 +1,68 @@
-"""Routes of the traffic loop: outcomes of logged predictions, and live monitoring."""
+"""Routes of the traffic loop: outcomes of logged predictions, live monitoring (as JSON or as a
+figure), and the diagnostics of the labelled traffic."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
-from app.diagnosis import DEFAULT_REPORT
+from app.diagnosis import DEFAULT_REPORT, MEDIA_TYPES, ImageFormat
 from app.errors import invalid
 from app.monitoring import MAX_WINDOWS, WINDOW_SECONDS, Window
 from app.service import CalibrationService
+from app.store import Selector
 
 from .bodies import parse_outcomes
 from .contracts import OutcomesBody
 from .deps import NameParam, ServiceDep, json_response, off_loop, parse_selector, read_job_body
-from .diagnostics import NBins
+from .diagnostics import NBins, ReportQuery, diagnostics_document
 from .openapi_docs import ERRORS, body_doc
-from .schemas import OutcomesOut
+from .schemas import OutcomesOut, TrafficDiagnosticsOut
 
 router = APIRouter(prefix="/v1", tags=["traffic"])
+
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+"""The bounds of ``since`` and ``until``."""
+
+VersionFilter = Annotated[
+    str | None, Query(description="Only the traffic this version (number or alias) answered.")
+]
+
+
+@dataclass(frozen=True)
+class Monitored:
+    """What a monitoring route is asked for: the windows of a range (checked, UTC), of one
+    version or of all."""
+
+    window: Window
+    since: datetime
+    until: datetime
+    version: str | None
+    n_bins: int
+
+
+def monitoring_query(
+    window: Annotated[Window, Query(description="Width of each window.")] = "1d",
+    since: Annotated[
+        datetime | None, Query(description="Start (ISO 8601; default: 30 windows back).")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="End, exclusive (default: the current window's).")
+    ] = None,
+    version: VersionFilter = None,
+    n_bins: NBins = DEFAULT_REPORT.n_bins,
+) -> Monitored:
+    """The query parameters of the monitoring JSON and pictures, one definition for all."""
+    start, end = _range(window, since, until)
+    return Monitored(window, start, end, version, n_bins)
+
+
+MonitoringQuery = Annotated[Monitored, Depends(monitoring_query)]
 
 
 @router.post(
@@ -56,33 +97,114 @@ async def post_outcomes(
     responses=ERRORS,
 )
 async def monitoring(
-    name: NameParam,
-    request: Request,
-    service: ServiceDep,
-    window: Annotated[Window, Query(description="Width of each window.")] = "1d",
-    since: Annotated[
-        datetime | None, Query(description="Start (ISO 8601; default: 30 windows back).")
-    ] = None,
-    until: Annotated[
-        datetime | None, Query(description="End, exclusive (default: the current window's).")
-    ] = None,
-    version: Annotated[
-        str | None, Query(description="Only the traffic this version (number or alias) answered.")
-    ] = None,
-    n_bins: NBins = DEFAULT_REPORT.n_bins,
+    name: NameParam, request: Request, service: ServiceDep, query: MonitoringQuery
 ) -> Response:
     """One row per window and version that answered in it: traffic, calibration on the
     labelled predictions (mean predicted against observed rate, log loss, Brier, ECE), and
     the raw scores' shift from the version's fitting batch (PSI, KS). Empty windows have
     nulls."""
-    start, end = _range(window, since, until)
-    selector = None if version is None else parse_selector(name, version)
     rows = await off_loop(
-        request, service.live.monitoring, name, window, start, end, selector, n_bins=n_bins
+        request,
+        service.live.monitoring,
+        name,
+        query.window,
+        query.since,
+        query.until,
+        _selector(name, query.version),
+        n_bins=query.n_bins,
     )
     return json_response(
-        {"name": name, "window": window, "since": start, "until": end, "windows": rows}
+        {
+            "name": name,
+            "window": query.window,
+            "since": query.since,
+            "until": query.until,
+            "windows": rows,
+        }
     )
+
+
+def _picture_route(image_format: ImageFormat) -> None:
+    """``GET .../monitoring.png`` and ``.svg``: one endpoint, registered once per format."""
+
+    async def monitoring_picture(
+        name: NameParam, request: Request, service: ServiceDep, query: MonitoringQuery
+    ) -> Response:
+        image = await off_loop(
+            request,
+            service.live.monitoring_picture,
+            name,
+            query.window,
+            query.since,
+            query.until,
+            _selector(name, query.version),
+            image_format,
+            n_bins=query.n_bins,
+        )
+        return Response(image, media_type=MEDIA_TYPES[image_format])
+
+    monitoring_picture.__name__ = f"monitoring_picture_{image_format}"
+    router.add_api_route(
+        f"/calibrators/{{name}}/monitoring.{image_format}",
+        monitoring_picture,
+        methods=["GET"],
+        summary=f"Live calibration of the logged traffic over time ({image_format.upper()})",
+        description="The monitoring rows drawn on one time axis: ECE and log loss, mean "
+        "predicted against observed rate, PSI and KS (a dashed line at PSI 0.25), and the "
+        "traffic per window, a line per version; a window without a number is a gap. Same "
+        "query parameters as the JSON monitoring; drawn for each request (live data).",
+        response_class=Response,
+        responses={
+            **ERRORS,
+            200: {"content": {MEDIA_TYPES[image_format]: {}}, "description": "The figure"},
+        },
+    )
+
+
+_picture_route("png")
+_picture_route("svg")
+
+
+@router.get(
+    "/calibrators/{name}/monitoring/diagnostics",
+    response_model=TrafficDiagnosticsOut,
+    summary="Reliability data of the labelled traffic",
+    responses={
+        **ERRORS,
+        404: {**ERRORS[404], "description": "Unknown calibrator or version; no labelled traffic"},
+        409: {**ERRORS[409], "description": "The labelled traffic includes k-class versions"},
+    },
+)
+async def monitoring_diagnostics(
+    name: NameParam,
+    request: Request,
+    service: ServiceDep,
+    query: ReportQuery,
+    since: Annotated[
+        datetime | None, Query(description="Start (ISO 8601; default: 30 days back).")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="End, exclusive (default: the end of today, UTC).")
+    ] = None,
+    version: VersionFilter = None,
+) -> Response:
+    """The diagnostics of a version (reliability bins and metrics of the probabilities
+    answered, next to those of the raw scores) on the labelled predictions logged in
+    [since, until), by default the last 30 days (whole UTC days, today's included). Binary
+    versions only for now: 409 when the labelled traffic includes k-class versions (choose a
+    binary one with `version`). No labelled traffic in the range is a 404."""
+    start, end = _range("1d", since, until)
+    found = await off_loop(
+        request, service.live.diagnostics, name, start, end, _selector(name, version), query
+    )
+    document = diagnostics_document(
+        name, found.version, found.n_labelled, found.calibrated, found.raw, query
+    )
+    return json_response({**document, "n_labelled": found.n_labelled, "since": start, "until": end})
+
+
+def _selector(name: str, version: str | None) -> Selector | None:
+    return None if version is None else parse_selector(name, version)
 
 
 def _range(
@@ -94,8 +216,8 @@ def _range(
     if until is None:
         now = datetime.now(UTC).timestamp()
         until = datetime.fromtimestamp((now // width + 1) * width, UTC)
-    until = _utc(until)
-    since = until - timedelta(seconds=30 * width) if since is None else _utc(since)
+    until = _utc(until, "until")
+    since = until - timedelta(seconds=30 * width) if since is None else _utc(since, "since")
     if since >= until:
         raise invalid(("query", "since"), "must be before until")
     if (until - since).total_seconds() > MAX_WINDOWS * width:
@@ -103,9 +225,14 @@ def _range(
     return since, until
 
 
-def _utc(moment: datetime) -> datetime:
-    """``moment`` in UTC; a time without a zone is read as UTC."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+def _utc(moment: datetime, field: str) -> datetime:
+    """``moment`` in UTC; a time without a zone is read as UTC. Within [1970, 9000]: traffic
+    is timed from the epoch, and a range must end far enough from year 9999 to be drawn."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    if not EARLIEST <= moment <= LATEST:  # compared without conversion: that could overflow
+        raise invalid(("query", field), f"must lie in [{EARLIEST:%Y-%m-%d}, {LATEST:%Y-%m-%d}]")
+    return moment.astimezone(UTC)
 
 
 def _record(

@@ -116,6 +116,9 @@ def test_the_version_filter_and_its_empty_windows(
             {"window": "1h", "since": "2020-01-01T00:00:00Z", "until": "2026-01-01T00:00:00Z"},
             "1000",
         ),
+        ({"until": "0001-01-01T00:00:00Z"}, "1970-01-01"),  # no room for 30 windows before
+        ({"since": "0001-01-01T00:00:00+01:00"}, "1970-01-01"),  # year 0 in UTC
+        ({"since": "9999-12-31T23:00:00-05:00"}, "9000-01-01"),  # year 10000 in UTC
     ],
 )
 def test_bad_ranges_are_refused(client: TestClient, params: dict[str, str], fragment: str) -> None:

@@ -20,6 +20,9 @@ def test_every_route_is_documented_with_examples(client: TestClient) -> None:
         ("/v1/calibrators/{name}/predict", "post"),
         ("/v1/calibrators/{name}/versions/{selector}/diagnostics", "get"),
         ("/v1/calibrators/{name}/versions/{selector}/diagnostics", "post"),
+        ("/v1/calibrators/{name}/monitoring.png", "get"),
+        ("/v1/calibrators/{name}/monitoring.svg", "get"),
+        ("/v1/calibrators/{name}/monitoring/diagnostics", "get"),
         ("/healthz", "get"),
         ("/readyz", "get"),
     }
