@@ -9,6 +9,7 @@ and a duplicate costs nothing but a count. Outcomes posted before their predicti
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, cast
@@ -18,7 +19,7 @@ from numpy.typing import NDArray
 from sqlalchemy import Table, and_, bindparam, delete, exists, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from app.errors import Conflict, invalid
+from app.errors import Conflict, NotFound, invalid
 from app.store.models import PendingOutcome, Prediction
 from app.store.session import RepositoryBase
 
@@ -82,7 +83,20 @@ class TrafficOperations(RepositoryBase):
 
     def log_predictions(self, rows: Sequence[LoggedPrediction]) -> int:
         """Insert ``rows`` (an id already logged for its calibrator keeps its first record)
-        and join the outcomes that were waiting for them; how many rows were new."""
+        and join the outcomes that were waiting for them; how many rows were new.
+
+        Takes the row lock of each calibrator logged, in name order, before it inserts: an
+        outcome writer holds the same lock (:meth:`record_outcomes`), so the two run one
+        after the other. An outcome that committed first is pending when the join looks; one
+        that waited finds the prediction logged. Without the lock, at READ COMMITTED each
+        missed the other: the outcome's lookup ran before the insert committed and its
+        pending row committed after the join's UPDATE had looked, so the join's DELETE then
+        removed it as joined, or it waited for ever. Name order: two flushes never wait on
+        each other in a cycle, and every other writer holds one calibrator's lock only.
+        """
+        for name in sorted({row.name for row in rows}):
+            with suppress(NotFound):  # no calibrator to lock: no outcome writer either
+                self._lock(name)
         # Plain SQL, many rows a statement: SQLAlchemy building statements of thousands of
         # rows, or the driver stepping row by row, took much of a core from the event loop
         # that shares this process.

@@ -6,7 +6,9 @@ the second writer cannot even begin), then commits the first. Before writers too
 calibrator row lock first, every one of these interleavings broke (issue 10): a deleted
 calibrator's version came back, an alias PUT met a foreign-key violation (500), a delete
 without ``force`` silently dropped an alias just set, a PATCH met ``StaleDataError``; and
-(issue 11) two outcomes of one id with different labels both succeeded.
+(issue 11) two outcomes of one id with different labels both succeeded. Before the flush of
+the prediction log took the lock too, an outcome posted during the flush of its prediction
+was left pending on an unlabelled prediction, on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from app.errors import Conflict, NotFound
 from app.store import Database, Repository
-from app.store.traffic import LoggedPrediction
+from app.store.models import PendingOutcome, Prediction
+from app.store.traffic import LoggedPrediction, OutcomeCounts
 
 from .conftest import MakeVersion
 
@@ -234,3 +237,42 @@ def test_a_second_outcome_with_another_label_for_one_id_is_a_conflict(
         lambda repo: repo.record_outcomes("churn", [("a", 0)], now),
     )
     assert isinstance(outcome, Conflict)  # not both: the second saw the first's label
+
+
+def _logged(client_id: str) -> LoggedPrediction:
+    return LoggedPrediction("churn", client_id, 1, datetime.now(UTC), score=0.1, probability=0.4)
+
+
+def _traffic(database: Database) -> tuple[dict[str, int | None], dict[str, int]]:
+    """The labels of churn's logged predictions, and its pending outcomes, by client id."""
+    with database.transaction() as repo:
+        session = repo._session
+        logged = session.execute(select(Prediction.client_id, Prediction.label)).all()
+        pending = session.execute(select(PendingOutcome.client_id, PendingOutcome.label)).all()
+    return dict(logged), dict(pending)
+
+
+def test_an_outcome_posted_during_a_flush_labels_the_prediction(
+    database: Database, make_version: MakeVersion
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
+    outcome = _race(
+        database,
+        lambda repo: repo.log_predictions([_logged("a")]),
+        lambda repo: repo.record_outcomes("churn", [("a", 1)], datetime.now(UTC)),
+    )
+    assert outcome == OutcomeCounts(matched=1, pending=0, duplicates=0, overwritten=0)
+    assert _traffic(database) == ({"a": 1}, {})
+
+
+def test_a_flush_during_an_outcome_joins_it(database: Database, make_version: MakeVersion) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
+    outcome = _race(
+        database,
+        lambda repo: repo.record_outcomes("churn", [("a", 1)], datetime.now(UTC)),
+        lambda repo: repo.log_predictions([_logged("a")]),
+    )
+    assert outcome == 1
+    assert _traffic(database) == ({"a": 1}, {})
