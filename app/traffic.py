@@ -9,7 +9,9 @@ that arrived first. While the database is down the rows stay buffered and are wr
 again; what does not fit in ``CALIBRATION_TRAFFIC_BUFFER_ROWS`` is dropped, counted
 (``calibration_traffic_dropped_total``) and logged. The guarantee: a prediction is durable
 once its flush committed; a process that dies loses at most what gathered since the last
-flush (≤ 1 s), and a graceful shutdown flushes first (:meth:`TrafficLog.close`).
+flush (≤ 1 s), and a graceful shutdown flushes first (:meth:`TrafficLog.close`). Rows of a
+version deleted before they are written are discarded (``calibration_traffic_discarded_total``):
+a deleted calibrator's traffic goes with it.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ class TrafficLog:
             return 0
         try:
             with self.database.transaction(write=True) as repo:
-                inserted = repo.log_predictions(taken)
+                counts = repo.log_predictions(taken)
         except DatabaseUnavailable:
             self._put_back(taken)
             return 0
@@ -117,8 +119,9 @@ class TrafficLog:
             logger.exception("could not log %d predictions; they are dropped", len(taken))
             self._drop(len(taken))
             return 0
-        record_traffic("logged", inserted)
-        record_traffic("duplicate", len(taken) - inserted)
+        record_traffic("logged", counts.new)
+        record_traffic("discarded", counts.discarded)
+        record_traffic("duplicate", len(taken) - counts.new - counts.discarded)
         return len(taken)
 
     def expire(self) -> int:

@@ -11,7 +11,7 @@ import numpy as np
 from prometheus_client import REGISTRY
 
 from app.errors import DatabaseUnavailable
-from app.store.traffic import LoggedPrediction
+from app.store.traffic import LogCounts, LoggedPrediction
 from app.traffic import TrafficLog
 
 
@@ -41,12 +41,12 @@ class FakeDatabase:
         self.writes += 1
         return gone
 
-    def log_predictions(self, rows: list[LoggedPrediction]) -> int:
+    def log_predictions(self, rows: list[LoggedPrediction]) -> LogCounts:
         self.writes += 1
         new = [r for r in rows if (r.name, r.client_id) not in self.rows]
         for row in new:
             self.rows.setdefault((row.name, row.client_id), row)
-        return len({(r.name, r.client_id) for r in new})
+        return LogCounts(new=len({(r.name, r.client_id) for r in new}), discarded=0)
 
 
 def counter(name: str) -> float:

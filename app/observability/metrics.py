@@ -73,6 +73,11 @@ TRAFFIC = {
         "calibration_traffic_duplicates",
         "Predictions whose id was already logged for that calibrator (the first record kept).",
     ),
+    "discarded": Counter(
+        "calibration_traffic_discarded",
+        "Predictions not logged because the version that answered them was deleted before "
+        "they were written (a deleted calibrator's traffic goes with it).",
+    ),
     "dropped": Counter(
         "calibration_traffic_dropped",
         "Predictions sent with ids that were never logged: the buffer was full while the "
@@ -131,7 +136,8 @@ def record_artifact_cache(*, hit: bool) -> None:
 
 
 def record_traffic(result: str, rows: int) -> None:
-    """Count ``rows`` predictions sent with ids as ``logged``, ``duplicate`` or ``dropped``."""
+    """Count ``rows`` predictions sent with ids as ``logged``, ``duplicate``, ``discarded``
+    or ``dropped``."""
     TRAFFIC[result].inc(rows)
 
 

@@ -180,7 +180,8 @@ class Alias(Base):
 class Prediction(Base):
     """One logged prediction: the client's id, the version used, the raw score and the
     probability (``*_row``: float64 little-endian rows for multiclass), and its outcome once
-    known. Keyed by the calibrator's name, so traffic outlives a delete of the calibrator.
+    known. Keyed by the calibrator's name; deleted with the calibrator, so that one fitted
+    again under the name starts without it.
 
     On PostgreSQL the table is partitioned by day of ``predicted_at`` (migration 0005,
     :mod:`app.store.partitions`), which every unique index must then hold: the first record of

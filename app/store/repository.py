@@ -115,7 +115,8 @@ class Repository(AliasOperations, BlobReads, TrafficOperations, TrafficNames):
         self._touch(calibrator_id)
 
     def delete_calibrator(self, name: str) -> None:
-        """Delete every version of ``name``; a tombstone keeps the counter for a re-creation.
+        """Delete every version of ``name`` and its traffic (logged predictions, pending
+        outcomes); a tombstone keeps the counter for a re-creation.
 
         The row lock comes first: a fit that holds it (its version not yet committed) is
         waited for, and its version is deleted with the others; a fit that comes after finds
@@ -127,6 +128,7 @@ class Repository(AliasOperations, BlobReads, TrafficOperations, TrafficNames):
             .where(Version.calibrator_id == calibrator_id)
             .execution_options(synchronize_session=False)
         )
+        self.delete_traffic(name)
         now = utc_now()
         self._session.execute(
             update(Calibrator)

@@ -9,7 +9,6 @@ and a duplicate costs nothing but a count. Outcomes posted before their predicti
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, cast
@@ -20,7 +19,7 @@ from sqlalchemy import Table, and_, bindparam, delete, exists, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from app.errors import Conflict, NotFound, invalid
-from app.store.models import PendingOutcome, Prediction
+from app.store.models import PendingOutcome, Prediction, Version
 from app.store.session import RepositoryBase
 
 FloatArray = NDArray[np.float64]
@@ -55,6 +54,15 @@ class LoggedPrediction(NamedTuple):  # a tuple: one is made per logged predictio
     probabilities_row: bytes | None = None
 
 
+class LogCounts(NamedTuple):
+    """What :meth:`TrafficOperations.log_predictions` did with its rows: ``new`` ones
+    written, ``discarded`` ones of a version deleted before they were (the rest were
+    duplicates)."""
+
+    new: int
+    discarded: int
+
+
 @dataclass(frozen=True)
 class LabelledTraffic:
     """The labelled predictions of a range: binary rows as ``scores`` and ``labels``, k-class
@@ -81,9 +89,10 @@ class OutcomeCounts:
 class TrafficOperations(RepositoryBase):
     """Log predictions, record outcomes."""
 
-    def log_predictions(self, rows: Sequence[LoggedPrediction]) -> int:
+    def log_predictions(self, rows: Sequence[LoggedPrediction]) -> LogCounts:
         """Insert ``rows`` (an id already logged for its calibrator keeps its first record)
-        and join the outcomes that were waiting for them; how many rows were new.
+        and join the outcomes that were waiting for them; the rows of a version deleted
+        meanwhile are discarded, the calibrator's traffic having gone with it.
 
         Takes the row lock of each calibrator logged, in name order, before it inserts: an
         outcome writer holds the same lock (:meth:`record_outcomes`), so the two run one
@@ -91,12 +100,14 @@ class TrafficOperations(RepositoryBase):
         that waited finds the prediction logged. Without the lock, at READ COMMITTED each
         missed the other: the outcome's lookup ran before the insert committed and its
         pending row committed after the join's UPDATE had looked, so the join's DELETE then
-        removed it as joined, or it waited for ever. Name order: two flushes never wait on
-        each other in a cycle, and every other writer holds one calibrator's lock only.
+        removed it as joined, or it waited for ever. A delete of the calibrator holds the
+        lock too (:meth:`delete_traffic`): it deletes what was logged before it, and a flush
+        that waited for it finds the version gone, also once the name is fitted again (the
+        new versions are numbered after every old one). Name order: two flushes never wait
+        on each other in a cycle, and every other writer holds one calibrator's lock only.
         """
-        for name in sorted({row.name for row in rows}):
-            with suppress(NotFound):  # no calibrator to lock: no outcome writer either
-                self._lock(name)
+        live = self._lock_versions(rows)
+        kept = [row for row in rows if (row.name, row.version) in live]
         # Plain SQL, many rows a statement: SQLAlchemy building statements of thousands of
         # rows, or the driver stepping row by row, took much of a core from the event loop
         # that shares this process.
@@ -106,7 +117,7 @@ class TrafficOperations(RepositoryBase):
         row_marks = f"({', '.join([mark] * len(_COLUMNS))})"
         when = _sqlite_time if sqlite else _aware_time
         inserted = 0
-        for chunk in _chunks(rows, INSERT_ROWS):
+        for chunk in _chunks(kept, INSERT_ROWS):
             statement = (
                 f"INSERT INTO predictions ({', '.join(_COLUMNS)}) "
                 f"VALUES {', '.join([row_marks] * len(chunk))} "
@@ -116,9 +127,18 @@ class TrafficOperations(RepositoryBase):
                 value for row in chunk for value in (row[0], row[1], row[2], when(row[3]), *row[4:])
             )
             inserted += connection.exec_driver_sql(statement, values).rowcount
-        for name in sorted({row.name for row in rows}):
+        for name in sorted({name for name, _ in live}):
             self._join_pending(name)
-        return inserted
+        return LogCounts(new=inserted, discarded=len(rows) - len(kept))
+
+    def delete_traffic(self, name: str) -> None:
+        """Delete the logged predictions and pending outcomes of ``name`` (with the
+        calibrator, whose row lock the caller holds: a calibrator fitted again under the name
+        starts without them)."""
+        for table in (Prediction, PendingOutcome):
+            self._session.execute(
+                delete(table).where(table.name == name).execution_options(synchronize_session=False)
+            )
 
     def record_outcomes(
         self,
@@ -304,6 +324,26 @@ class TrafficOperations(RepositoryBase):
             .execution_options(synchronize_session=False)
         )
         return int(gone)
+
+    def _lock_versions(self, rows: Sequence[LoggedPrediction]) -> set[tuple[str, int]]:
+        """Lock the calibrator of each name in ``rows``, in name order; which of their
+        (name, version) pairs are versions that exist (none of a deleted calibrator)."""
+        versions: dict[str, set[int]] = {}
+        for row in rows:
+            versions.setdefault(row.name, set()).add(row.version)
+        live: set[tuple[str, int]] = set()
+        for name in sorted(versions):
+            try:
+                calibrator_id = self._lock(name)
+            except NotFound:  # deleted, and its traffic with it
+                continue
+            found = self._session.scalars(
+                select(Version.version).where(
+                    Version.calibrator_id == calibrator_id, Version.version.in_(versions[name])
+                )
+            )
+            live.update((name, version) for version in found)
+        return live
 
     def _postgresql(self) -> bool:
         return self._session.get_bind().dialect.name == "postgresql"

@@ -7,11 +7,12 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client import REGISTRY
 from sqlalchemy import select
 
 from app.store.models import PendingOutcome, Prediction
 
-from .helpers import assert_problem
+from .helpers import assert_problem, sigmoid_batch
 
 BASE = "/v1/calibrators/churn"
 
@@ -146,3 +147,29 @@ def test_multiclass_rows_are_logged_as_rows(client: TestClient) -> None:
         ).scalar_one()
         assert np.frombuffer(row.scores_row, "<f8").tolist() == logits[1].tolist()
         assert np.frombuffer(row.probabilities_row, "<f8").tolist() == r.json()["probabilities"][1]
+
+
+def test_a_calibrator_fitted_again_after_a_delete_starts_without_the_old_traffic(
+    fitted: TestClient,
+) -> None:
+    fitted.post(f"{BASE}/predict", json={"scores": [0.1, 0.2], "ids": ["a", "b"]})
+    logged(fitted)
+    fitted.post(f"{BASE}/outcomes", json={"ids": ["a", "early"], "labels": [1, 0]})
+    buffered = fitted.post(f"{BASE}/predict", json={"scores": [0.3], "ids": ["c"]})
+    assert buffered.status_code == 200  # still in the buffer when the calibrator goes
+    discarded = REGISTRY.get_sample_value("calibration_traffic_discarded_total") or 0.0
+    assert fitted.delete(BASE).status_code == 204
+    assert logged(fitted) == {}  # written after the delete: not logged either
+    assert REGISTRY.get_sample_value("calibration_traffic_discarded_total") == discarded + 1
+    refit = fitted.post(f"{BASE}/fit", json={**sigmoid_batch(), "method": "platt"})
+    assert refit.json()["version"] == 2
+    fitted.post(f"{BASE}/predict", json={"scores": [0.4, 0.5], "ids": ["b", "early"]})
+    rows = logged(fitted)
+    assert {i: (r["version"], r["label"]) for i, r in rows.items()} == {
+        "b": (2, None),  # not a duplicate of the old b
+        "early": (2, None),  # the old calibrator's pending outcome is not joined
+    }
+    r = fitted.post(f"{BASE}/outcomes", json={"ids": ["a", "b"], "labels": [0, 1]})
+    assert r.json() == {"matched": 1, "pending": 1, "duplicates": 0, "overwritten": 0}
+    windows = fitted.get(f"{BASE}/monitoring", params={"window": "1d"}).json()["windows"]
+    assert {(w["version"], w["n_predictions"]) for w in windows if w["n_predictions"]} == {(2, 2)}

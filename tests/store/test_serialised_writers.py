@@ -8,7 +8,9 @@ calibrator's version came back, an alias PUT met a foreign-key violation (500), 
 without ``force`` silently dropped an alias just set, a PATCH met ``StaleDataError``; and
 (issue 11) two outcomes of one id with different labels both succeeded. Before the flush of
 the prediction log took the lock too, an outcome posted during the flush of its prediction
-was left pending on an unlabelled prediction, on PostgreSQL.
+was left pending on an unlabelled prediction on PostgreSQL; and before a delete took the
+calibrator's traffic with it, what was logged before the delete, or by a flush that waited
+for it, outlived the calibrator.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from sqlalchemy import select, text
 from app.errors import Conflict, NotFound
 from app.store import Database, Repository
 from app.store.models import PendingOutcome, Prediction
-from app.store.traffic import LoggedPrediction, OutcomeCounts
+from app.store.traffic import LogCounts, LoggedPrediction, OutcomeCounts
 
 from .conftest import MakeVersion
 
@@ -274,5 +276,32 @@ def test_a_flush_during_an_outcome_joins_it(database: Database, make_version: Ma
         lambda repo: repo.record_outcomes("churn", [("a", 1)], datetime.now(UTC)),
         lambda repo: repo.log_predictions([_logged("a")]),
     )
-    assert outcome == 1
+    assert outcome == LogCounts(new=1, discarded=0)
     assert _traffic(database) == ({"a": 1}, {})
+
+
+def test_a_flush_after_a_delete_logs_nothing(database: Database, make_version: MakeVersion) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
+        repo.record_outcomes("churn", [("a", 1)], datetime.now(UTC))
+    outcome = _race(
+        database,
+        lambda repo: repo.delete_calibrator("churn"),
+        lambda repo: repo.log_predictions([_logged("a")]),
+    )
+    assert outcome == LogCounts(new=0, discarded=1)
+    assert _traffic(database) == ({}, {})
+
+
+def test_a_delete_during_a_flush_deletes_what_it_logged(
+    database: Database, make_version: MakeVersion
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", make_version())
+
+    def flush(repo: Repository) -> None:
+        repo.log_predictions([_logged("a")])
+        repo.record_outcomes("churn", [("a", 1), ("b", 0)], datetime.now(UTC))
+
+    assert _race(database, flush, lambda repo: repo.delete_calibrator("churn")) is None
+    assert _traffic(database) == ({}, {})

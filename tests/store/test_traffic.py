@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from app.errors import Conflict
 from app.store import Database
 from app.store.models import PendingOutcome, Prediction
-from app.store.traffic import LoggedPrediction, OutcomeCounts
+from app.store.traffic import LogCounts, LoggedPrediction, OutcomeCounts
 
 from .conftest import MakeVersion
 
@@ -41,11 +41,12 @@ def pending(database: Database) -> int:
         return int(repo._session.scalar(select(func.count()).select_from(PendingOutcome)) or 0)
 
 
-def test_the_first_record_of_an_id_wins(database: Database) -> None:
+def test_the_first_record_of_an_id_wins(database: Database, make_version: MakeVersion) -> None:
     with database.transaction(write=True) as repo:
-        assert repo.log_predictions([logged("a"), logged("b"), logged("c")]) == 3
+        assert repo.log_predictions([logged("a"), logged("b"), logged("c")]) == (3, 0)
+        repo.create_version("churn", make_version())
     with database.transaction(write=True) as repo:
-        assert repo.log_predictions([logged("a", version=2, score=0.9), logged("d")]) == 1
+        assert repo.log_predictions([logged("a", version=2, score=0.9), logged("d")]) == (1, 0)
     assert stored(database) == {
         "a": (1, 0.25, None),
         "b": (1, 0.25, None),
@@ -97,7 +98,7 @@ def test_the_same_outcome_twice_is_a_no_op_and_a_different_one_a_conflict(
 def test_many_rows_go_in_chunks(database: Database) -> None:
     rows = [logged(f"id-{i}", score=i / 3000) for i in range(2500)]
     with database.transaction(write=True) as repo:
-        assert repo.log_predictions(rows) == 2500
+        assert repo.log_predictions(rows) == LogCounts(new=2500, discarded=0)
     outcomes = [(f"id-{i}", i % 2) for i in range(0, 3000, 2)]  # 250 of them not logged
     with database.transaction(write=True) as repo:
         counts = repo.record_outcomes("churn", outcomes, NOW)
@@ -121,3 +122,19 @@ def test_expired_traffic_goes_in_bounded_batches(database: Database) -> None:
         assert repo.expire_traffic(before, 100) == 0
     assert sorted(stored(database)) == ["new"]
     assert pending(database) == 1  # "soon" waits on; "never" expired
+
+
+def test_a_deleted_calibrator_takes_its_traffic_and_later_rows_of_it_are_discarded(
+    database: Database, make_version: MakeVersion
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.log_predictions([logged("a"), logged("b")])
+        repo.record_outcomes("churn", [("a", 1), ("x", 0)], NOW)
+        repo.delete_calibrator("churn")
+    assert stored(database) == {}
+    assert pending(database) == 0
+    with database.transaction(write=True) as repo:  # the name fitted again: v2
+        repo.create_version("churn", make_version())
+        counts = repo.log_predictions([logged("late"), logged("x", version=2), logged("y", 3)])
+    assert counts == LogCounts(new=1, discarded=2)  # v1 went with the old calibrator; no v3
+    assert stored(database) == {"x": (2, 0.25, None)}  # the old x's outcome is not joined
