@@ -2,7 +2,7 @@
 
 The batch is what the versions in service saw and what happened afterwards: the raw scores
 logged with ``predict`` and ``ids``, labelled through ``POST …/outcomes``. It is read without
-a Python object per row (:meth:`app.store.traffic.TrafficOperations.labelled_traffic`), and
+a Python object per row (:meth:`app.store.traffic_reads.TrafficReads.labelled_traffic`), and
 the version fitted on it records its lineage in ``source``: the range and version filter
 asked for (``traffic``), the pairs fitted on (``n_samples``), the calibrator's latest
 version at the time (``parent_version``) and the range's counts by version. ``compare`` and

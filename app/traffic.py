@@ -125,11 +125,15 @@ class TrafficLog:
         return len(taken)
 
     def expire(self) -> int:
-        """Delete the traffic older than the retention, a batch per transaction; how many
-        logged predictions went (stops quietly while the database is unavailable)."""
-        before = datetime.now(UTC) - self.retention
+        """Give the coming days their partitions (PostgreSQL), then delete the traffic older
+        than the retention, a batch per transaction; how many logged ids went (stops quietly
+        while the database is unavailable, or a partition's lock is not had in time)."""
+        now = datetime.now(UTC)
+        before = now - self.retention
         total = 0
         try:
+            with self.database.transaction(write=True) as repo:
+                repo.maintain_traffic(now)
             while True:
                 with self.database.transaction(write=True) as repo:
                     gone = repo.expire_traffic(before, EXPIRE_BATCH_ROWS)

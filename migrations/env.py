@@ -15,6 +15,7 @@ from app.settings import get_settings
 from app.store.engines import normalize_url
 from app.store.migrate import URL_ATTRIBUTE
 from app.store.models import Base
+from app.store.partitions import not_a_partition
 
 config = context.config
 url = normalize_url(config.attributes.get(URL_ATTRIBUTE) or get_settings().database_url)
@@ -45,6 +46,7 @@ def run_migrations_online() -> None:
                 connection=connection,
                 target_metadata=Base.metadata,
                 render_as_batch=render_as_batch,
+                include_object=not_a_partition,
             )
             with context.begin_transaction():
                 context.run_migrations()

@@ -34,6 +34,11 @@ class FakeDatabase:
 
     expired: int = 25
     """Rows past the retention, for :meth:`expire_traffic`."""
+    maintained: int = 0
+    """Rounds of partition upkeep, each before an expiry."""
+
+    def maintain_traffic(self, today: Any) -> None:
+        self.maintained += 1
 
     def expire_traffic(self, before: Any, limit: int) -> int:
         gone = min(self.expired, limit)
@@ -132,6 +137,7 @@ def test_expiry_deletes_in_batches_until_nothing_is_left(monkeypatch: Any) -> No
     try:
         assert log.expire() == 25
         assert database.writes == 3  # 10, 10, then 5: fewer than a batch, done
+        assert database.maintained == 1  # the coming days' partitions first
         database.down = True
         assert log.expire() == 0  # quietly, while the database is down
     finally:

@@ -15,7 +15,6 @@ from typing import Any
 import orjson
 from sqlalchemy import (
     JSON,
-    BigInteger,
     DateTime,
     Dialect,
     Float,

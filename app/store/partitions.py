@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection, text
 
@@ -35,6 +36,13 @@ LOCK_TIMEOUT = "2s"
 
 DEFAULT = "predictions_default"
 _DAY = re.compile(r"^predictions_p(\d{8})$")
+
+
+def not_a_partition(thing: Any, name: str | None, kind: str, *_: Any) -> bool:
+    """Alembic's ``include_object``: leave out the partitions (and their indexes), which
+    the service makes and drops, not the migrations."""
+    table = thing.table.name if kind == "index" else name
+    return not (table == DEFAULT or _DAY.match(table or ""))
 
 
 def partition_name(day: date) -> str:

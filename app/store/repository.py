@@ -33,12 +33,13 @@ from app.store.queries import (
 from app.store.records import MAX_TAGS, CalibratorSummary, NewVersion, VersionRecord
 from app.store.traffic import TrafficOperations
 from app.store.traffic_names import TrafficNames
+from app.store.traffic_reads import TrafficReads
 
 Selector = int | Literal["latest"] | str
 """A version number, ``"latest"``, or an alias name."""
 
 
-class Repository(AliasOperations, BlobReads, TrafficOperations, TrafficNames):
+class Repository(AliasOperations, BlobReads, TrafficOperations, TrafficReads, TrafficNames):
     """The store's operations on one session (one transaction)."""
 
     # -- writes ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from sqlalchemy import create_engine, inspect, text
 from app.settings import get_settings
 from app.store.migrate import downgrade, main, upgrade
 from app.store.models import Base
+from app.store.partitions import not_a_partition
 
 TABLES = {"calibrators", "versions", "version_blobs", "aliases", "predictions", "pending_outcomes"}
 
@@ -39,7 +40,10 @@ def test_models_agree_with_the_migrated_schema(database_url: str) -> None:
     engine = create_engine(database_url)
     try:
         with engine.connect() as connection:
-            differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+            context = MigrationContext.configure(
+                connection, opts={"include_object": not_a_partition}
+            )
+            differences = compare_metadata(context, Base.metadata)
     finally:
         engine.dispose()
     assert differences == []

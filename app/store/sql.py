@@ -1,0 +1,30 @@
+"""Small helpers of the plain SQL the traffic tables are written and read with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+
+def postgresql(session: Session) -> bool:
+    """Whether ``session`` works on PostgreSQL (else SQLite)."""
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def sqlite_time(moment: datetime) -> str:
+    """As SQLAlchemy's DateTime stores a UTC instant on SQLite (naive, microseconds)."""
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def aware_time(moment: datetime) -> datetime:
+    """As psycopg sends a time to PostgreSQL: unchanged."""
+    return moment
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """``items`` ``size`` at a time."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

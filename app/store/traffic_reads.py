@@ -1,0 +1,202 @@
+"""Reading the prediction log into arrays: monitoring's columns and a refit's batch.
+
+Never a Python object per row: PostgreSQL sends the rows as binary ``COPY``, which numpy
+parses as fixed-size records (:func:`_binary_copy`); SQLite's come :data:`FETCH_ROWS` at a
+time into arrays. A refit's binary pairs are pooled by ``GROUP BY`` first, so tied scores
+cross the wire once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.errors import invalid
+from app.store.session import RepositoryBase
+from app.store.sql import aware_time, postgresql, sqlite_time
+
+FloatArray = NDArray[np.float64]
+
+FETCH_ROWS = 10_000
+"""Rows fetched at a time when SQLite reads traffic into arrays."""
+
+TRAFFIC_COLUMNS = ("seconds", "version", "score", "probability", "label")
+"""The columns of :meth:`TrafficReads.traffic_columns`, in order."""
+
+
+@dataclass(frozen=True)
+class LabelledTraffic:
+    """The labelled predictions of a range: binary rows as ``scores`` and ``labels``, k-class
+    rows as ``score_rows`` (n, k) and ``row_labels``; ``counts`` maps each version that
+    answered in the range to its (predictions, labelled) counts."""
+
+    scores: FloatArray
+    labels: FloatArray
+    score_rows: FloatArray
+    row_labels: FloatArray
+    counts: dict[int, tuple[int, int]]
+
+
+class TrafficReads(RepositoryBase):
+    """The logged predictions of a calibrator as arrays."""
+
+    def traffic_columns(
+        self,
+        name: str,
+        since: datetime,
+        until: datetime,
+        version: int | None = None,
+        *,
+        labelled: bool = False,
+    ) -> FloatArray:
+        """The logged predictions of ``name`` in [since, until) (of one ``version``, or only
+        the ``labelled`` ones), in time order, as one float64 array of :data:`TRAFFIC_COLUMNS`
+        (seconds since the epoch, version, raw score, probability, label): NaN score and
+        probability for rows of k-class versions, label -1 while there is none.
+
+        Read without a Python object per row: PostgreSQL sends the rows as binary ``COPY``,
+        parsed by numpy as fixed-size records; SQLite's rows come :data:`FETCH_ROWS` at a time.
+        """
+        sqlite = not postgresql(self._session)
+        seconds = (
+            "CAST(strftime('%s', predicted_at) AS REAL) + CAST(substr(predicted_at, 20) AS REAL)"
+            if sqlite
+            else "extract(epoch FROM predicted_at)"
+        )
+        nan = "NULL" if sqlite else "'NaN'"
+        columns = (
+            seconds,
+            "version",
+            f"coalesce(score, {nan})",
+            f"coalesce(probability, {nan})",
+            "coalesce(label, -1)",
+        )
+        where, params = self._traffic_filter(
+            name, since, until, version, *(["label IS NOT NULL"] if labelled else [])
+        )
+        statement = (
+            f"SELECT {self._numbers(columns)} FROM predictions WHERE {where} ORDER BY predicted_at"
+        )
+        return self._float_rows(statement, params, len(TRAFFIC_COLUMNS))
+
+    def labelled_traffic(
+        self, name: str, since: datetime | None, until: datetime, version: int | None = None
+    ) -> LabelledTraffic:
+        """The labelled predictions of ``name`` in [since, until) (of one ``version``) as a
+        batch to fit on, with the counts of the whole range by version.
+
+        Binary rows come pooled: one (score, label, count) per distinct pair, from a
+        ``GROUP BY`` in the database, expanded back to rows by numpy (in score order), so
+        that tied scores cross the wire once and no row becomes a Python object. k-class
+        rows (their float64 rows of scores) come :data:`FETCH_ROWS` at a time, in time order.
+        """
+        where, params = self._traffic_filter(name, since, until, version)
+        counted = self._session.connection().exec_driver_sql(
+            f"SELECT version, count(*), count(label) FROM predictions WHERE {where} "
+            "GROUP BY version ORDER BY version",
+            params,
+        )
+        counts = {int(v): (int(n), int(labelled)) for v, n, labelled in counted}
+        pairs = self._float_rows(
+            f"SELECT {self._numbers(('score', 'label', 'count(*)'))} FROM predictions "
+            f"WHERE {where} AND label IS NOT NULL AND score IS NOT NULL "
+            "GROUP BY score, label ORDER BY score, label",
+            params,
+            3,
+        )
+        repeats = pairs[:, 2].astype(np.int64)
+        scores = np.repeat(pairs[:, 0], repeats)
+        labels = np.repeat(pairs[:, 1], repeats)
+        rows = self._session.connection().exec_driver_sql(
+            f"SELECT scores_row, label FROM predictions WHERE {where} "
+            "AND label IS NOT NULL AND scores_row IS NOT NULL ORDER BY predicted_at",
+            params,
+        )
+        matrix, row_labels = _score_rows(rows)
+        return LabelledTraffic(scores, labels, matrix, row_labels, counts)
+
+    def _traffic_filter(
+        self,
+        name: str,
+        since: datetime | None,
+        until: datetime,
+        version: int | None,
+        *more: str,
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The WHERE clause (and its parameters) of ``name``'s predictions in [since, until),
+        of one ``version``, with ``more`` conditions."""
+        sqlite = not postgresql(self._session)
+        mark = "?" if sqlite else "%s"
+        when = sqlite_time if sqlite else aware_time
+        where = [f"name = {mark}", f"predicted_at < {mark}", *more]
+        params: list[Any] = [name, when(until)]
+        if since is not None:
+            where.append(f"predicted_at >= {mark}")
+            params.append(when(since))
+        if version is not None:
+            where.append(f"version = {mark}")
+            params.append(version)
+        return " AND ".join(where), tuple(params)
+
+    def _numbers(self, columns: Sequence[str]) -> str:
+        """``columns`` for a SELECT whose rows :meth:`_float_rows` reads: each a float8 on
+        PostgreSQL, as its binary ``COPY`` parser expects."""
+        if postgresql(self._session):
+            return ", ".join(f"({column})::float8" for column in columns)
+        return ", ".join(columns)
+
+    def _float_rows(self, statement: str, params: tuple[Any, ...], width: int) -> FloatArray:
+        """The rows of ``statement`` (``width`` columns, each a number, none NULL but on
+        SQLite, where NULL reads as NaN) as an (n, width) float64 array."""
+        connection = self._session.connection()
+        if connection.dialect.name == "postgresql":
+            raw = connection.connection.driver_connection
+            with raw.cursor() as cursor:  # type: ignore[union-attr]
+                copy = f"COPY ({statement}) TO STDOUT (FORMAT binary)"
+                with cursor.copy(copy, params) as stream:
+                    data = b"".join(bytes(block) for block in stream)
+            return _binary_copy(data, width)
+        result = connection.exec_driver_sql(statement, params)
+        blocks = [np.empty((0, width))]
+        while chunk := result.fetchmany(FETCH_ROWS):
+            blocks.append(np.array(chunk, dtype=np.float64))
+        return np.concatenate(blocks)
+
+
+def _score_rows(rows: Any) -> tuple[FloatArray, FloatArray]:
+    """The (n, k) float64 scores and n labels of ``(scores_row, label)`` rows, read
+    :data:`FETCH_ROWS` at a time (a k-class calibrator's versions may differ in k: 422)."""
+    blocks: list[bytes] = []
+    labels: list[float] = []
+    widths: set[int] = set()
+    while chunk := rows.fetchmany(FETCH_ROWS):
+        widths.update(len(row[0]) for row in chunk)
+        blocks.append(b"".join(bytes(row[0]) for row in chunk))
+        labels.extend(float(row[1]) for row in chunk)
+    if len(widths) > 1:
+        classes = ", ".join(str(w // 8) for w in sorted(widths))
+        raise invalid(
+            ("body", "from_traffic", "version"),
+            f"the traffic holds rows of {classes} classes; choose one version",
+        )
+    k = widths.pop() // 8 if widths else 0
+    matrix = np.frombuffer(b"".join(blocks), dtype="<f8").reshape(-1, max(k, 1))
+    return matrix.astype(np.float64), np.array(labels, dtype=np.float64)
+
+
+def _binary_copy(data: bytes, width: int) -> FloatArray:
+    """The rows of a PostgreSQL binary ``COPY`` whose ``width`` fields are all float8 or
+    int8 (never NULL), as float64: after the 19-byte header each row is an int16 field count,
+    then per field an int32 length (8) and 8 big-endian bytes; an int16 -1 ends the data."""
+    header = 19 + int.from_bytes(data[15:19], "big")  # flags, then the extension's length
+    fields = [("count", ">i2")]
+    for k in range(width):
+        fields += [(f"size{k}", ">i4"), (f"value{k}", ">f8")]
+    rows = (len(data) - header - 2) // (2 + 12 * width)
+    records = np.frombuffer(data, dtype=np.dtype(fields), offset=header, count=rows)
+    return np.column_stack([records[f"value{k}"] for k in range(width)]).astype(np.float64)
