@@ -226,19 +226,22 @@ def test_a_patch_before_a_delete_is_deleted_with_its_version(
     assert _numbers(database, "churn") == []
 
 
+@pytest.mark.parametrize("logged", [True, False], ids=["logged", "pending"])
 def test_a_second_outcome_with_another_label_for_one_id_is_a_conflict(
-    database: Database, make_version: MakeVersion
+    database: Database, make_version: MakeVersion, logged: bool
 ) -> None:
     now = datetime.now(UTC)
     with database.transaction(write=True) as repo:
         repo.create_version("churn", make_version())
-        repo.log_predictions([LoggedPrediction("churn", "a", 1, now, score=0.1, probability=0.4)])
+        if logged:
+            repo.log_predictions([_logged("a")])
     outcome = _race(
         database,
         lambda repo: repo.record_outcomes("churn", [("a", 1)], now),
         lambda repo: repo.record_outcomes("churn", [("a", 0)], now),
     )
     assert isinstance(outcome, Conflict)  # not both: the second saw the first's label
+    assert _traffic(database) == (({"a": 1}, {}) if logged else ({}, {"a": 1}))
 
 
 def _logged(client_id: str) -> LoggedPrediction:
