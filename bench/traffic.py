@@ -9,6 +9,8 @@
    (:func:`app.monitoring.windows`) on the arrays in memory: what reading them costs.
 4. A fit ``from_traffic`` (Platt) on the 10^6 labelled predictions, against the same fit of
    the same pairs posted as a JSON batch.
+5. The bytes a labelled row takes (its day partition, indexes and key included), against the
+   same rows in one plain table: the figure the README's sizing paragraph multiplies.
 
 Every wait is bounded in time; the cluster is thrown away after.
 """
@@ -41,7 +43,7 @@ WRITTEN_SECONDS = 600.0
 
 
 def traffic_rows(n: int = N, database_url: str | None = None) -> list[Row]:
-    """The four rows, on an empty PostgreSQL database at ``database_url``, or by default on
+    """The five rows, on an empty PostgreSQL database at ``database_url``, or by default on
     a throwaway cluster (Debian's server: ``make bench`` installs it)."""
     if database_url is not None:
         return _rows(n, database_url)
@@ -50,7 +52,7 @@ def traffic_rows(n: int = N, database_url: str | None = None) -> list[Row]:
 
 
 def _rows(n: int, url: str) -> list[Row]:
-    """The four steps against the service served over ``url`` (migrated here)."""
+    """The five rows, measured against the service served over ``url`` (migrated here)."""
     env = {
         **os.environ,
         "CALIBRATION_DATABASE_URL": url,
@@ -88,6 +90,7 @@ def _rows(n: int, url: str) -> list[Row]:
         window = (started - timedelta(days=1), datetime.now(UTC) + timedelta(seconds=1))
         rows.append(_monitoring(client, window, scores, probabilities, labels, f, size))
         rows.append(_refit(client, scores, labels, size))
+        rows.append(_bytes_per_row(db, n, size))
         return rows
 
 
@@ -198,6 +201,30 @@ def _refit(client: httpx.Client, scores: np.ndarray, labels: np.ndarray, size: s
     _post(client, "fit", {"scores": scores, "labels": labels, "method": "platt"})
     posted = time.perf_counter() - start
     return Row("traffic", f"{size}-pair fit from traffic / posted batch", size, ours, posted, "s")
+
+
+def _bytes_per_row(db: psycopg.Connection, n: int, size: str) -> Row:
+    """The log's bytes per row, labelled (the day partitions with their indexes, and the
+    keys), against the same rows in one plain table with the same indexes (the floor)."""
+    ours = _scalar(
+        db,
+        "SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits "
+        "WHERE inhparent = 'predictions'::regclass",
+    ) + _scalar(db, "SELECT pg_total_relation_size('prediction_keys')")
+    floor = _scalar(db, "SELECT pg_total_relation_size('floor')")
+    return Row(
+        "traffic",
+        f"bytes per labelled row, {size} rows / one table",
+        size,
+        ours / n,
+        floor / n,
+        "B",
+    )
+
+
+def _scalar(db: psycopg.Connection, query: str) -> float:
+    row = db.execute(query).fetchone()
+    return float(row[0]) if row and row[0] is not None else 0.0
 
 
 def _count(db: psycopg.Connection, table: str) -> int:

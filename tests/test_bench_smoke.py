@@ -51,7 +51,7 @@ def test_quick_bench_prints_a_table_of_numeric_ratios() -> None:
 
 @pytest.mark.postgres
 def test_the_traffic_bench_runs_the_loop_on_postgresql(postgres_server: PostgresServer) -> None:
-    """``python -m bench.traffic 2000 URL``: the four steps on an empty database, each a row."""
+    """``python -m bench.traffic 2000 URL``: the five rows, on an empty database."""
     name = postgres_server.create()
     try:
         stdout = run_bench("bench.traffic", "2000", postgres_server.url(name))
@@ -67,5 +67,6 @@ def test_the_traffic_bench_runs_the_loop_on_postgresql(postgres_server: Postgres
         "2000 outcomes posted (HTTP) / UPDATE FROM unnest",
         "monitoring 1d of 2000 (HTTP) / in memory",
         "2000-pair fit from traffic / posted batch",
+        "bytes per labelled row, 2000 rows / one table",
     ]
     assert all(math.isfinite(float(r[5])) and float(r[5]) > 0 for r in rows), rows

@@ -1,12 +1,14 @@
 """The prediction log and the outcomes joined to it, within a repository's session.
 
-Logged predictions are written many at a time by :class:`app.traffic.TrafficLog`, through a
-staging table: the rows are copied into ``incoming_predictions`` (a temporary table of the
-session: PostgreSQL's ``COPY``, SQLite's ``executemany``), then a few set-wise statements
-keep each id's first row, insert its key (``prediction_keys``: the first record of an id
-wins across every day's partition, see :class:`app.store.models.PredictionKey`) and its
-prediction, and join the outcomes that waited for it in ``pending_outcomes``. An outcome
-finds its prediction through the key, in the one partition of the key's day.
+Logged predictions are written many at a time by :class:`app.traffic.TrafficLog`. Each id's
+first record wins across every day's partition through its key (``prediction_keys``, see
+:class:`app.store.models.PredictionKey`): a row is written only when its key is new. On
+PostgreSQL the rows are copied into a staging table of the session (binary ``COPY``), then a
+few set-wise statements keep each id's first row, insert its key and its prediction, and
+join the outcomes that waited for it in ``pending_outcomes``. On SQLite, where the database
+runs in this process and a statement more costs the event loop, each chunk's keys go in one
+``INSERT … ON CONFLICT DO NOTHING RETURNING``, and the predictions of the keys it returns in
+one more. An outcome finds its prediction through the key, in the one partition of its day.
 
 Every writer of a calibrator's traffic holds the calibrator's row lock (flushes take theirs
 in name order), so keys are checked and inserted without a race, and an outcome and the
@@ -28,8 +30,8 @@ from app.store.partitions import AHEAD_DAYS, drop_partitions, ensure_partitions
 from app.store.session import RepositoryBase
 from app.store.sql import chunks, postgresql, sqlite_time
 
-STAGE_ROWS = 1000
-"""Rows per ``executemany`` batch into SQLite's staging table."""
+INSERT_ROWS = 1000
+"""Rows per multi-row INSERT on SQLite (8 parameters each: within its 32,766)."""
 
 LOOKUP_IDS = 1000
 """Client ids per ``IN (…)`` lookup (SQLite)."""
@@ -95,6 +97,11 @@ class TrafficOperations(RepositoryBase):
         kept = [row for row in rows if (row.name, row.version) in live]
         if not kept:
             return LogCounts(new=0, discarded=len(rows))
+        names = sorted({row.name for row in kept})
+        if not postgresql(self._session):
+            fresh = self._insert_new(kept)
+            self._join_pending_sqlite(names, fresh)
+            return LogCounts(new=len(fresh), discarded=len(rows) - len(kept))
         # Set-wise SQL over a staging table: SQLAlchemy building statements of thousands of
         # rows, or the driver stepping row by row, took much of a core from the event loop
         # that shares this process.
@@ -115,7 +122,7 @@ class TrafficOperations(RepositoryBase):
             f"INSERT INTO predictions ({_COLUMNS}) "
             f"SELECT {_COLUMNS} FROM incoming_predictions WHERE fresh = 1"
         ).rowcount
-        self._join_pending(sorted({row.name for row in kept}))
+        self._join_staged_pending(names)
         return LogCounts(new=new, discarded=len(rows) - len(kept))
 
     def record_outcomes(
@@ -234,56 +241,97 @@ class TrafficOperations(RepositoryBase):
         return live
 
     def _stage(self, rows: Sequence[LoggedPrediction]) -> None:
-        """Copy ``rows`` into the session's ``incoming_predictions``, numbered in order."""
+        """Copy ``rows`` into the session's ``incoming_predictions`` (PostgreSQL's binary
+        ``COPY``; the table is emptied at every commit), numbered in order."""
         connection = self._session.connection()
-        if postgresql(self._session):
-            connection.exec_driver_sql(
-                _STAGING.format(
-                    text="text",
-                    real="float8",
-                    blob="bytea",
-                    time="timestamptz",
-                    drop="ON COMMIT DELETE ROWS",
-                )
-            )
-            raw: Any = connection.connection.driver_connection
-            with (
-                raw.cursor() as cursor,
-                cursor.copy(
-                    f"COPY incoming_predictions (ord, {_COLUMNS}) FROM STDIN (FORMAT binary)"
-                ) as copy,
-            ):
-                copy.set_types(_STAGED_TYPES)
-                for number, row in enumerate(rows):
-                    copy.write_row((number, *row))
-            return
-        connection.exec_driver_sql(
-            _STAGING.format(text="TEXT", real="REAL", blob="BLOB", time="TEXT", drop="")
-        )
-        connection.exec_driver_sql("DELETE FROM incoming_predictions")
-        marks = ", ".join(["?"] * (len(LoggedPrediction._fields) + 1))
-        statement = f"INSERT INTO incoming_predictions (ord, {_COLUMNS}) VALUES ({marks})"
-        for start, chunk in enumerate(chunks(rows, STAGE_ROWS)):
-            connection.exec_driver_sql(
-                statement,
-                [
-                    (start * STAGE_ROWS + k, r[0], r[1], r[2], sqlite_time(r[3]), *r[4:])
-                    for k, r in enumerate(chunk)
-                ],
-            )
+        connection.exec_driver_sql(_STAGING)
+        raw: Any = connection.connection.driver_connection
+        with (
+            raw.cursor() as cursor,
+            cursor.copy(
+                f"COPY incoming_predictions (ord, {_COLUMNS}) FROM STDIN (FORMAT binary)"
+            ) as copy,
+        ):
+            copy.set_types(_STAGED_TYPES)
+            for number, row in enumerate(rows):
+                copy.write_row((number, *row))
 
-    def _join_pending(self, names: Sequence[str]) -> None:
-        """Give the predictions just logged the outcomes that waited for them (only when
-        some outcome of these calibrators waits: the common case costs one index probe)."""
+    def _insert_new(self, rows: Sequence[LoggedPrediction]) -> list[tuple[LoggedPrediction, str]]:
+        """SQLite: insert the keys of ``rows``, many a statement, and the predictions of
+        those that were new (an id's first row in ``rows``); those rows, with their time as
+        stored. One writer at a time
+        holds SQLite, so ``RETURNING`` tells exactly which keys this flush added."""
         connection = self._session.connection()
+        times: dict[datetime, str] = {}  # a request's rows share one time: format it once
+        fresh: list[tuple[LoggedPrediction, str]] = []
+        for chunk in chunks(rows, INSERT_ROWS):
+            at = [times.get(r[3]) or times.setdefault(r[3], sqlite_time(r[3])) for r in chunk]
+            added = connection.exec_driver_sql(
+                "INSERT INTO prediction_keys (name, client_id, predicted_at) VALUES "
+                f"{', '.join(['(?, ?, ?)'] * len(chunk))} "
+                "ON CONFLICT (name, client_id) DO NOTHING RETURNING name, client_id",
+                tuple(v for r, t in zip(chunk, at, strict=True) for v in (r[0], r[1], t)),
+            )
+            new = {(n, i) for n, i in added}
+            firsts = []
+            for r, t in zip(chunk, at, strict=True):
+                if (r[0], r[1]) in new:
+                    new.discard((r[0], r[1]))  # a later row of the id is a duplicate
+                    firsts.append((r, t))
+            if firsts:
+                connection.exec_driver_sql(
+                    f"INSERT INTO predictions ({_COLUMNS}) VALUES "
+                    f"{', '.join([_ROW_MARKS] * len(firsts))}",
+                    tuple(v for r, t in firsts for v in (r[0], r[1], r[2], t, *r[4:])),
+                )
+            fresh += firsts
+        return fresh
+
+    def _join_pending_sqlite(
+        self, names: Sequence[str], fresh: Sequence[tuple[LoggedPrediction, str]]
+    ) -> None:
+        """SQLite: give the predictions just logged the outcomes that waited for them (when
+        some outcome of these calibrators waits: else one index probe)."""
+        if not fresh or not self._any_pending(names):
+            return
+        connection = self._session.connection()
+        for name in names:
+            logged = {r.client_id: at for r, at in fresh if r.name == name}
+            for chunk in chunks(list(logged), LOOKUP_IDS):
+                marks = ", ".join(["?"] * len(chunk))
+                waiting = connection.exec_driver_sql(
+                    "SELECT client_id, label, received_at FROM pending_outcomes "
+                    f"WHERE name = ? AND client_id IN ({marks})",
+                    (name, *chunk),
+                ).all()
+                if not waiting:
+                    continue
+                connection.exec_driver_sql(
+                    "UPDATE predictions SET label = ?, labelled_at = ? "
+                    "WHERE name = ? AND client_id = ? AND predicted_at = ?",
+                    [(y, when, name, i, logged[i]) for i, y, when in waiting],
+                )
+                connection.exec_driver_sql(
+                    f"DELETE FROM pending_outcomes WHERE name = ? AND client_id IN ({marks})",
+                    (name, *chunk),
+                )
+
+    def _any_pending(self, names: Sequence[str]) -> bool:
+        """Whether an outcome of one of these calibrators waits for its prediction."""
         mark = "%s" if postgresql(self._session) else "?"
-        waiting = connection.exec_driver_sql(
+        found = self._session.connection().exec_driver_sql(
             f"SELECT 1 FROM pending_outcomes WHERE name IN ({', '.join([mark] * len(names))}) "
             "LIMIT 1",
             tuple(names),
-        ).first()
-        if waiting is None:
+        )
+        return found.first() is not None
+
+    def _join_staged_pending(self, names: Sequence[str]) -> None:
+        """PostgreSQL: give the predictions just logged (staged as fresh) the outcomes that
+        waited for them (when some outcome of these calibrators waits: else one probe)."""
+        if not self._any_pending(names):
             return
+        connection = self._session.connection()
         connection.exec_driver_sql(
             "UPDATE predictions SET label = po.label, labelled_at = po.received_at "
             "FROM incoming_predictions AS i JOIN pending_outcomes AS po "
@@ -416,13 +464,16 @@ class TrafficOperations(RepositoryBase):
 _COLUMNS = ", ".join(LoggedPrediction._fields)
 """The columns a logged prediction fills, in its fields' order."""
 
+_ROW_MARKS = f"({', '.join(['?'] * len(LoggedPrediction._fields))})"
+
 _STAGING = (
-    "CREATE TEMP TABLE IF NOT EXISTS incoming_predictions (ord BIGINT NOT NULL, "
-    "name {text} NOT NULL, client_id {text} NOT NULL, version INTEGER NOT NULL, "
-    "score {real}, probability {real}, scores_row {blob}, probabilities_row {blob}, "
-    "predicted_at {time} NOT NULL, fresh SMALLINT NOT NULL DEFAULT 0) {drop}"
+    "CREATE TEMP TABLE IF NOT EXISTS incoming_predictions (ord bigint NOT NULL, "
+    "name text NOT NULL, client_id text NOT NULL, version integer NOT NULL, "
+    "score float8, probability float8, scores_row bytea, probabilities_row bytea, "
+    "predicted_at timestamptz NOT NULL, fresh smallint NOT NULL DEFAULT 0) "
+    "ON COMMIT DELETE ROWS"
 )
-"""The session's staging table (PostgreSQL empties it at every commit)."""
+"""The session's staging table on PostgreSQL (emptied at every commit)."""
 
 _STAGED_TYPES = [
     "int8",
