@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from app.errors import Conflict, NotFound
+from app.errors import Conflict, NotFound, invalid
 from app.store.models import Version
 from app.store.partitions import AHEAD_DAYS, drop_partitions, ensure_partitions
 from app.store.session import RepositoryBase
@@ -138,7 +138,8 @@ class TrafficOperations(RepositoryBase):
         whole request unless ``overwrite``; the same label again changes nothing. Takes the
         calibrator's row lock first, as every writer does, so that concurrent posts for one
         id end in one of their serial orders (404 when there is no such calibrator)."""
-        self._lock(name)
+        calibrator_id = self._lock(name)
+        self._check_classes(calibrator_id, outcomes)
         wanted = dict(outcomes)
         logged = self._logged(name, list(wanted))
         pending = self._pending(name, [i for i in wanted if i not in logged])
@@ -219,6 +220,20 @@ class TrafficOperations(RepositoryBase):
             f"DELETE FROM pending_outcomes WHERE received_at < {mark}", (when,)
         )
         return int(gone)
+
+    def _check_classes(self, calibrator_id: int, outcomes: Sequence[tuple[str, int]]) -> None:
+        """422 for a label no version of the calibrator has: 0/1 for binary versions,
+        0..k-1 for k classes (the most any version has)."""
+        classes = self._session.scalar(
+            select(func.max(Version.n_classes)).where(Version.calibrator_id == calibrator_id)
+        )
+        k = int(classes or 2)
+        for index, (_, label) in enumerate(outcomes):
+            if label >= k:
+                raise invalid(
+                    ("body", "labels", index),
+                    f"is {label}; the versions of this calibrator have the classes 0..{k - 1}",
+                )
 
     def _lock_versions(self, rows: Sequence[LoggedPrediction]) -> set[tuple[str, int]]:
         """Lock the calibrator of each name in ``rows``, in name order; which of their

@@ -113,12 +113,15 @@ def test_a_different_label_is_a_conflict_unless_overwritten(fitted: TestClient) 
         ({"ids": ["a", "a"], "labels": [1, 1]}, 422, "repeats the id 'a'"),
         ({"ids": ["a"], "labels": [-1]}, 422, ">= 0"),
         ({"ids": [], "labels": []}, 422, "ids"),
+        ({"ids": ["a", "b", "c"], "labels": [1, 0, 2]}, 422, "labels[2] is 2"),
     ],
 )
 def test_bad_outcomes_are_refused_and_nothing_is_stored(
     fitted: TestClient, body: dict[str, Any], status: int, fragment: str
 ) -> None:
+    fitted.post(f"{BASE}/predict", json={"scores": [0.1], "ids": ["a"]})
     assert_problem(fitted.post(f"{BASE}/outcomes", json=body), status, fragment)
+    assert logged(fitted)["a"]["label"] is None  # nothing stored, not even the good ones
 
 
 def test_outcomes_of_an_unknown_calibrator_are_not_found(client: TestClient) -> None:
