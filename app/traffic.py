@@ -98,7 +98,7 @@ class TrafficLog:
             full = len(self._buffer) >= self.flush_rows
         if len(kept) < len(rows):
             self._drop(len(rows) - len(kept))
-        if full:
+        if full and not self._wake.is_set():  # set() takes a lock: once per flush will do
             self._wake.set()
 
     def flush(self) -> int:
