@@ -102,9 +102,8 @@ class TrafficOperations(RepositoryBase):
             fresh = self._insert_new(kept)
             self._join_pending_sqlite(names, fresh)
             return LogCounts(new=len(fresh), discarded=len(rows) - len(kept))
-        # Set-wise SQL over a staging table: SQLAlchemy building statements of thousands of
-        # rows, or the driver stepping row by row, took much of a core from the event loop
-        # that shares this process.
+        # Set-wise SQL over the staging table binary COPY fills: 93,000 rows/s here, where
+        # the 1,000-row INSERTs SQLite keeps made 26,000 (bench/traffic.py).
         self._stage(kept)
         connection = self._session.connection()
         connection.exec_driver_sql(
