@@ -18,19 +18,36 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration.metrics import summarize
+from app.errors import invalid
 
 FloatArray = NDArray[np.float64]
 Window = Literal["1h", "1d", "7d"]
 WINDOW_SECONDS: dict[str, int] = {"1h": 3600, "1d": 86_400, "7d": 7 * 86_400}
 MAX_WINDOWS = 1000
 """The most windows one request may span."""
+
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+"""The times a range of traffic may name: it is timed from the epoch, and a range must end
+far enough from year 9999 to be drawn."""
+
+
+def in_utc(moment: datetime, loc: tuple[str | int, ...]) -> datetime:
+    """``moment`` in UTC (a time without a zone is read as UTC), or a 422 at ``loc`` when it
+    lies outside [:data:`EARLIEST`, :data:`LATEST`]."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    if not EARLIEST <= moment <= LATEST:  # compared without conversion: that could overflow
+        raise invalid(loc, f"must lie in [{EARLIEST:%Y-%m-%d}, {LATEST:%Y-%m-%d}]")
+    return moment.astimezone(UTC)
+
 
 PSI_BINS = 10
 PSI_FLOOR = 1e-4

@@ -19,6 +19,7 @@ import numpy as np
 
 from app.batch import Batch, validate_batch
 from app.errors import invalid
+from app.monitoring import in_utc
 from app.store import Database, Selector
 
 FIELD = ("body", "from_traffic")
@@ -44,14 +45,14 @@ def traffic_batch(
     """The labelled traffic of ``name`` in [since, until) (default: all of it, up to now),
     of the version ``selector`` denotes or of every version, as a batch; 404 for a calibrator
     that does not exist, 422 when the range holds no labelled prediction."""
-    until = datetime.now(UTC) if until is None else _utc(until)
-    since = None if since is None else _utc(since)
+    until = datetime.now(UTC) if until is None else in_utc(until, (*FIELD, "until"))
+    since = None if since is None else in_utc(since, (*FIELD, "since"))
     if since is not None and since >= until:
         raise invalid((*FIELD, "since"), "must be before until")
     with database.transaction() as repo:
         parent = repo.latest_version_number(name)
         version = None if selector is None else repo.get_version(name, selector).version
-        traffic = repo.labelled_traffic(name, since, until, version)
+        traffic = repo.labelled_traffic(name, since, until, version, max_rows=max_rows)
     binary, rows = traffic.scores.size > 0, traffic.row_labels.size > 0
     if binary and rows:
         raise invalid(
@@ -87,8 +88,3 @@ def _check_labels(labels: np.ndarray[Any, Any], k: int) -> None:
             f"{wrong.size} outcomes have a label outside 0..{k - 1} (e.g. {int(wrong[0])}); "
             "post them again with ?overwrite=true",
         )
-
-
-def _utc(moment: datetime) -> datetime:
-    """``moment`` in UTC; a time without a zone is read as UTC."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

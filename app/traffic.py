@@ -40,7 +40,8 @@ EXPIRE_EVERY_SECONDS = 300.0
 """How often traffic past the retention is deleted."""
 
 EXPIRE_BATCH_ROWS = 10_000
-"""Rows deleted per transaction when traffic expires."""
+"""Rows deleted per table and transaction when traffic expires (keys, predictions, pending
+outcomes; on PostgreSQL a day's predictions go with its partition)."""
 
 
 class TrafficLog:
@@ -133,7 +134,7 @@ class TrafficLog:
         total = 0
         try:
             with self.database.transaction(write=True) as repo:
-                repo.maintain_traffic(now)
+                repo.maintain_traffic(now, before)
             while True:
                 with self.database.transaction(write=True) as repo:
                     gone = repo.expire_traffic(before, EXPIRE_BATCH_ROWS)
@@ -162,7 +163,10 @@ class TrafficLog:
             self.flush()
             if started - self._expired_at >= EXPIRE_EVERY_SECONDS:
                 self._expired_at = started
-                self.expire()
+                try:
+                    self.expire()
+                except Exception:  # the writer must outlive a failed upkeep: tried again later
+                    logger.exception("traffic upkeep failed; the log goes on")
             if self.database.unavailable:  # do not hammer a database that is down
                 self._closed.wait(max(0.0, self.flush_seconds - (time.monotonic() - started)))
         self.flush()

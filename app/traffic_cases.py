@@ -16,7 +16,7 @@ from app.errors import Conflict, NotFound
 from app.monitoring import Traffic, Window, windows
 from app.monitoring_diagram import render_monitoring
 from app.store import Database, Selector
-from app.store.traffic import OutcomeCounts
+from app.store.outcomes import OutcomeCounts
 
 
 @dataclass(frozen=True)

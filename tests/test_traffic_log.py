@@ -37,7 +37,7 @@ class FakeDatabase:
     maintained: int = 0
     """Rounds of partition upkeep, each before an expiry."""
 
-    def maintain_traffic(self, today: Any) -> None:
+    def maintain_traffic(self, now: Any, before: Any) -> None:
         self.maintained += 1
 
     def expire_traffic(self, before: Any, limit: int) -> int:
@@ -140,5 +140,30 @@ def test_expiry_deletes_in_batches_until_nothing_is_left(monkeypatch: Any) -> No
         assert database.maintained == 1  # the coming days' partitions first
         database.down = True
         assert log.expire() == 0  # quietly, while the database is down
+    finally:
+        log.close()
+
+
+def test_a_failed_upkeep_leaves_the_writer_writing(monkeypatch: Any) -> None:
+    monkeypatch.setattr("app.traffic.EXPIRE_EVERY_SECONDS", 0.0)  # upkeep after every flush
+    database = FakeDatabase()
+    failures = []
+
+    def broken(now: Any, before: Any) -> None:
+        failures.append(now)
+        raise RuntimeError("partition DDL failed")
+
+    database.maintain_traffic = broken  # type: ignore[method-assign]
+    log = make(database, flush_seconds=0.05)
+    try:
+        record(log, ["a"])
+        deadline = time.monotonic() + 10
+        while len(failures) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        record(log, ["b"])  # written by the same thread, after its upkeep failed twice
+        while ("churn", "b") not in database.rows and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(failures) >= 2
+        assert {("churn", "a"), ("churn", "b")} <= database.rows.keys()
     finally:
         log.close()

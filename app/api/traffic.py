@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from app.diagnosis import DEFAULT_REPORT, MEDIA_TYPES, ImageFormat
 from app.errors import invalid
-from app.monitoring import MAX_WINDOWS, WINDOW_SECONDS, Window
+from app.monitoring import MAX_WINDOWS, WINDOW_SECONDS, Window, in_utc
 from app.service import CalibrationService
 from app.store import Selector
 
@@ -25,8 +25,6 @@ from .schemas import OutcomesOut, TrafficDiagnosticsOut
 
 router = APIRouter(prefix="/v1", tags=["traffic"])
 
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 """The bounds of ``since`` and ``until``."""
 
 VersionFilter = Annotated[
@@ -216,23 +214,17 @@ def _range(
     if until is None:
         now = datetime.now(UTC).timestamp()
         until = datetime.fromtimestamp((now // width + 1) * width, UTC)
-    until = _utc(until, "until")
-    since = until - timedelta(seconds=30 * width) if since is None else _utc(since, "since")
+    until = in_utc(until, ("query", "until"))
+    since = (
+        until - timedelta(seconds=30 * width)
+        if since is None
+        else in_utc(since, ("query", "since"))
+    )
     if since >= until:
         raise invalid(("query", "since"), "must be before until")
     if (until - since).total_seconds() > MAX_WINDOWS * width:
         raise invalid(("query", "since"), f"spans more than {MAX_WINDOWS} windows of {window}")
     return since, until
-
-
-def _utc(moment: datetime, field: str) -> datetime:
-    """``moment`` in UTC; a time without a zone is read as UTC. Within [1970, 9000]: traffic
-    is timed from the epoch, and a range must end far enough from year 9999 to be drawn."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    if not EARLIEST <= moment <= LATEST:  # compared without conversion: that could overflow
-        raise invalid(("query", field), f"must lie in [{EARLIEST:%Y-%m-%d}, {LATEST:%Y-%m-%d}]")
-    return moment.astimezone(UTC)
 
 
 def _record(

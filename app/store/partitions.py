@@ -78,16 +78,13 @@ def ensure_partitions(connection: Connection, first: date, last: date) -> list[d
 
 
 def drop_partitions(connection: Connection, before: date) -> list[date]:
-    """Drop the partitions of the days before ``before``, and the default partition's rows
-    made before it; the days dropped."""
+    """Drop the partitions of the days before ``before``; the days dropped. (The default
+    partition's rows of those days go in batches: :mod:`app.store.upkeep`.)"""
     connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK})
     connection.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
     gone = [day for day in partition_days(connection) if day < before]
     for day in gone:
         connection.execute(text(f"DROP TABLE {partition_name(day)}"))
-    connection.execute(
-        text(f"DELETE FROM {DEFAULT} WHERE predicted_at < :before"), {"before": _midnight(before)}
-    )
     return gone
 
 
@@ -98,6 +95,9 @@ def _attach(connection: Connection, day: date) -> None:
     within = f"predicted_at >= '{start}' AND predicted_at < '{end}'"  # DDL takes no parameters
     connection.execute(text(f"CREATE TABLE {name} (LIKE predictions INCLUDING DEFAULTS)"))
     connection.execute(text(f"ALTER TABLE {name} ADD CONSTRAINT {name}_day CHECK ({within})"))
+    # No row of the day may reach the default partition between the move and the attach
+    # (which would then fail): writers wait the moment out.
+    connection.execute(text(f"LOCK TABLE {DEFAULT} IN SHARE ROW EXCLUSIVE MODE"))
     connection.execute(
         text(
             f"WITH moved AS (DELETE FROM {DEFAULT} WHERE {within} RETURNING *) "

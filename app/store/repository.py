@@ -21,6 +21,7 @@ from app.store.aliases import AliasOperations
 from app.store.artifacts import sha256_hex
 from app.store.blobs import BlobReads
 from app.store.models import Alias, Calibrator, Version, VersionBlob, as_stored_json
+from app.store.outcomes import OutcomeOperations
 from app.store.queries import (
     aliases_of,
     live,
@@ -34,12 +35,21 @@ from app.store.records import MAX_TAGS, CalibratorSummary, NewVersion, VersionRe
 from app.store.traffic import TrafficOperations
 from app.store.traffic_names import TrafficNames
 from app.store.traffic_reads import TrafficReads
+from app.store.upkeep import TrafficUpkeep
 
 Selector = int | Literal["latest"] | str
 """A version number, ``"latest"``, or an alias name."""
 
 
-class Repository(AliasOperations, BlobReads, TrafficOperations, TrafficReads, TrafficNames):
+class Repository(
+    AliasOperations,
+    BlobReads,
+    TrafficOperations,
+    OutcomeOperations,
+    TrafficReads,
+    TrafficUpkeep,
+    TrafficNames,
+):
     """The store's operations on one session (one transaction)."""
 
     # -- writes ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Small helpers of the plain SQL the traffic tables are written and read with."""
+"""The dialect's details the traffic tables' plain SQL needs: placeholders, how a time is
+sent, and chunks of a long list."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from sqlalchemy.orm import Session
 def postgresql(session: Session) -> bool:
     """Whether ``session`` works on PostgreSQL (else SQLite)."""
     return session.get_bind().dialect.name == "postgresql"
+
+
+def placeholder(session: Session) -> str:
+    """The driver's parameter mark: ``%s`` (psycopg) or ``?`` (sqlite3)."""
+    return "%s" if postgresql(session) else "?"
 
 
 def sqlite_time(moment: datetime) -> str:

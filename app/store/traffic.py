@@ -18,26 +18,21 @@ flush of its prediction run one after the other.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
-from app.errors import Conflict, NotFound, invalid
+from app.errors import NotFound
 from app.store.models import Version
-from app.store.partitions import AHEAD_DAYS, drop_partitions, ensure_partitions
 from app.store.session import RepositoryBase
-from app.store.sql import chunks, postgresql, sqlite_time
+from app.store.sql import chunks, placeholder, postgresql, sqlite_time
 
 INSERT_ROWS = 1000
 """Rows per multi-row INSERT on SQLite (8 parameters each: within its 32,766)."""
 
 LOOKUP_IDS = 1000
-"""Client ids per ``IN (…)`` lookup (SQLite)."""
-
-ARRAY_IDS = 100_000
-"""Client ids per array parameter (PostgreSQL)."""
+"""Client ids per ``IN (…)`` lookup of pending outcomes (SQLite)."""
 
 
 class LoggedPrediction(NamedTuple):  # a tuple: one is made per logged prediction
@@ -61,16 +56,6 @@ class LogCounts(NamedTuple):
 
     new: int
     discarded: int
-
-
-@dataclass(frozen=True)
-class OutcomeCounts:
-    """What ``POST …/outcomes`` did with the ids it was given."""
-
-    matched: int
-    pending: int
-    duplicates: int
-    overwritten: int
 
 
 class TrafficOperations(RepositoryBase):
@@ -121,118 +106,18 @@ class TrafficOperations(RepositoryBase):
             f"INSERT INTO predictions ({_COLUMNS}) "
             f"SELECT {_COLUMNS} FROM incoming_predictions WHERE fresh = 1"
         ).rowcount
-        self._join_staged_pending(names)
+        self._join_staged_pending(names, min(r[3] for r in kept), max(r[3] for r in kept))
         return LogCounts(new=new, discarded=len(rows) - len(kept))
-
-    def record_outcomes(
-        self,
-        name: str,
-        outcomes: Sequence[tuple[str, int]],
-        received_at: datetime,
-        *,
-        overwrite: bool = False,
-    ) -> OutcomeCounts:
-        """Label the logged predictions of ``name`` (or keep the outcome pending until its
-        prediction is logged). A label that differs from one already stored is a 409 for the
-        whole request unless ``overwrite``; the same label again changes nothing. Takes the
-        calibrator's row lock first, as every writer does, so that concurrent posts for one
-        id end in one of their serial orders (404 when there is no such calibrator)."""
-        calibrator_id = self._lock(name)
-        self._check_classes(calibrator_id, outcomes)
-        wanted = dict(outcomes)
-        logged = self._logged(name, list(wanted))
-        pending = self._pending(name, [i for i in wanted if i not in logged])
-        known = {**pending, **{i: label for i, (_, label) in logged.items()}}
-        conflicts = [i for i, label in wanted.items() if known.get(i, label) not in (None, label)]
-        if conflicts and not overwrite:
-            shown = ", ".join(repr(i) for i in conflicts[:5])
-            raise Conflict(
-                f"{len(conflicts)} ids already have a different label ({shown}); "
-                "send ?overwrite=true to replace them"
-            )
-        self._label_logged(
-            name,
-            [
-                (i, logged[i][0], label)
-                for i, label in wanted.items()
-                if i in logged and logged[i][1] != label
-            ],
-            received_at,
-        )
-        waiting = [(i, y) for i, y in wanted.items() if i not in logged and pending.get(i) != y]
-        self._keep_pending(name, waiting, received_at)
-        return OutcomeCounts(
-            matched=sum(1 for i in wanted if i in logged and logged[i][1] is None),
-            pending=sum(1 for i in wanted if i not in logged and i not in pending),
-            duplicates=sum(1 for i, label in wanted.items() if known.get(i) == label),
-            overwritten=len(conflicts),
-        )
 
     def delete_traffic(self, name: str) -> None:
         """Delete the logged predictions, their keys and the pending outcomes of ``name``
         (with the calibrator, whose row lock the caller holds: a calibrator fitted again
         under the name starts without them)."""
-        mark = "%s" if postgresql(self._session) else "?"
+        mark = placeholder(self._session)
         for table in ("predictions", "prediction_keys", "pending_outcomes"):
             self._session.connection().exec_driver_sql(
                 f"DELETE FROM {table} WHERE name = {mark}", (name,)
             )
-
-    def maintain_traffic(self, today: datetime) -> None:
-        """Give the days from yesterday to :data:`~app.store.partitions.AHEAD_DAYS` past
-        ``today`` their partitions (PostgreSQL; nothing to do on SQLite)."""
-        if postgresql(self._session):
-            day = today.astimezone(UTC).date()
-            ensure_partitions(
-                self._session.connection(), day - timedelta(days=1), day + timedelta(AHEAD_DAYS)
-            )
-
-    def expire_traffic(self, before: datetime, limit: int) -> int:
-        """Delete the traffic made before ``before``: at most ``limit`` keys (and on SQLite
-        predictions), and the pending outcomes received before it (their predictions never
-        came); how many keys went. Bounded, so that one call never holds a table long.
-
-        On PostgreSQL whole days go: the partitions of the days before ``before``'s, dropped
-        (:func:`~app.store.partitions.drop_partitions`), and the keys pointing into them; a
-        prediction outlives the retention by less than a day.
-        """
-        connection = self._session.connection()
-        if postgresql(self._session):
-            day = before.astimezone(UTC).date()
-            drop_partitions(connection, day)
-            cutoff: Any = datetime(day.year, day.month, day.day, tzinfo=UTC)
-            mark, rows = "%s", "ctid"
-        else:
-            cutoff, mark, rows = sqlite_time(before), "?", "rowid"
-            connection.exec_driver_sql(
-                "DELETE FROM predictions WHERE rowid IN (SELECT rowid FROM predictions "
-                "WHERE predicted_at < ? LIMIT ?)",
-                (cutoff, limit),
-            )
-        gone = connection.exec_driver_sql(
-            f"DELETE FROM prediction_keys WHERE {rows} IN (SELECT {rows} FROM prediction_keys "
-            f"WHERE predicted_at < {mark} LIMIT {mark})",
-            (cutoff, limit),
-        ).rowcount
-        when = sqlite_time(before) if mark == "?" else before
-        connection.exec_driver_sql(
-            f"DELETE FROM pending_outcomes WHERE received_at < {mark}", (when,)
-        )
-        return int(gone)
-
-    def _check_classes(self, calibrator_id: int, outcomes: Sequence[tuple[str, int]]) -> None:
-        """422 for a label no version of the calibrator has: 0/1 for binary versions,
-        0..k-1 for k classes (the most any version has)."""
-        classes = self._session.scalar(
-            select(func.max(Version.n_classes)).where(Version.calibrator_id == calibrator_id)
-        )
-        k = int(classes or 2)
-        for index, (_, label) in enumerate(outcomes):
-            if label >= k:
-                raise invalid(
-                    ("body", "labels", index),
-                    f"is {label}; the versions of this calibrator have the classes 0..{k - 1}",
-                )
 
     def _lock_versions(self, rows: Sequence[LoggedPrediction]) -> set[tuple[str, int]]:
         """Lock the calibrator of each name in ``rows``, in name order; which of their
@@ -259,6 +144,7 @@ class TrafficOperations(RepositoryBase):
         ``COPY``; the table is emptied at every commit), numbered in order."""
         connection = self._session.connection()
         connection.exec_driver_sql(_STAGING)
+        connection.exec_driver_sql("TRUNCATE incoming_predictions")  # a second flush in one
         raw: Any = connection.connection.driver_connection
         with (
             raw.cursor() as cursor,
@@ -332,7 +218,7 @@ class TrafficOperations(RepositoryBase):
 
     def _any_pending(self, names: Sequence[str]) -> bool:
         """Whether an outcome of one of these calibrators waits for its prediction."""
-        mark = "%s" if postgresql(self._session) else "?"
+        mark = placeholder(self._session)
         found = self._session.connection().exec_driver_sql(
             f"SELECT 1 FROM pending_outcomes WHERE name IN ({', '.join([mark] * len(names))}) "
             "LIMIT 1",
@@ -340,9 +226,10 @@ class TrafficOperations(RepositoryBase):
         )
         return found.first() is not None
 
-    def _join_staged_pending(self, names: Sequence[str]) -> None:
-        """PostgreSQL: give the predictions just logged (staged as fresh) the outcomes that
-        waited for them (when some outcome of these calibrators waits: else one probe)."""
+    def _join_staged_pending(self, names: Sequence[str], first: datetime, last: datetime) -> None:
+        """PostgreSQL: give the predictions just logged (staged as fresh, made from ``first``
+        to ``last``: only those days' partitions are read) the outcomes that waited for them
+        (when some outcome of these calibrators waits: else one probe)."""
         if not self._any_pending(names):
             return
         connection = self._session.connection()
@@ -351,127 +238,14 @@ class TrafficOperations(RepositoryBase):
             "FROM incoming_predictions AS i JOIN pending_outcomes AS po "
             "ON po.name = i.name AND po.client_id = i.client_id "
             "WHERE i.fresh = 1 AND predictions.name = i.name "
-            "AND predictions.client_id = i.client_id AND predictions.predicted_at = i.predicted_at"
+            "AND predictions.client_id = i.client_id AND predictions.predicted_at = i.predicted_at "
+            "AND predictions.predicted_at >= %s AND predictions.predicted_at <= %s",
+            (first, last),
         )
         connection.exec_driver_sql(
             "DELETE FROM pending_outcomes WHERE EXISTS (SELECT 1 FROM incoming_predictions AS i "
             "WHERE i.fresh = 1 AND i.name = pending_outcomes.name "
             "AND i.client_id = pending_outcomes.client_id)"
-        )
-
-    def _logged(self, name: str, ids: Sequence[str]) -> dict[str, tuple[Any, int | None]]:
-        """The logged ones of ``ids``: each one's time (as the database answers it, to be
-        sent back) and stored label (None: unlabelled), through its key.
-
-        On PostgreSQL the ids go as one array a :data:`ARRAY_IDS` chunk, joined with
-        ``unnest``: a thousand-value ``IN`` list a query was planned as a scan of the whole
-        table once it held 10^6 rows (117 s for 10^6 outcomes; 29 s now, over HTTP).
-        """
-        found: dict[str, tuple[Any, int | None]] = {}
-        connection = self._session.connection()
-        joined = (
-            "JOIN predictions AS p ON p.name = k.name AND p.client_id = k.client_id "
-            "AND p.predicted_at = k.predicted_at"
-        )
-        if postgresql(self._session):
-            statement = (
-                "SELECT k.client_id, k.predicted_at, p.label FROM unnest(%s::text[]) "
-                "AS u(client_id) JOIN prediction_keys AS k ON k.name = %s "
-                f"AND k.client_id = u.client_id {joined}"
-            )
-            for chunk in chunks(ids, ARRAY_IDS):
-                rows = connection.exec_driver_sql(statement, (list(chunk), name))
-                found.update((i, (at, label)) for i, at, label in rows)
-            return found
-        for chunk in chunks(ids, LOOKUP_IDS):
-            rows = connection.exec_driver_sql(
-                f"SELECT k.client_id, k.predicted_at, p.label FROM prediction_keys AS k {joined} "
-                f"WHERE k.name = ? AND k.client_id IN ({', '.join(['?'] * len(chunk))})",
-                (name, *chunk),
-            )
-            found.update((i, (at, label)) for i, at, label in rows)
-        return found
-
-    def _pending(self, name: str, ids: Sequence[str]) -> dict[str, int]:
-        """The pending label of each of ``ids`` that has one."""
-        found: dict[str, int] = {}
-        connection = self._session.connection()
-        if postgresql(self._session):
-            statement = (
-                "SELECT po.client_id, po.label FROM unnest(%s::text[]) AS u(client_id) "
-                "JOIN pending_outcomes AS po ON po.name = %s AND po.client_id = u.client_id"
-            )
-            for chunk in chunks(ids, ARRAY_IDS):
-                rows = connection.exec_driver_sql(statement, (list(chunk), name))
-                found.update((i, label) for i, label in rows)
-            return found
-        for chunk in chunks(ids, LOOKUP_IDS):
-            rows = connection.exec_driver_sql(
-                "SELECT client_id, label FROM pending_outcomes WHERE name = ? "
-                f"AND client_id IN ({', '.join(['?'] * len(chunk))})",
-                (name, *chunk),
-            )
-            found.update((i, label) for i, label in rows)
-        return found
-
-    def _label_logged(
-        self, name: str, labels: Sequence[tuple[str, Any, int]], labelled_at: datetime
-    ) -> None:
-        """Set (client id, logged time, label) on these predictions of ``name``.
-
-        PostgreSQL finds each one's time through its key in the statement: sending 10^5
-        times back as an array cost more than the update (psycopg builds arrays in Python).
-        """
-        if not labels:
-            return
-        connection = self._session.connection()
-        if postgresql(self._session):
-            statement = (
-                "UPDATE predictions SET label = u.label, labelled_at = %s "
-                "FROM unnest(%s::text[], %s::integer[]) AS u(client_id, label) "
-                "JOIN prediction_keys AS k ON k.name = %s AND k.client_id = u.client_id "
-                "WHERE predictions.name = k.name AND predictions.client_id = k.client_id "
-                "AND predictions.predicted_at = k.predicted_at"
-            )
-            for chunk in chunks(labels, ARRAY_IDS):
-                ids = [i for i, _, _ in chunk]
-                values = [label for _, _, label in chunk]
-                connection.exec_driver_sql(statement, (labelled_at, ids, values, name))
-            return
-        when = sqlite_time(labelled_at)
-        connection.exec_driver_sql(
-            "UPDATE predictions SET label = ?, labelled_at = ? "
-            "WHERE name = ? AND client_id = ? AND predicted_at = ?",
-            [(label, when, name, i, at) for i, at, label in labels],
-        )
-
-    def _keep_pending(
-        self, name: str, outcomes: Sequence[tuple[str, int]], received_at: datetime
-    ) -> None:
-        """Keep these outcomes of ``name`` until their predictions are logged (a later
-        outcome of the same id replaces the earlier)."""
-        if not outcomes:
-            return
-        upsert = (
-            "ON CONFLICT (name, client_id) DO UPDATE "
-            "SET label = excluded.label, received_at = excluded.received_at"
-        )
-        connection = self._session.connection()
-        if postgresql(self._session):
-            statement = (
-                "INSERT INTO pending_outcomes (name, client_id, label, received_at) "
-                "SELECT %s, u.client_id, u.label, %s "
-                f"FROM unnest(%s::text[], %s::integer[]) AS u(client_id, label) {upsert}"
-            )
-            for chunk in chunks(outcomes, ARRAY_IDS):
-                ids, labels = zip(*chunk, strict=True)
-                connection.exec_driver_sql(statement, (name, received_at, list(ids), list(labels)))
-            return
-        when = sqlite_time(received_at)
-        connection.exec_driver_sql(
-            "INSERT INTO pending_outcomes (name, client_id, label, received_at) "
-            f"VALUES (?, ?, ?, ?) {upsert}",
-            [(name, i, label, when) for i, label in outcomes],
         )
 
 

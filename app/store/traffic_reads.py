@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from app.errors import invalid
+from app.errors import PayloadTooLarge, invalid
 from app.store.session import RepositoryBase
 from app.store.sql import aware_time, postgresql, sqlite_time
 
@@ -85,10 +85,17 @@ class TrafficReads(RepositoryBase):
         return self._float_rows(statement, params, len(TRAFFIC_COLUMNS))
 
     def labelled_traffic(
-        self, name: str, since: datetime | None, until: datetime, version: int | None = None
+        self,
+        name: str,
+        since: datetime | None,
+        until: datetime,
+        version: int | None = None,
+        *,
+        max_rows: int,
     ) -> LabelledTraffic:
         """The labelled predictions of ``name`` in [since, until) (of one ``version``) as a
-        batch to fit on, with the counts of the whole range by version.
+        batch to fit on, with the counts of the whole range by version; 413 before anything
+        is read when more than ``max_rows`` are labelled.
 
         Binary rows come pooled: one (score, label, count) per distinct pair, from a
         ``GROUP BY`` in the database, expanded back to rows by numpy (in score order), so
@@ -102,6 +109,11 @@ class TrafficReads(RepositoryBase):
             params,
         )
         counts = {int(v): (int(n), int(labelled)) for v, n, labelled in counted}
+        labelled = sum(labelled for _, labelled in counts.values())
+        if labelled > max_rows:
+            raise PayloadTooLarge(
+                f"the range holds {labelled} labelled predictions; a batch may have {max_rows}"
+            )
         pairs = self._float_rows(
             f"SELECT {self._numbers(('score', 'label', 'count(*)'))} FROM predictions "
             f"WHERE {where} AND label IS NOT NULL AND score IS NOT NULL "

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app.store.traffic import LoggedPrediction
+from app.store.traffic_reads import TrafficReads
 
 from .helpers import assert_problem, sigmoid_batch
 from .test_multiclass import logits_batch
@@ -155,6 +156,8 @@ def fit_batch_named(client: TestClient, name: str, scores: Any, labels: Any) -> 
         ({"from_traffic": {"since": "2026-11-02", "until": "2026-11-01"}}, 422, "before until"),
         ({"from_traffic": {"version": 9}}, 404, "9"),
         ({"from_traffic": {"since": "yesterday"}}, 422, "since"),
+        ({"from_traffic": {"until": "0001-01-01T00:00:00+01:00"}}, 422, "must lie in"),
+        ({"from_traffic": {"since": "9999-12-31T23:00:00-05:00"}}, 422, "must lie in"),
         ({"from_traffic": {"ids": []}}, 422, "ids"),
         ({"from_traffic": {}, "scores": [1.0], "labels": [1]}, 422, "scores"),
     ],
@@ -181,3 +184,24 @@ def test_labels_a_binary_version_cannot_hold_are_named(fitted: TestClient) -> No
 def test_a_refit_of_an_unknown_calibrator_is_not_found(client: TestClient) -> None:
     r = client.post("/v1/calibrators/nobody/fit", json={"from_traffic": {}})
     assert_problem(r, 404, "nobody")
+
+
+def test_a_range_past_the_batch_limit_is_refused_before_it_is_read(
+    fitted: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    predict_and_label(fitted, [0.1, 0.2, 0.3, 0.4], [0, 1, 0, 1], prefix="z", labelled=4)
+    service = fitted.app.state.service  # type: ignore[attr-defined]
+    monkeypatch.setattr(service.settings, "max_batch_rows", 3)
+    reads: list[str] = []
+    read_rows = TrafficReads._float_rows
+
+    def spying(self: TrafficReads, statement: str, *args: Any) -> Any:
+        reads.append(statement)
+        return read_rows(self, statement, *args)
+
+    monkeypatch.setattr(TrafficReads, "_float_rows", spying)
+    assert_problem(fitted.post(f"{BASE}/fit", json={"from_traffic": {}}), 413, "4 labelled")
+    assert reads == []  # refused on the counts: no pair was read
+    monkeypatch.setattr(service.settings, "max_batch_rows", 4)
+    assert fitted.post(f"{BASE}/fit", json={"from_traffic": {}}).status_code == 201
+    assert len(reads) == 1

@@ -50,7 +50,7 @@ def ids(database: Database, table: str) -> set[str]:
 def test_rows_land_in_their_days_partition_and_late_days_get_theirs(database: Database) -> None:
     old = NOW - timedelta(days=12)
     with database.transaction(write=True) as repo:
-        repo.maintain_traffic(NOW)
+        repo.maintain_traffic(NOW, NOW - timedelta(days=30))
         repo.log_predictions(
             [row("old", old), row("yesterday", NOW - timedelta(days=1)), row("now", NOW)]
         )
@@ -73,7 +73,7 @@ def test_rows_land_in_their_days_partition_and_late_days_get_theirs(database: Da
 def test_an_id_is_logged_once_across_days_and_labelled_in_its_own(database: Database) -> None:
     earlier = NOW - timedelta(days=3)
     with database.transaction(write=True) as repo:
-        repo.maintain_traffic(NOW)
+        repo.maintain_traffic(NOW, NOW - timedelta(days=30))
         first = repo.log_predictions([row("a", earlier, 0.2), row("b", earlier, 0.3)])
     with database.transaction(write=True) as repo:
         again = repo.log_predictions([row("a", NOW, 0.9), row("c", NOW, 0.4)])
@@ -93,12 +93,14 @@ def test_an_id_is_logged_once_across_days_and_labelled_in_its_own(database: Data
 def test_expiry_drops_whole_days_and_their_keys(database: Database, backend: str) -> None:
     old = NOW - timedelta(days=40)
     with database.transaction(write=True) as repo:
-        repo.maintain_traffic(NOW)
+        repo.maintain_traffic(NOW, NOW - timedelta(days=30))
         ensure = backend == "postgres"
         if ensure:
             ensure_partitions(repo._session.connection(), old.date(), old.date())
         repo.log_predictions([row("old", old), row("recent", NOW - timedelta(days=2))])
         repo.record_outcomes("churn", [("never", 1)], old)  # pending, its prediction never came
+    with database.transaction(write=True) as repo:  # as the log's upkeep runs them
+        repo.maintain_traffic(NOW, NOW - timedelta(days=30))
     with database.transaction(write=True) as repo:
         gone = repo.expire_traffic(NOW - timedelta(days=30), 10_000)
     assert gone == 1

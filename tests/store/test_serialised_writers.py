@@ -28,7 +28,8 @@ from sqlalchemy import select, text
 from app.errors import Conflict, NotFound
 from app.store import Database, Repository
 from app.store.models import PendingOutcome, Prediction
-from app.store.traffic import LogCounts, LoggedPrediction, OutcomeCounts
+from app.store.outcomes import OutcomeCounts
+from app.store.traffic import LogCounts, LoggedPrediction
 
 from .conftest import MakeVersion
 

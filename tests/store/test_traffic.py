@@ -10,7 +10,8 @@ from sqlalchemy import func, select
 from app.errors import Conflict
 from app.store import Database
 from app.store.models import PendingOutcome, Prediction
-from app.store.traffic import LogCounts, LoggedPrediction, OutcomeCounts
+from app.store.outcomes import OutcomeCounts
+from app.store.traffic import LogCounts, LoggedPrediction
 
 from .conftest import MakeVersion
 
