@@ -20,7 +20,7 @@ from app.store.outcomes import OutcomeCounts
 
 
 @dataclass(frozen=True)
-class LabelledTraffic:
+class TrafficDiagnostics:
     """The reliability reports of the labelled predictions logged in a range: of one
     ``version``, or of every version's (None)."""
 
@@ -101,7 +101,7 @@ class TrafficCases:
         until: datetime,
         selector: Selector | None = None,
         query: ReportOptions = DEFAULT_REPORT,
-    ) -> LabelledTraffic:
+    ) -> TrafficDiagnostics:
         """The reliability reports of ``name``'s labelled predictions logged in [since, until)
         (:func:`app.diagnosis.labelled_reports`, as for a stored version or a posted batch):
         the probabilities answered, and the raw scores scaled. Binary versions only for now:
@@ -135,4 +135,4 @@ class TrafficCases:
             query,
             "query",
         )
-        return LabelledTraffic(version, int(binary.sum()), calibrated, raw)
+        return TrafficDiagnostics(version, int(binary.sum()), calibrated, raw)

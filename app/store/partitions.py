@@ -2,11 +2,13 @@
 
 ``predictions`` is partitioned by range of ``predicted_at``, one partition per UTC day,
 ``predictions_pYYYYMMDD``, plus ``predictions_default`` for a row no day holds (migration
-0005). The traffic log's periodic task (:meth:`app.traffic.TrafficLog.maintain`) keeps
-:data:`AHEAD_DAYS` days ahead, so rows land in their day's partition, and drops the days past
-the retention whole: no row-by-row delete, no dead rows for vacuum, no index bloat. A day
-whose rows reached the default partition (the task was down for a week) gets its partition
-with those rows moved into it.
+0005). The traffic log's periodic task (:meth:`app.traffic.TrafficLog.expire`, through
+:mod:`app.store.upkeep`) keeps the days from yesterday to :data:`AHEAD_DAYS` ahead
+partitioned, so rows land in their day's partition, and drops the days past the retention
+whole: no row-by-row delete of predictions, no dead rows for vacuum, no index bloat (the
+ids' keys, one table, still go row by row). When yesterday or today had rows reach the
+default partition (the task was down), its partition is made with those rows moved into
+it; rows of older days stay in the default partition until they expire.
 
 Partitions are made as plain tables with the range as a CHECK, then attached: ``ATTACH
 PARTITION`` takes a lighter lock on ``predictions`` than ``CREATE TABLE … PARTITION OF``, and

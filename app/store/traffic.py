@@ -8,7 +8,7 @@ few set-wise statements keep each id's first row, insert its key and its predict
 join the outcomes that waited for it in ``pending_outcomes``. On SQLite, where the database
 runs in this process and a statement more costs the event loop, each chunk's keys go in one
 ``INSERT … ON CONFLICT DO NOTHING RETURNING``, and the predictions of the keys it returns in
-one more. An outcome finds its prediction through the key, in the one partition of its day.
+one more. An outcome finds its prediction through the key (:mod:`app.store.outcomes`).
 
 Every writer of a calibrator's traffic holds the calibrator's row lock (flushes take theirs
 in name order), so keys are checked and inserted without a race, and an outcome and the

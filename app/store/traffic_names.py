@@ -20,10 +20,10 @@ class TrafficNames(RepositoryBase):
         """The first ``limit`` live calibrators, in name order, with a prediction logged in
         [since, until), and how many there are in all.
 
-        A deleted calibrator is left out although its traffic stays (the log is keyed by
-        name). One ``EXISTS`` probe of the (name, predicted_at) index per live calibrator,
-        rather than a scan of every name's predictions in the range: the calibrators table
-        is small, the prediction log is not.
+        A deleted calibrator is left out (its traffic went with it). One ``EXISTS`` probe
+        of the (name, predicted_at) index per live calibrator, rather than a scan of every
+        name's predictions in the range: the calibrators table is small, the prediction log
+        is not.
         """
         logged = exists().where(
             Prediction.name == Calibrator.name,

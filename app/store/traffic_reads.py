@@ -202,13 +202,18 @@ def _score_rows(rows: Any) -> tuple[FloatArray, FloatArray]:
 
 
 def _binary_copy(data: bytes, width: int) -> FloatArray:
-    """The rows of a PostgreSQL binary ``COPY`` whose ``width`` fields are all float8 or
-    int8 (never NULL), as float64: after the 19-byte header each row is an int16 field count,
-    then per field an int32 length (8) and 8 big-endian bytes; an int16 -1 ends the data."""
+    """The rows of a PostgreSQL binary ``COPY`` whose ``width`` fields are all float8, never
+    NULL (:meth:`TrafficReads._numbers` casts them), as float64: after the 19-byte header
+    each row is an int16 field count, then per field an int32 length (8) and 8 big-endian
+    bytes; an int16 -1 ends the data. Any other layout (a NULL's length -1) is refused, not
+    read shifted."""
     header = 19 + int.from_bytes(data[15:19], "big")  # flags, then the extension's length
     fields = [("count", ">i2")]
     for k in range(width):
         fields += [(f"size{k}", ">i4"), (f"value{k}", ">f8")]
     rows = (len(data) - header - 2) // (2 + 12 * width)
     records = np.frombuffer(data, dtype=np.dtype(fields), offset=header, count=rows)
+    sizes = [records[f"size{k}"] for k in range(width)]
+    if np.any(records["count"] != width) or any(np.any(size != 8) for size in sizes):
+        raise ValueError("binary COPY rows are not all float8: a NULL or another type")
     return np.column_stack([records[f"value{k}"] for k in range(width)]).astype(np.float64)

@@ -6,8 +6,8 @@ default one for a row no day holds yet. A unique index of a partitioned table mu
 partition key, so the first record of an id can no longer be kept by ``UNIQUE (name,
 client_id)`` there: ``prediction_keys`` holds it, one row per logged id with the time of its
 record, and both backends log through it alike. ``predictions`` is keyed by (name,
-client_id, predicted_at): what an outcome finds through ``prediction_keys``, one partition
-probed. The rows already logged are kept.
+client_id, predicted_at): what an outcome finds through ``prediction_keys``, in the
+partition of the key's day. The rows already logged are kept.
 
 Revision ID: 0005
 Revises: 0004
