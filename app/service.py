@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, cast
 
 import numpy as np
@@ -29,6 +30,7 @@ from app.diagnosis import Diagnosis
 from app.errors import invalid, invalid_in
 from app.loaded import LoadedVersion
 from app.observability import record_fit, record_predictions
+from app.refit import traffic_batch
 from app.settings import Settings
 from app.store import (
     CalibratorSummary,
@@ -133,6 +135,35 @@ class CalibrationService:
             batch.n_samples,
         )
         return VersionView(record=record, fitted=state)
+
+    def fit_from_traffic(
+        self,
+        name: str,
+        since: datetime | None,
+        until: datetime | None,
+        selector: Selector | None,
+        *,
+        method: str,
+        params: Mapping[str, object],
+        description: str = "",
+        tags: Mapping[str, str] | None = None,
+    ) -> VersionView:
+        """Fit the next version of ``name`` on its labelled traffic in [since, until) (of the
+        version ``selector`` denotes, or of all), recording where the batch came from
+        (:mod:`app.refit`): read in one transaction, fitted outside any, stored in another,
+        as every fit is."""
+        read = traffic_batch(
+            self.database, name, since, until, selector, max_rows=self.settings.max_batch_rows
+        )
+        return self.fit_version(
+            name,
+            read.batch,
+            method=method,
+            params=params,
+            description=description,
+            tags=tags,
+            source=read.source,
+        )
 
     # -- reading -------------------------------------------------------------------------
     def get_version(self, name: str, selector: Selector) -> VersionView:

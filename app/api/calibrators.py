@@ -8,7 +8,6 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from app.refit import traffic_batch
 from app.service import CalibrationService
 from app.store import VersionRecord
 from app.views import VersionView
@@ -90,26 +89,26 @@ async def fit(
 
 def _fit(service: CalibrationService, name: str, source: FitSource) -> VersionView:
     args = parse_fit(source, service.settings.max_batch_rows)
-    batch, lineage = args.batch, None
-    if isinstance(batch, TrafficRange):
-        selector = None if batch.version is None else parse_selector(name, str(batch.version))
-        read = traffic_batch(
-            service.database,
+    options = args.options
+    if not isinstance(args.batch, TrafficRange):
+        return service.fit_version(
             name,
-            batch.since,
-            batch.until,
-            selector,
-            max_rows=service.settings.max_batch_rows,
+            args.batch,
+            method=options.method,
+            params=options.params,
+            description=options.description,
+            tags=options.tags,
         )
-        batch, lineage = read.batch, read.source
-    return service.fit_version(
+    wanted = args.batch
+    return service.fit_from_traffic(
         name,
-        batch,
-        method=args.options.method,
-        params=args.options.params,
-        description=args.options.description,
-        tags=args.options.tags,
-        source=lineage,
+        wanted.since,
+        wanted.until,
+        None if wanted.version is None else parse_selector(name, str(wanted.version)),
+        method=options.method,
+        params=options.params,
+        description=options.description,
+        tags=options.tags,
     )
 
 
