@@ -139,7 +139,7 @@ def _row(
         "end": end,
         "version": version,
         "n_predictions": int(mask.sum()),
-        "n_labelled": int(labelled.sum()),
+        "n_labelled": int((mask & (traffic.labels >= 0)).sum()),  # k-class rows too
         "mean_predicted": None,
         "observed_rate": None,
         "log_loss": None,

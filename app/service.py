@@ -279,9 +279,10 @@ class CalibrationService:
             p0, p1 = cast(IntervalCalibrator, loaded.calibrator).predict_interval(scores)
             pairs = np.stack([p0, p1], axis=-1)
         record_predictions(loaded.method, len(scores))
+        logged = None
         if ids is not None:
-            self.traffic.record(name, loaded.version, ids, scores, probabilities)
-        return Prediction(name, loaded.version, probabilities, pairs)
+            logged = self.traffic.record(name, loaded.version, ids, scores, probabilities)
+        return Prediction(name, loaded.version, probabilities, pairs, logged)
 
     def resolve(self, name: str, selector: Selector) -> LoadedVersion:
         """The loaded calibrator for a selector (see :class:`app.version_cache.VersionCache`)."""

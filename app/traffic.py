@@ -78,8 +78,10 @@ class TrafficLog:
         ids: Sequence[str],
         scores: NDArray[np.float64],
         probabilities: NDArray[np.float64],
-    ) -> None:
-        """Buffer one prediction per id (the request's scores and answers, row for row)."""
+    ) -> int:
+        """Buffer one prediction per id (the request's scores and answers, row for row); how
+        many the buffer took (the rest are dropped and counted: it is full, because the
+        database is down or the predicts outrun the writer)."""
         now = datetime.now(UTC)
         if scores.ndim == 1:
             rows = [
@@ -101,6 +103,7 @@ class TrafficLog:
             self._drop(len(rows) - len(kept))
         if full and not self._wake.is_set():  # set() takes a lock: once per flush will do
             self._wake.set()
+        return len(kept)
 
     def flush(self) -> int:
         """Write what is buffered now; how many rows were written (0 if the database is

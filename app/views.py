@@ -36,3 +36,5 @@ class Prediction(NamedTuple):  # a tuple: built on every predict, 3x faster than
     version: int
     probabilities: NDArray[np.float64]
     intervals: NDArray[np.float64] | None = None
+    logged: int | None = None
+    """With ids: how many of the predictions the traffic log took (the rest were dropped)."""

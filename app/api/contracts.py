@@ -213,7 +213,7 @@ class OutcomesBody(_Body):
 
     ids: list[ClientId] = Field(min_length=1, description="Ids given to predict, each once.")
     labels: list[Annotated[int, Field(ge=0)]] = Field(
-        description="The outcome of each id: 0/1 or booleans (binary), 0..k-1 (multiclass)."
+        description="The outcome of each id: 0/1 (binary), 0..k-1 (multiclass)."
     )
 
 

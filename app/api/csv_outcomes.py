@@ -28,13 +28,13 @@ def outcomes_csv(data: bytes) -> tuple[list[str], list[int]]:
         for number, row in enumerate((r for r in rows if any(c.strip() for c in r)), 1):
             if len(row) != 2:
                 raise invalid(("body", "row", number), f"has {len(row)} fields; expected 2")
-            client_id, label = row[id_at].strip(), row[label_at].strip()
+            client_id, label = row[id_at], row[label_at].strip()  # an id is exact, as in JSON
             if not 1 <= len(client_id) <= MAX_CLIENT_ID or "\x00" in client_id:
                 raise invalid(
                     ("body", "row", number, "id"),
                     f"must be 1 to {MAX_CLIENT_ID} characters, without NUL",
                 )
-            if not label.isdigit() or len(label) > 9:
+            if not (label.isascii() and label.isdigit()) or len(label) > 9:  # isdigit takes "²"
                 raise invalid(
                     ("body", "row", number, "label"), f"is {label[:40]!r}, not a class index"
                 )

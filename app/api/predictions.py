@@ -127,4 +127,6 @@ def answer_predict(
     }
     if prediction.intervals is not None:
         answer["intervals"] = prediction.intervals
+    if prediction.logged is not None:
+        answer["logged"] = prediction.logged
     return orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)

@@ -76,6 +76,12 @@ class PredictOut(BaseModel):
         description="With `intervals`: each score's Venn-ABERS interval [p0, p1] (n x 2; "
         "n x k x 2 for k classes, one binary interval per class against the rest).",
     )
+    logged: int | None = Field(
+        None,
+        description="With `ids`: how many of the predictions the traffic log took; fewer than "
+        "the ids when its buffer was full (the database down, or predicts outrunning its "
+        "writer): the rest were dropped, and counted in calibration_traffic_dropped_total.",
+    )
 
 
 class ReliabilityBinOut(BaseModel):

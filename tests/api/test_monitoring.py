@@ -139,11 +139,13 @@ def test_k_class_traffic_is_counted_without_metrics(client: TestClient) -> None:
     predict = {"scores": logits[:4].tolist(), "ids": ["a", "b", "c", "d"]}
     assert client.post("/v1/calibrators/k3/predict", json=predict).status_code == 200
     client.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    outcomes = {"ids": ["a", "b", "c"], "labels": [2, 0, 1]}
+    assert client.post("/v1/calibrators/k3/outcomes", json=outcomes).json()["matched"] == 3
 
     r = client.get("/v1/calibrators/k3/monitoring", params={"window": "1h"})
     assert r.status_code == 200, r.text
     (row,) = (row for row in r.json()["windows"] if row["n_predictions"])
-    assert (row["version"], row["n_predictions"], row["n_labelled"]) == (1, 4, 0)
+    assert (row["version"], row["n_predictions"], row["n_labelled"]) == (1, 4, 3)
     assert {k: row[k] for k in ("log_loss", "ece", "psi", "ks")} == dict.fromkeys(
         ("log_loss", "ece", "psi", "ks")
     )

@@ -41,6 +41,7 @@ def test_predict_with_ids_logs_each_prediction_as_answered(fitted: TestClient, q
     r = fitted.post(f"{BASE}/predict{query}", json={"scores": scores, "ids": ["a", "b", "c"]})
     assert r.status_code == 200, r.text
     answered = r.json()["probabilities"]
+    assert r.json()["logged"] == 3
     rows = logged(fitted)
     assert sorted(rows) == ["a", "b", "c"]
     for client_id, score, probability in zip("abc", scores, answered, strict=True):
@@ -176,3 +177,46 @@ def test_a_calibrator_fitted_again_after_a_delete_starts_without_the_old_traffic
     assert r.json() == {"matched": 1, "pending": 1, "duplicates": 0, "overwritten": 0}
     windows = fitted.get(f"{BASE}/monitoring", params={"window": "1d"}).json()["windows"]
     assert {(w["version"], w["n_predictions"]) for w in windows if w["n_predictions"]} == {(2, 2)}
+
+
+def test_a_full_buffer_says_how_many_were_logged_and_counts_the_rest(
+    fitted: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = fitted.app.state.service  # type: ignore[attr-defined]
+    monkeypatch.setattr(service.traffic, "capacity", 4)
+    service.traffic.flush()
+    before = REGISTRY.get_sample_value("calibration_traffic_dropped_total") or 0.0
+    ids = [f"burst-{i}" for i in range(6)]
+    r = fitted.post(f"{BASE}/predict", json={"scores": [0.5] * 6, "ids": ids})
+    assert r.status_code == 200  # predict never fails for the log's sake
+    assert r.json()["logged"] == 4
+    assert REGISTRY.get_sample_value("calibration_traffic_dropped_total") == before + 2
+    assert sorted(logged(fitted)) == ids[:4]
+    assert "logged" not in fitted.post(f"{BASE}/predict", json={"scores": [0.5]}).json()
+
+
+@pytest.mark.parametrize(
+    ("csv", "fragment"),
+    [
+        ("id,label\na,\u00b2\n", "row[1].label"),  # isdigit, but no int
+        ("id,label\na,\uff11\n", "row[1].label"),  # a fullwidth 1
+        ("id,label\na,\u0661\n", "row[1].label"),  # an Arabic-Indic 1
+    ],
+)
+def test_csv_labels_are_ascii_digits(fitted: TestClient, csv: str, fragment: str) -> None:
+    r = fitted.post(f"{BASE}/outcomes", content=csv.encode(), headers={"content-type": "text/csv"})
+    body = assert_problem(r, 422, "not a class index")
+    assert any(fragment == _where(e["loc"]) for e in body["errors"]), body
+
+
+def _where(loc: list[Any]) -> str:
+    return f"{loc[1]}[{loc[2]}].{loc[3]}"
+
+
+def test_csv_ids_are_taken_exactly_as_json_ids_are(fitted: TestClient) -> None:
+    fitted.post(f"{BASE}/predict", json={"scores": [0.5], "ids": [" sp "]})
+    csv = b'id,label\n" sp ",1\n'
+    r = fitted.post(f"{BASE}/outcomes", content=csv, headers={"content-type": "text/csv"})
+    assert r.status_code == 200, r.text
+    fitted.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    assert logged(fitted)[" sp "]["label"] == 1
