@@ -84,14 +84,14 @@ class TrafficLog:
         database is down or the predicts outrun the writer)."""
         now = datetime.now(UTC)
         if scores.ndim == 1:
-            rows = [
-                LoggedPrediction(name, i, version, now, score=s, probability=p)
+            rows = [  # positional: a NamedTuple's keywords cost a third more
+                LoggedPrediction(name, i, version, now, s, p)
                 for i, s, p in zip(ids, scores.tolist(), probabilities.tolist(), strict=True)
             ]
         else:
             raw, calibrated = _rows(scores), _rows(probabilities)
             rows = [
-                LoggedPrediction(name, i, version, now, scores_row=r, probabilities_row=c)
+                LoggedPrediction(name, i, version, now, None, None, r, c)
                 for i, r, c in zip(ids, raw, calibrated, strict=True)
             ]
         with self._lock:
