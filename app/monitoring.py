@@ -10,13 +10,15 @@ For each time window (``1h``, ``1d`` or ``7d``) and each version that answered i
   Kolmogorov-Smirnov statistic (:func:`ks_statistic`).
 
 A window without traffic is one row of zeros and nulls, as an empty reliability bin is.
-Binary calibrators only for now: rows of k-class versions count as traffic, without metrics.
+A k-class version's window has the multiclass log loss and Brier score, the top-label ECE,
+and its mean top-label confidence against its accuracy (:func:`_class_metrics`); no PSI or
+KS, its raw scores being rows.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -25,7 +27,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration.metrics import summarize
+from app.calibration.multiclass_metrics import summarize_multiclass
 from app.errors import invalid
+from app.store.traffic_reads import ClassRows
 
 FloatArray = NDArray[np.float64]
 Window = Literal["1h", "1d", "7d"]
@@ -103,9 +107,11 @@ def windows(
     *,
     version: int | None = None,
     n_bins: int = 10,
+    class_rows: Mapping[int, ClassRows] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per window of [since, until) and version that answered in it (or the one
-    ``version``), oldest first; ``reference(v)`` gives version v's fitting scores."""
+    ``version``), oldest first; ``reference(v)`` gives version v's fitting scores, and
+    ``class_rows`` the k-class versions' probabilities (:func:`_class_metrics`)."""
     width = WINDOW_SECONDS[window]
     start = since.timestamp()
     count = math.ceil((until.timestamp() - start) / width)
@@ -119,8 +125,35 @@ def windows(
             mask = in_window if v is None else in_window & (traffic.versions == v)
             begin = since + timedelta(seconds=w * width)
             end = min(begin + timedelta(seconds=width), until)
-            rows.append(_row(traffic, mask, begin, end, v, reference, n_bins))
+            row = _row(traffic, mask, begin, end, v, reference, n_bins)
+            if v is not None and class_rows and v in class_rows:
+                row.update(_class_metrics(class_rows[v], begin, end, n_bins))
+            rows.append(row)
     return rows
+
+
+def _class_metrics(
+    rows: ClassRows, start: datetime, end: datetime, n_bins: int
+) -> dict[str, float | None]:
+    """A k-class version's calibration in [start, end) on its labelled predictions
+    (:func:`~app.calibration.multiclass_metrics.summarize_multiclass`): the multiclass log loss
+    and Brier score, the top-label ECE, and the mean top-label confidence (``mean_predicted``)
+    against the accuracy (``observed_rate``), the top-label reading of predicted against
+    observed. Nothing when none is labelled."""
+    k = rows.probabilities.shape[1]
+    within = (rows.seconds >= start.timestamp()) & (rows.seconds < end.timestamp())
+    labelled = within & (rows.labels >= 0) & (rows.labels < k)
+    if not labelled.any():
+        return {}
+    P, y = rows.probabilities[labelled], rows.labels[labelled]
+    metrics = summarize_multiclass(P, y, n_bins=n_bins)["metrics"]
+    return {
+        "mean_predicted": float(P.max(axis=1).mean()),
+        "observed_rate": float((P.argmax(axis=1) == y).mean()),
+        "log_loss": metrics["log_loss"],
+        "brier": metrics["brier"],
+        "ece": metrics["ece"],
+    }
 
 
 def _row(

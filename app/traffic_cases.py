@@ -61,6 +61,11 @@ class TrafficCases:
             repo.latest_version_number(name)  # 404 for a calibrator that does not exist
             version = None if selector is None else repo.get_version(name, selector).version
             columns = repo.traffic_columns(name, since, until, version)
+            k_class = (
+                repo.class_rows(name, since, until, version)
+                if np.isnan(columns[:, 3]).any()  # some rows are of k-class versions
+                else {}
+            )
         seconds, versions, scores, probabilities, labels = columns.T
         traffic = Traffic(
             seconds=seconds,
@@ -73,7 +78,16 @@ class TrafficCases:
         def reference(v: int) -> NDArray[np.float64]:
             return self.diagnosis.fitting_scores(name, v)
 
-        return windows(traffic, since, until, window, reference, version=version, n_bins=n_bins)
+        return windows(
+            traffic,
+            since,
+            until,
+            window,
+            reference,
+            version=version,
+            n_bins=n_bins,
+            class_rows=k_class,
+        )
 
     def monitoring_picture(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,6 +42,14 @@ class LabelledTraffic:
     counts: dict[int, tuple[int, int]]
 
 
+class ClassRows(NamedTuple):
+    """One k-class version's logged predictions: times, probabilities (n, k), labels."""
+
+    seconds: FloatArray
+    probabilities: FloatArray
+    labels: NDArray[np.int64]
+
+
 class TrafficReads(RepositoryBase):
     """The logged predictions of a calibrator as arrays."""
 
@@ -63,14 +71,9 @@ class TrafficReads(RepositoryBase):
         parsed by numpy as fixed-size records; SQLite's rows come :data:`FETCH_ROWS` at a time.
         """
         sqlite = not postgresql(self._session)
-        seconds = (
-            "CAST(strftime('%s', predicted_at) AS REAL) + CAST(substr(predicted_at, 20) AS REAL)"
-            if sqlite
-            else "extract(epoch FROM predicted_at)"
-        )
         nan = "NULL" if sqlite else "'NaN'"
         columns = (
-            seconds,
+            self._seconds(),
             "version",
             f"coalesce(score, {nan})",
             f"coalesce(probability, {nan})",
@@ -83,6 +86,43 @@ class TrafficReads(RepositoryBase):
             f"SELECT {self._numbers(columns)} FROM predictions WHERE {where} ORDER BY predicted_at"
         )
         return self._float_rows(statement, params, len(TRAFFIC_COLUMNS))
+
+    def class_rows(
+        self, name: str, since: datetime, until: datetime, version: int | None = None
+    ) -> dict[int, ClassRows]:
+        """The logged predictions of ``name``'s k-class versions in [since, until) (of one
+        ``version``), by version: seconds since the epoch, the (n, k) probabilities answered,
+        the labels (-1 while there is none). Read :data:`FETCH_ROWS` rows at a time (each
+        row's probabilities are bytes, which no binary ``COPY`` of numbers can carry)."""
+        where, params = self._traffic_filter(
+            name, since, until, version, "probabilities_row IS NOT NULL"
+        )
+        result = self._session.connection().exec_driver_sql(
+            f"SELECT {self._seconds()}, version, coalesce(label, -1), probabilities_row "
+            f"FROM predictions WHERE {where} ORDER BY predicted_at",
+            params,
+        )
+        parts: dict[int, tuple[list[float], list[int], list[bytes]]] = {}
+        while chunk := result.fetchmany(FETCH_ROWS):
+            for seconds, v, label, row in chunk:
+                times, labels, rows = parts.setdefault(int(v), ([], [], []))
+                times.append(float(seconds))
+                labels.append(int(label))
+                rows.append(bytes(row))
+        return {
+            v: ClassRows(
+                np.array(times),
+                np.frombuffer(b"".join(rows), dtype="<f8").reshape(len(rows), -1).copy(),
+                np.array(labels, dtype=np.int64),
+            )
+            for v, (times, labels, rows) in parts.items()
+        }
+
+    def _seconds(self) -> str:
+        """``predicted_at`` as seconds since the epoch, in SQL."""
+        if postgresql(self._session):
+            return "extract(epoch FROM predicted_at)"
+        return "CAST(strftime('%s', predicted_at) AS REAL) + CAST(substr(predicted_at, 20) AS REAL)"
 
     def labelled_traffic(
         self,

@@ -14,6 +14,7 @@ from sklearn.metrics import brier_score_loss, log_loss
 from app.store.traffic import LoggedPrediction
 
 from .helpers import assert_problem, ece, psi, sigmoid_batch
+from .test_multiclass import logits_batch
 
 BASE = "/v1/calibrators/churn"
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
@@ -130,22 +131,39 @@ def test_monitoring_an_unknown_calibrator_is_not_found(client: TestClient) -> No
     assert_problem(client.get("/v1/calibrators/nobody/monitoring"), 404)
 
 
-def test_k_class_traffic_is_counted_without_metrics(client: TestClient) -> None:
+def test_k_class_traffic_gets_multiclass_metrics(client: TestClient) -> None:
     rng = np.random.default_rng(0)
-    logits = rng.normal(size=(300, 3))
-    body = {"scores": logits.tolist(), "labels": logits.argmax(axis=1).tolist()}
+    body = logits_batch(300)  # labels drawn from softmax(z / 2.5): no certainties
+    logits = np.array(body["scores"])
     fit = client.post("/v1/calibrators/k3/fit", json={**body, "method": "temperature"})
     assert fit.status_code == 201, fit.text
-    predict = {"scores": logits[:4].tolist(), "ids": ["a", "b", "c", "d"]}
-    assert client.post("/v1/calibrators/k3/predict", json=predict).status_code == 200
+    ids = [f"m{i}" for i in range(40)]
+    predict = {"scores": logits[:40].tolist(), "ids": ids}
+    answer = client.post("/v1/calibrators/k3/predict", json=predict)
+    assert answer.status_code == 200, answer.text
+    P = np.array(answer.json()["probabilities"])
     client.app.state.service.traffic.flush()  # type: ignore[attr-defined]
-    outcomes = {"ids": ["a", "b", "c"], "labels": [2, 0, 1]}
-    assert client.post("/v1/calibrators/k3/outcomes", json=outcomes).json()["matched"] == 3
+    labels = (rng.random(30)[:, None] > np.cumsum(P[:30], axis=1)).sum(axis=1)
+    outcomes = {"ids": ids[:30], "labels": labels.tolist()}
+    assert client.post("/v1/calibrators/k3/outcomes", json=outcomes).json()["matched"] == 30
 
     r = client.get("/v1/calibrators/k3/monitoring", params={"window": "1h"})
     assert r.status_code == 200, r.text
     (row,) = (row for row in r.json()["windows"] if row["n_predictions"])
-    assert (row["version"], row["n_predictions"], row["n_labelled"]) == (1, 4, 3)
-    assert {k: row[k] for k in ("log_loss", "ece", "psi", "ks")} == dict.fromkeys(
-        ("log_loss", "ece", "psi", "ks")
+    assert (row["version"], row["n_predictions"], row["n_labelled"]) == (1, 40, 30)
+    p, y = P[:30], labels
+    onehot = np.eye(3)[y]
+    top = p.max(axis=1)
+    correct = (p.argmax(axis=1) == y).astype(float)
+    bins = np.minimum((top * 10).astype(int), 9)
+    ece = sum(
+        abs(top[bins == b].mean() - correct[bins == b].mean()) * np.mean(bins == b)
+        for b in range(10)
+        if np.any(bins == b)
     )
+    assert row["log_loss"] == pytest.approx(log_loss(y, p, labels=[0, 1, 2]), rel=1e-9)
+    assert row["brier"] == pytest.approx(float(((p - onehot) ** 2).sum(axis=1).mean()), rel=1e-9)
+    assert row["ece"] == pytest.approx(ece, rel=1e-9, abs=1e-12)
+    assert row["mean_predicted"] == pytest.approx(top.mean(), rel=1e-12)
+    assert row["observed_rate"] == pytest.approx(correct.mean(), rel=1e-12)
+    assert (row["psi"], row["ks"]) == (None, None)  # a k-class batch's scores are a matrix
