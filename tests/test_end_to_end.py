@@ -46,19 +46,23 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         cwd=Path(__file__).resolve().parents[1],
     )
     base = f"http://127.0.0.1:{port}"
+    wait_healthy(base, proc)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> None:
+    """Return once ``base`` answers /healthz (30 s at most; else the server is killed)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                break
+                return
         except httpx.TransportError:
             time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail("uvicorn did not start within 30 s")
-    yield base
-    proc.terminate()
-    proc.wait(timeout=10)
+    proc.kill()
+    pytest.fail("the server did not start within 30 s")
 
 
 def test_curl_walk_through(server: str) -> None:

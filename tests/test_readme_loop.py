@@ -8,14 +8,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.test_end_to_end import free_port
+from tests.test_end_to_end import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,16 +35,7 @@ def served(database_url: str) -> Iterator[str]:
     env = {**os.environ, "CALIBRATION_DATABASE_URL": database_url, "CALIBRATION_PORT": str(port)}
     proc = subprocess.Popen([sys.executable, "-m", "app.serve"], env=env, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail("the server did not start within 30 s")
+    wait_healthy(base, proc)
     yield base
     proc.terminate()
     proc.wait(timeout=20)

@@ -36,7 +36,7 @@ from .deps import (
     parse_selector,
     read_job_body,
 )
-from .openapi_docs import DIAGNOSTICS_BODY, ERRORS
+from .openapi_docs import DIAGNOSTICS_BODY, ERRORS, add_picture_route
 from .schemas import DiagnosticsOut
 
 router = APIRouter(prefix="/v1", tags=["predictions"])
@@ -210,20 +210,16 @@ def _picture_route(image_format: ImageFormat) -> None:
         )
         return Response(image, media_type=MEDIA_TYPES[image_format])
 
-    stored_diagram.__name__ = f"stored_diagram_{image_format}"
-    router.add_api_route(
-        f"/calibrators/{{name}}/versions/{{selector}}/diagnostics.{image_format}",
+    add_picture_route(
+        router,
+        "/calibrators/{name}/versions/{selector}/diagnostics",
         stored_diagram,
-        methods=["GET"],
-        summary=f"Reliability diagram of a version ({image_format.upper()})",
+        image_format,
+        summary="Reliability diagram of a version",
         description="The diagonal, the calibrated and raw curves with their Wilson intervals, "
         "and beneath them the histogram of predicted values (Predicting Good Probabilities, "
         "Figure 1). Same query parameters as the JSON diagnostics; cached per version and query.",
-        response_class=Response,
-        responses={
-            **ERRORS,
-            200: {"content": {MEDIA_TYPES[image_format]: {}}, "description": "The diagram"},
-        },
+        what="The diagram",
     )
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from fastapi import APIRouter
+from starlette.responses import Response
+
 from app.calibration.catalog import params_markdown
+from app.diagnosis import MEDIA_TYPES, ImageFormat
 
 from .contracts import DiagnosticsBody, FitBody, PredictBody, TrafficFitBody
 from .schemas import Problem
@@ -102,3 +107,30 @@ FIT_DESCRIPTION = (
     "the version records that range, the counts and its parent in `source`.\n\n"
     "**Methods and their `params`** (an unknown key is 422):\n\n" + params_markdown()
 )
+
+
+def add_picture_route(
+    router: APIRouter,
+    path: str,
+    endpoint: Callable[..., Any],
+    image_format: ImageFormat,
+    *,
+    summary: str,
+    description: str,
+    what: str,
+) -> None:
+    """Register ``endpoint`` as ``GET path.{png,svg}``, documented as answering ``what`` in
+    the format's media type (the routes are made per format, as their media types differ)."""
+    endpoint.__name__ = f"{endpoint.__name__}_{image_format}"
+    router.add_api_route(
+        f"{path}.{image_format}",
+        endpoint,
+        methods=["GET"],
+        summary=f"{summary} ({image_format.upper()})",
+        description=description,
+        response_class=Response,
+        responses={
+            **ERRORS,
+            200: {"content": {MEDIA_TYPES[image_format]: {}}, "description": what},
+        },
+    )

@@ -20,7 +20,7 @@ from .bodies import parse_outcomes
 from .contracts import OutcomesBody
 from .deps import NameParam, ServiceDep, json_response, off_loop, parse_selector, read_job_body
 from .diagnostics import NBins, ReportQuery, diagnostics_document
-from .openapi_docs import ERRORS, body_doc
+from .openapi_docs import ERRORS, add_picture_route, body_doc
 from .schemas import OutcomesOut, TrafficDiagnosticsOut
 
 router = APIRouter(prefix="/v1", tags=["traffic"])
@@ -141,21 +141,17 @@ def _picture_route(image_format: ImageFormat) -> None:
         )
         return Response(image, media_type=MEDIA_TYPES[image_format])
 
-    monitoring_picture.__name__ = f"monitoring_picture_{image_format}"
-    router.add_api_route(
-        f"/calibrators/{{name}}/monitoring.{image_format}",
+    add_picture_route(
+        router,
+        "/calibrators/{name}/monitoring",
         monitoring_picture,
-        methods=["GET"],
-        summary=f"Live calibration of the logged traffic over time ({image_format.upper()})",
+        image_format,
+        summary="Live calibration of the logged traffic over time",
         description="The monitoring rows drawn on one time axis: ECE and log loss, mean "
         "predicted against observed rate, PSI and KS (a dashed line at PSI 0.25), and the "
         "traffic per window, a line per version; a window without a number is a gap. Same "
         "query parameters as the JSON monitoring; drawn for each request (live data).",
-        response_class=Response,
-        responses={
-            **ERRORS,
-            200: {"content": {MEDIA_TYPES[image_format]: {}}, "description": "The figure"},
-        },
+        what="The figure",
     )
 
 
