@@ -50,7 +50,7 @@ from typing import Any
 
 from app.diagnosis import DEFAULT_REPORT
 from app.errors import DatabaseUnavailable, NotFound
-from app.monitoring import WINDOW_SECONDS, Window
+from app.monitoring import WINDOW_SECONDS, Window, window_start
 from app.observability import Leadership, LiveSnapshot, LiveValues, publish_live
 from app.service import CalibrationService
 from app.settings import Settings
@@ -175,9 +175,8 @@ class LiveMetrics:
 def last_complete_window(now: datetime, window: Window) -> tuple[datetime, datetime]:
     """The most recent window of width ``window`` that ended by ``now``, aligned on the
     epoch as the monitoring route's windows are."""
-    width = WINDOW_SECONDS[window]
-    end = datetime.fromtimestamp(now.timestamp() // width * width, UTC)
-    return end - timedelta(seconds=width), end
+    end = window_start(now, window)
+    return end - timedelta(seconds=WINDOW_SECONDS[window]), end
 
 
 def most_answered(rows: list[dict[str, Any]]) -> dict[str, Any] | None:

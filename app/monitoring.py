@@ -43,6 +43,13 @@ LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 far enough from year 9999 to be drawn."""
 
 
+def window_start(moment: datetime, window: Window) -> datetime:
+    """The start of the window of width ``window`` that holds ``moment``: windows are
+    aligned on the epoch, so every replica and request cuts time alike."""
+    width = WINDOW_SECONDS[window]
+    return datetime.fromtimestamp(moment.timestamp() // width * width, UTC)
+
+
 def in_utc(moment: datetime, loc: tuple[str | int, ...]) -> datetime:
     """``moment`` in UTC (a time without a zone is read as UTC), or a 422 at ``loc`` when it
     lies outside [:data:`EARLIEST`, :data:`LATEST`]."""

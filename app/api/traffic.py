@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from app.diagnosis import DEFAULT_REPORT, MEDIA_TYPES, ImageFormat
 from app.errors import invalid
-from app.monitoring import MAX_WINDOWS, WINDOW_SECONDS, Window, in_utc
+from app.monitoring import MAX_WINDOWS, WINDOW_SECONDS, Window, in_utc, window_start
 from app.service import CalibrationService
 from app.store import Selector
 
@@ -207,9 +207,8 @@ def _range(
     """The monitored range: UTC, whole windows back from now by default, at most
     :data:`MAX_WINDOWS` windows."""
     width = WINDOW_SECONDS[window]
-    if until is None:
-        now = datetime.now(UTC).timestamp()
-        until = datetime.fromtimestamp((now // width + 1) * width, UTC)
+    if until is None:  # the end of the current window
+        until = window_start(datetime.now(UTC), window) + timedelta(seconds=width)
     until = in_utc(until, ("query", "until"))
     since = (
         until - timedelta(seconds=30 * width)
