@@ -25,9 +25,10 @@ def sqlite_time(moment: datetime) -> str:
     return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
-def aware_time(moment: datetime) -> datetime:
-    """As psycopg sends a time to PostgreSQL: unchanged."""
-    return moment
+def time_param(session: Session, moment: datetime) -> Any:
+    """``moment`` as a parameter of plain SQL: as SQLAlchemy stores it on SQLite
+    (:func:`sqlite_time`), unchanged for psycopg."""
+    return moment if postgresql(session) else sqlite_time(moment)
 
 
 def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from app.errors import PayloadTooLarge, invalid
 from app.store.session import RepositoryBase
-from app.store.sql import aware_time, postgresql, sqlite_time
+from app.store.sql import placeholder, postgresql, time_param
 
 FloatArray = NDArray[np.float64]
 
@@ -182,14 +182,12 @@ class TrafficReads(RepositoryBase):
     ) -> tuple[str, tuple[Any, ...]]:
         """The WHERE clause (and its parameters) of ``name``'s predictions in [since, until),
         of one ``version``, with ``more`` conditions."""
-        sqlite = not postgresql(self._session)
-        mark = "?" if sqlite else "%s"
-        when = sqlite_time if sqlite else aware_time
+        mark = placeholder(self._session)
         where = [f"name = {mark}", f"predicted_at < {mark}", *more]
-        params: list[Any] = [name, when(until)]
+        params: list[Any] = [name, time_param(self._session, until)]
         if since is not None:
             where.append(f"predicted_at >= {mark}")
-            params.append(when(since))
+            params.append(time_param(self._session, since))
         if version is not None:
             where.append(f"version = {mark}")
             params.append(version)
@@ -206,7 +204,7 @@ class TrafficReads(RepositoryBase):
         """The rows of ``statement`` (``width`` columns, each a number, none NULL but on
         SQLite, where NULL reads as NaN) as an (n, width) float64 array."""
         connection = self._session.connection()
-        if connection.dialect.name == "postgresql":
+        if postgresql(self._session):
             raw = connection.connection.driver_connection
             with raw.cursor() as cursor:  # type: ignore[union-attr]
                 copy = f"COPY ({statement}) TO STDOUT (FORMAT binary)"
