@@ -7,8 +7,8 @@ PostgreSQL the rows are copied into a staging table of the session (binary ``COP
 few set-wise statements keep each id's first row, insert its key and its prediction, and
 join the outcomes that waited for it in ``pending_outcomes``. On SQLite, where the database
 runs in this process and a statement more costs the event loop, each chunk's keys go in one
-``INSERT … ON CONFLICT DO NOTHING RETURNING``, and the predictions of the keys it returns in
-one more. An outcome finds its prediction through the key (:mod:`app.store.outcomes`).
+``INSERT … ON CONFLICT DO NOTHING``, and the predictions of the new keys in one more. An
+outcome finds its prediction through the key (:mod:`app.store.outcomes`).
 
 Every writer of a calibrator's traffic holds the calibrator's row lock (flushes take theirs
 in name order), so keys are checked and inserted without a race, and an outcome and the
@@ -159,30 +159,51 @@ class TrafficOperations(RepositoryBase):
     def _insert_new(self, rows: Sequence[LoggedPrediction]) -> list[tuple[LoggedPrediction, str]]:
         """SQLite: insert the keys of ``rows``, many a statement, and the predictions of
         those that were new (an id's first row in ``rows``); those rows, with their time as
-        stored. One writer at a time
-        holds SQLite, so ``RETURNING`` tells exactly which keys this flush added."""
-        connection = self._session.connection()
+        stored.
+
+        One writer at a time holds SQLite, and a new row's rowid is above every rowid before
+        it: the keys this flush added are those above the largest rowid before its insert.
+        They are read only when the insert skipped some (a duplicate id); otherwise every
+        row is new, and nothing is read back. On the driver's own connection, within the
+        session's transaction: SQLAlchemy's result rows (and ``RETURNING``'s, one step of
+        the engine each) made the flush a quarter slower, time the request path waits for
+        the GIL.
+        """
+        raw: Any = self._session.connection().connection.driver_connection
         times: dict[datetime, str] = {}  # a request's rows share one time: format it once
         fresh: list[tuple[LoggedPrediction, str]] = []
         for chunk in chunks(rows, INSERT_ROWS):
             at = [times.get(r[3]) or times.setdefault(r[3], sqlite_time(r[3])) for r in chunk]
-            added = connection.exec_driver_sql(
-                "INSERT INTO prediction_keys (name, client_id, predicted_at) VALUES "
-                f"{', '.join(['(?, ?, ?)'] * len(chunk))} "
-                "ON CONFLICT (name, client_id) DO NOTHING RETURNING name, client_id",
-                tuple(v for r, t in zip(chunk, at, strict=True) for v in (r[0], r[1], t)),
-            )
-            new = {(n, i) for n, i in added}
-            firsts = []
+            keys: list[Any] = []
             for r, t in zip(chunk, at, strict=True):
-                if (r[0], r[1]) in new:
-                    new.discard((r[0], r[1]))  # a later row of the id is a duplicate
-                    firsts.append((r, t))
+                keys += (r[0], r[1], t)
+            (last,) = raw.execute("SELECT coalesce(max(rowid), 0) FROM prediction_keys").fetchone()
+            inserted = raw.execute(
+                "INSERT INTO prediction_keys (name, client_id, predicted_at) VALUES "
+                f"{', '.join(['(?, ?, ?)'] * len(chunk))} ON CONFLICT (name, client_id) DO NOTHING",
+                keys,
+            ).rowcount
+            if inserted == len(chunk):  # every key new: the usual flush
+                firsts = list(zip(chunk, at, strict=True))
+            else:
+                new = set(
+                    raw.execute(
+                        "SELECT name, client_id FROM prediction_keys WHERE rowid > ?", (last,)
+                    ).fetchall()
+                )
+                firsts = []
+                for r, t in zip(chunk, at, strict=True):
+                    if (r[0], r[1]) in new:
+                        new.discard((r[0], r[1]))  # a later row of the id is a duplicate
+                        firsts.append((r, t))
             if firsts:
-                connection.exec_driver_sql(
+                values: list[Any] = []
+                for r, t in firsts:
+                    values += (r[0], r[1], r[2], t, *r[4:])
+                raw.execute(
                     f"INSERT INTO predictions ({_COLUMNS}) VALUES "
                     f"{', '.join([_ROW_MARKS] * len(firsts))}",
-                    tuple(v for r, t in firsts for v in (r[0], r[1], r[2], t, *r[4:])),
+                    values,
                 )
             fresh += firsts
         return fresh

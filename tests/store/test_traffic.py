@@ -56,6 +56,34 @@ def test_the_first_record_of_an_id_wins(database: Database, make_version: MakeVe
     }
 
 
+def test_one_flush_keeps_each_new_ids_first_row_among_repeats_and_old_ids(
+    database: Database, make_version: MakeVersion
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("other", make_version())
+        repo.log_predictions([logged("a"), logged("b")])
+        repo.log_predictions([LoggedPrediction("other", "z", 1, NOW, score=0.5)])
+        repo.delete_traffic("other")  # the newest key gone: new keys reuse its place
+    rows = [
+        logged("c", score=0.1),
+        logged("a", score=0.2),  # logged before
+        logged("c", score=0.3),  # repeats c in this flush
+        logged("d", score=0.4),
+        logged("b", score=0.5),
+        logged("d", score=0.6),
+        logged("e", score=0.7),
+    ]
+    with database.transaction(write=True) as repo:
+        assert repo.log_predictions(rows) == LogCounts(new=3, discarded=0)
+    assert {client_id: row[1] for client_id, row in stored(database).items()} == {
+        "a": 0.25,
+        "b": 0.25,
+        "c": 0.1,
+        "d": 0.4,
+        "e": 0.7,
+    }
+
+
 def test_outcomes_label_logged_predictions_and_wait_for_the_others(database: Database) -> None:
     with database.transaction(write=True) as repo:
         repo.log_predictions([logged("a"), logged("b")])
