@@ -23,7 +23,15 @@ from app.comparison import COMPARABLE, MAX_COMPARED, rank
 from app.diagrams import render_reliability_diagram
 from app.errors import InvalidInput, NotFound, StoredDataCorrupt, invalid, invalid_in
 from app.memo import Memo
-from app.store import ArtifactError, Database, Selector, StoredBatch, VersionRecord, decode_batch
+from app.store import (
+    ArtifactError,
+    Database,
+    Repository,
+    Selector,
+    StoredBatch,
+    VersionRecord,
+    decode_batch,
+)
 from app.version_cache import VersionCache
 
 Strategy = Literal["uniform", "quantile"]
@@ -93,11 +101,14 @@ class Diagnosis:
 
         return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
 
-    def fitting_scores(self, name: str, version: int) -> NDArray[np.float64]:
-        """The raw scores ``version`` was fitted on (empty once it is deleted)."""
+    def fitting_scores(
+        self, name: str, version: int, repo: Repository | None = None
+    ) -> NDArray[np.float64]:
+        """The raw scores ``version`` was fitted on (empty once it is deleted); read within
+        ``repo``'s unit of work when given (one snapshot with the caller's reads)."""
         try:
             record, data = self._read(
-                name, version, lambda r: self.batches.get(_key(r)) is not None
+                name, version, lambda r: self.batches.get(_key(r)) is not None, repo
             )
         except NotFound:
             return np.empty(0)
@@ -110,13 +121,19 @@ class Diagnosis:
         return self.reports.get((*key, query)) is not None or self.batches.get(key) is not None
 
     def _read(
-        self, name: str, selector: Selector, known: Callable[[VersionRecord], bool]
+        self,
+        name: str,
+        selector: Selector,
+        known: Callable[[VersionRecord], bool],
+        repo: Repository | None = None,
     ) -> tuple[VersionRecord, bytes | memoryview | None]:
         """The version's record and, unless what is asked is ``known`` without it, its stored
-        batch: one snapshot."""
-        with self.database.transaction() as repo:
-            record = repo.get_version(name, selector)
-            return record, None if known(record) else repo.get_batch(record.id)
+        batch: one snapshot (``repo``'s, or a unit of work of its own)."""
+        if repo is None:
+            with self.database.transaction() as own:
+                return self._read(name, selector, known, own)
+        record = repo.get_version(name, selector)
+        return record, None if known(record) else repo.get_batch(record.id)
 
     def _stored(
         self, record: VersionRecord, query: ReportOptions, data: bytes | memoryview | None

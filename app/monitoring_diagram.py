@@ -1,6 +1,6 @@
 """The monitoring figure: a calibrator's live calibration over time, four panels on one time axis.
 
-Drawn from the rows of :func:`app.monitoring.windows` (one per window and version):
+Drawn from the rows of :meth:`app.monitoring.Monitor.rows` (one per window and version):
 
 - calibration: the binned ECE (solid, left axis) and the log loss (dashed, right axis);
 - rates: the mean predicted probability (solid) against the observed rate (dashed);
@@ -55,7 +55,7 @@ class Timeline:
 
 
 def timeline(rows: Sequence[Mapping[str, Any]]) -> Timeline:
-    """The rows of :func:`app.monitoring.windows` as a :class:`Timeline`."""
+    """The rows of :meth:`app.monitoring.Monitor.rows` as a :class:`Timeline`."""
     starts = sorted({row["start"] for row in rows})
     ends = sorted({row["end"] for row in rows})
     column = {start: j for j, start in enumerate(starts)}

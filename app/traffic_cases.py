@@ -3,20 +3,21 @@ figure), and the diagnostics of the labelled traffic of a range."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from app.diagnosis import DEFAULT_REPORT, Diagnosis, ImageFormat, ReportOptions, labelled_reports
 from app.errors import Conflict, NotFound
-from app.monitoring import Traffic, Window, windows
+from app.monitoring import Monitor, Reference, Window
 from app.monitoring_diagram import render_monitoring
-from app.store import Database, Selector
+from app.settings import Settings
+from app.store import Database, Repository, Selector
 from app.store.outcomes import OutcomeCounts
+from app.store.traffic_reads import check_labelled
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,10 @@ class TrafficDiagnostics:
 class TrafficCases:
     """Outcomes and monitoring of a calibrator's logged traffic, one transaction each."""
 
-    def __init__(self, database: Database, diagnosis: Diagnosis) -> None:
+    def __init__(self, database: Database, diagnosis: Diagnosis, settings: Settings) -> None:
         self.database = database
         self.diagnosis = diagnosis
+        self.settings = settings
 
     def record(
         self, name: str, outcomes: Sequence[tuple[str, int]], *, overwrite: bool = False
@@ -56,38 +58,36 @@ class TrafficCases:
         n_bins: int = 10,
     ) -> list[dict[str, Any]]:
         """Live calibration of ``name``'s logged traffic per window and version
-        (:mod:`app.monitoring`); with ``selector``, of that version's traffic only."""
+        (:mod:`app.monitoring`); with ``selector``, of that version's traffic only. Read as
+        a stream, in one snapshot: the versions that answered, their fitting batches, then
+        the rows in time order."""
         with self.database.transaction() as repo:
             repo.latest_version_number(name)  # 404 for a calibrator that does not exist
             version = None if selector is None else repo.get_version(name, selector).version
-            columns = repo.traffic_columns(name, since, until, version)
-            k_class = (
-                repo.class_rows(name, since, until, version)
-                if np.isnan(columns[:, 3]).any()  # some rows are of k-class versions
-                else {}
-            )
-        seconds, versions, scores, probabilities, labels = columns.T
-        traffic = Traffic(
-            seconds=seconds,
-            versions=versions.astype(np.int64),
-            scores=scores,
-            probabilities=probabilities,
-            labels=labels.astype(np.int64),
-        )
+            answered = repo.traffic_counts(name, since, until, version)
+            references = self._references(repo, name, answered)
+            monitor = Monitor(since, until, window, references, version=version, n_bins=n_bins)
+            for chunk in repo.traffic_chunks(name, since, until, version):
+                monitor.add_traffic(chunk)
+            if monitor.k_class:
+                for v, rows in repo.class_row_chunks(name, since, until, version):
+                    monitor.add_class_rows(v, rows)
+        return monitor.rows()
 
-        def reference(v: int) -> NDArray[np.float64]:
-            return self.diagnosis.fitting_scores(name, v)
-
-        return windows(
-            traffic,
-            since,
-            until,
-            window,
-            reference,
-            version=version,
-            n_bins=n_bins,
-            class_rows=k_class,
-        )
+    def _references(
+        self, repo: Repository, name: str, versions: Iterable[int]
+    ) -> dict[int, Reference]:
+        """The fitting batches of the binary ones among ``versions`` (none for a version
+        deleted since it answered)."""
+        references = {}
+        for v in versions:
+            try:
+                binary = repo.get_version(name, v).n_classes == 2
+            except NotFound:
+                continue
+            if binary:
+                references[v] = Reference(self.diagnosis.fitting_scores(name, v, repo))
+        return references
 
     def monitoring_picture(
         self,
@@ -119,12 +119,15 @@ class TrafficCases:
         """The reliability reports of ``name``'s labelled predictions logged in [since, until)
         (:func:`app.diagnosis.labelled_reports`, as for a stored version or a posted batch):
         the probabilities answered, and the raw scores scaled. Binary versions only for now:
-        409 when the traffic is k-class, 404 when there is no labelled traffic."""
+        409 when the traffic is k-class, 404 when there is no labelled traffic, 413 when it
+        holds more labelled predictions than a batch may."""
         with self.database.transaction() as repo:
             repo.latest_version_number(name)  # 404 for a calibrator that does not exist
             record = None if selector is None else repo.get_version(name, selector)
             version = None if record is None else record.version
-            columns = repo.traffic_columns(name, since, until, version, labelled=True)
+            counts = repo.traffic_counts(name, since, until, version)
+            check_labelled(counts, self.settings.max_batch_rows)
+            columns = repo.labelled_columns(name, since, until, version)
         _, versions, scores, probabilities, labels = columns.T
         k_class = set(np.unique(versions[~np.isfinite(probabilities)]).astype(int).tolist())
         if record is not None and record.n_classes > 2:  # k-class rows have no probability

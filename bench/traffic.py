@@ -6,7 +6,7 @@
 2. 10^6 outcomes posted: ten ``POST …/outcomes`` of 10^5 ids, against one bare
    ``UPDATE … FROM unnest`` per 10^5 on that copy.
 3. One ``monitoring?window=1d`` over the labelled 10^6, against the same computation
-   (:func:`app.monitoring.windows`) on the arrays in memory: what reading them costs.
+   (:class:`app.monitoring.Monitor`) on the arrays in memory: what reading them costs.
 4. A fit ``from_traffic`` (Platt) on the 10^6 labelled predictions, against the same fit of
    the same pairs posted as a JSON batch.
 5. The bytes a labelled row takes (its day partition, indexes and key included), against the
@@ -29,7 +29,7 @@ import numpy as np
 import orjson
 import psycopg
 
-from app.monitoring import Traffic, windows
+from app.monitoring import Monitor, Reference
 from bench.fits import batch
 from bench.http import serve
 from bench.postgres import cluster
@@ -177,15 +177,19 @@ def _monitoring(
     )
     answer.raise_for_status()
     ours = time.perf_counter() - start
-    traffic = Traffic(
-        seconds=np.full(scores.size, window[0].timestamp() + 60.0),
-        versions=np.ones(scores.size, dtype=np.int64),
-        scores=scores,
-        probabilities=probabilities,
-        labels=labels.astype(np.int64),
+    columns = np.column_stack(
+        [
+            np.full(scores.size, window[0].timestamp() + 60.0),
+            np.ones(scores.size),
+            scores,
+            probabilities,
+            labels,
+        ]
     )
     start = time.perf_counter()
-    windows(traffic, window[0], window[1], "1d", lambda _: fitted_on)
+    monitor = Monitor(*window, "1d", {1: Reference(fitted_on)})
+    monitor.add_traffic(columns)
+    monitor.rows()
     floor = time.perf_counter() - start
     return Row("traffic", f"monitoring 1d of {size} (HTTP) / in memory", size, ours, floor, "s")
 

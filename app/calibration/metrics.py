@@ -144,12 +144,15 @@ def _brier_score(p: FloatArray, y: FloatArray, w: FloatArray) -> float:
 
 
 def _log_loss(p: FloatArray, y: FloatArray, w: FloatArray, eps: float = 1e-15) -> float:
-    def loss(block: slice) -> FloatArray:
-        q, t = np.clip(p[block], eps, 1.0 - eps), y[block]
-        terms: FloatArray = t * np.log(q) + (1.0 - t) * np.log1p(-q)
-        return terms
+    return blockwise_mean(lambda block: log_losses(p[block], y[block], eps), w)
 
-    return -blockwise_mean(loss, w)
+
+def log_losses(p: FloatArray, y: FloatArray, eps: float = 1e-15) -> FloatArray:
+    """Each row's -(y log q + (1 - y) log(1 - q)), q = p clipped to [eps, 1 - eps]: the terms
+    :func:`log_loss` averages (and a sum over chunks of rows adds up)."""
+    q = np.clip(p, eps, 1.0 - eps)
+    terms: FloatArray = y * np.log(q) + (1.0 - y) * np.log1p(-q)
+    return np.negative(terms, out=terms)
 
 
 def _bin_arrays(

@@ -211,21 +211,24 @@ def _probability_batch(
 
 
 def _multiclass_brier(P: FloatArray, y: IntArray, w: FloatArray) -> float:
-    def distance(block: slice) -> FloatArray:
-        rows, labels = P[block], y[block]
-        sq = np.einsum("ij,ij->i", rows, rows)
-        d: FloatArray = sq - 2.0 * rows[np.arange(labels.size), labels] + 1.0
-        return d
+    return blockwise_mean(lambda block: brier_distances(P[block], y[block]), w)
 
-    return blockwise_mean(distance, w)
+
+def brier_distances(P: FloatArray, y: IntArray) -> FloatArray:
+    """Each row's squared distance sum_j (P_ij - [y_i = j])^2 = |P_i|^2 - 2 P[i, y_i] + 1."""
+    sq = np.einsum("ij,ij->i", P, P)
+    d: FloatArray = sq - 2.0 * P[np.arange(y.size), y] + 1.0
+    return d
 
 
 def _multiclass_log_loss(P: FloatArray, y: IntArray, w: FloatArray, eps: float = 1e-15) -> float:
-    def loss(block: slice) -> FloatArray:
-        labels = y[block]
-        return np.log(np.clip(P[block][np.arange(labels.size), labels], eps, 1.0 - eps))
+    return blockwise_mean(lambda block: class_log_losses(P[block], y[block], eps), w)
 
-    return -blockwise_mean(loss, w)
+
+def class_log_losses(P: FloatArray, y: IntArray, eps: float = 1e-15) -> FloatArray:
+    """Each row's -log P[i, y_i], P clipped to [eps, 1 - eps] first."""
+    losses: FloatArray = -np.log(np.clip(P[np.arange(y.size), y], eps, 1.0 - eps))
+    return losses
 
 
 def _accuracy(top: NDArray[np.intp], y: IntArray, w: FloatArray) -> float:

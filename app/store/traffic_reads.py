@@ -1,14 +1,15 @@
 """Reading the prediction log into arrays: monitoring's columns and a refit's batch.
 
-Never a Python object per row: PostgreSQL sends the rows as binary ``COPY``, which numpy
-parses as fixed-size records (:func:`_binary_copy`); SQLite's come :data:`FETCH_ROWS` at a
-time into arrays. A refit's binary pairs are pooled by ``GROUP BY`` first, so tied scores
-cross the wire once.
+Never a Python object per row that outlives its chunk: PostgreSQL sends the rows as binary
+``COPY``, which numpy parses as fixed-size records, :data:`COPY_ROWS` at a time
+(:func:`_copied_chunks`); SQLite's come :data:`FETCH_ROWS` at a time into arrays. Monitoring
+reads a range as a stream of such chunks, so its memory does not grow with the traffic. A
+refit's binary pairs are pooled by ``GROUP BY`` first, so tied scores cross the wire once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -23,10 +24,13 @@ from app.store.sql import placeholder, postgresql, time_param
 FloatArray = NDArray[np.float64]
 
 FETCH_ROWS = 10_000
-"""Rows fetched at a time when SQLite reads traffic into arrays."""
+"""Rows fetched at a time when SQLite reads traffic into arrays (and k-class rows anywhere)."""
+
+COPY_ROWS = 100_000
+"""Rows per array parsed from PostgreSQL's binary ``COPY`` (about 6 MB of monitoring's)."""
 
 TRAFFIC_COLUMNS = ("seconds", "version", "score", "probability", "label")
-"""The columns of :meth:`TrafficReads.traffic_columns`, in order."""
+"""The columns of :meth:`TrafficReads.traffic_chunks`, in order."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,20 @@ class ClassRows(NamedTuple):
 class TrafficReads(RepositoryBase):
     """The logged predictions of a calibrator as arrays."""
 
-    def traffic_columns(
+    def traffic_counts(
+        self, name: str, since: datetime | None, until: datetime, version: int | None = None
+    ) -> dict[int, tuple[int, int]]:
+        """Each version that answered ``name`` in [since, until) (or the one ``version``):
+        its (predictions, labelled) counts, counted in the database."""
+        where, params = self._traffic_filter(name, since, until, version)
+        counted = self._session.connection().exec_driver_sql(
+            f"SELECT version, count(*), count(label) FROM predictions WHERE {where} "
+            "GROUP BY version ORDER BY version",
+            params,
+        )
+        return {int(v): (int(n), int(labelled)) for v, n, labelled in counted}
+
+    def traffic_chunks(
         self,
         name: str,
         since: datetime,
@@ -61,14 +78,12 @@ class TrafficReads(RepositoryBase):
         version: int | None = None,
         *,
         labelled: bool = False,
-    ) -> FloatArray:
+    ) -> Iterator[FloatArray]:
         """The logged predictions of ``name`` in [since, until) (of one ``version``, or only
-        the ``labelled`` ones), in time order, as one float64 array of :data:`TRAFFIC_COLUMNS`
-        (seconds since the epoch, version, raw score, probability, label): NaN score and
-        probability for rows of k-class versions, label -1 while there is none.
-
-        Read without a Python object per row: PostgreSQL sends the rows as binary ``COPY``,
-        parsed by numpy as fixed-size records; SQLite's rows come :data:`FETCH_ROWS` at a time.
+        the ``labelled`` ones), in time order, as float64 arrays of :data:`TRAFFIC_COLUMNS`
+        (seconds since the epoch, version, raw score, probability, label), a chunk of rows
+        at a time: NaN score and probability for rows of k-class versions, label -1 while
+        there is none. Read within the unit of work: consume it before the transaction ends.
         """
         sqlite = not postgresql(self._session)
         nan = "NULL" if sqlite else "'NaN'"
@@ -85,15 +100,23 @@ class TrafficReads(RepositoryBase):
         statement = (
             f"SELECT {self._numbers(columns)} FROM predictions WHERE {where} ORDER BY predicted_at"
         )
-        return self._float_rows(statement, params, len(TRAFFIC_COLUMNS))
+        return self._float_chunks(statement, params, len(TRAFFIC_COLUMNS))
 
-    def class_rows(
+    def labelled_columns(
+        self, name: str, since: datetime, until: datetime, version: int | None
+    ) -> FloatArray:
+        """The labelled rows of :meth:`traffic_chunks` as one (n, 5) array."""
+        chunks = self.traffic_chunks(name, since, until, version, labelled=True)
+        return _stacked(chunks, len(TRAFFIC_COLUMNS))
+
+    def class_row_chunks(
         self, name: str, since: datetime, until: datetime, version: int | None = None
-    ) -> dict[int, ClassRows]:
+    ) -> Iterator[tuple[int, ClassRows]]:
         """The logged predictions of ``name``'s k-class versions in [since, until) (of one
-        ``version``), by version: seconds since the epoch, the (n, k) probabilities answered,
-        the labels (-1 while there is none). Read :data:`FETCH_ROWS` rows at a time (each
-        row's probabilities are bytes, which no binary ``COPY`` of numbers can carry)."""
+        ``version``), in time order, :data:`FETCH_ROWS` rows at a time, by version: seconds
+        since the epoch, the (n, k) probabilities answered, the labels (-1 while there is
+        none). Each row's probabilities are bytes, which no binary ``COPY`` of numbers can
+        carry. Read within the unit of work."""
         where, params = self._traffic_filter(
             name, since, until, version, "probabilities_row IS NOT NULL"
         )
@@ -102,21 +125,23 @@ class TrafficReads(RepositoryBase):
             f"FROM predictions WHERE {where} ORDER BY predicted_at",
             params,
         )
-        parts: dict[int, tuple[list[float], list[int], list[bytes]]] = {}
         while chunk := result.fetchmany(FETCH_ROWS):
+            parts: dict[int, tuple[list[float], list[int], list[bytes]]] = {}
             for seconds, v, label, row in chunk:
                 times, labels, rows = parts.setdefault(int(v), ([], [], []))
                 times.append(float(seconds))
                 labels.append(int(label))
                 rows.append(bytes(row))
-        return {
-            v: ClassRows(
-                np.array(times),
-                np.frombuffer(b"".join(rows), dtype="<f8").reshape(len(rows), -1).copy(),
-                np.array(labels, dtype=np.int64),
-            )
-            for v, (times, labels, rows) in parts.items()
-        }
+            for v, (times, labels, rows) in parts.items():
+                probabilities = np.frombuffer(b"".join(rows), dtype="<f8").reshape(len(rows), -1)
+                yield (
+                    v,
+                    ClassRows(
+                        np.array(times),
+                        probabilities.astype(np.float64),
+                        np.array(labels, dtype=np.int64),
+                    ),
+                )
 
     def _seconds(self) -> str:
         """``predicted_at`` as seconds since the epoch, in SQL."""
@@ -142,23 +167,17 @@ class TrafficReads(RepositoryBase):
         that tied scores cross the wire once and no row becomes a Python object. k-class
         rows (their float64 rows of scores) come :data:`FETCH_ROWS` at a time, in time order.
         """
+        counts = self.traffic_counts(name, since, until, version)
+        check_labelled(counts, max_rows)
         where, params = self._traffic_filter(name, since, until, version)
-        counted = self._session.connection().exec_driver_sql(
-            f"SELECT version, count(*), count(label) FROM predictions WHERE {where} "
-            "GROUP BY version ORDER BY version",
-            params,
-        )
-        counts = {int(v): (int(n), int(labelled)) for v, n, labelled in counted}
-        labelled = sum(labelled for _, labelled in counts.values())
-        if labelled > max_rows:
-            raise PayloadTooLarge(
-                f"the range holds {labelled} labelled predictions; a batch may have {max_rows}"
-            )
-        pairs = self._float_rows(
-            f"SELECT {self._numbers(('score', 'label', 'count(*)'))} FROM predictions "
-            f"WHERE {where} AND label IS NOT NULL AND score IS NOT NULL "
-            "GROUP BY score, label ORDER BY score, label",
-            params,
+        pairs = _stacked(
+            self._float_chunks(
+                f"SELECT {self._numbers(('score', 'label', 'count(*)'))} FROM predictions "
+                f"WHERE {where} AND label IS NOT NULL AND score IS NOT NULL "
+                "GROUP BY score, label ORDER BY score, label",
+                params,
+                3,
+            ),
             3,
         )
         repeats = pairs[:, 2].astype(np.int64)
@@ -194,28 +213,43 @@ class TrafficReads(RepositoryBase):
         return " AND ".join(where), tuple(params)
 
     def _numbers(self, columns: Sequence[str]) -> str:
-        """``columns`` for a SELECT whose rows :meth:`_float_rows` reads: each a float8 on
+        """``columns`` for a SELECT whose rows :meth:`_float_chunks` reads: each a float8 on
         PostgreSQL, as its binary ``COPY`` parser expects."""
         if postgresql(self._session):
             return ", ".join(f"({column})::float8" for column in columns)
         return ", ".join(columns)
 
-    def _float_rows(self, statement: str, params: tuple[Any, ...], width: int) -> FloatArray:
+    def _float_chunks(
+        self, statement: str, params: tuple[Any, ...], width: int
+    ) -> Iterator[FloatArray]:
         """The rows of ``statement`` (``width`` columns, each a number, none NULL but on
-        SQLite, where NULL reads as NaN) as an (n, width) float64 array."""
+        SQLite, where NULL reads as NaN) as (n, width) float64 arrays, a chunk at a time."""
         connection = self._session.connection()
         if postgresql(self._session):
             raw = connection.connection.driver_connection
             with raw.cursor() as cursor:  # type: ignore[union-attr]
                 copy = f"COPY ({statement}) TO STDOUT (FORMAT binary)"
                 with cursor.copy(copy, params) as stream:
-                    data = b"".join(bytes(block) for block in stream)
-            return _binary_copy(data, width)
+                    yield from _copied_chunks(stream, width)
+            return
         result = connection.exec_driver_sql(statement, params)
-        blocks = [np.empty((0, width))]
         while chunk := result.fetchmany(FETCH_ROWS):
-            blocks.append(np.array(chunk, dtype=np.float64))
-        return np.concatenate(blocks)
+            yield np.array(chunk, dtype=np.float64)
+
+
+def check_labelled(counts: dict[int, tuple[int, int]], max_rows: int) -> None:
+    """413 when the (predictions, labelled) ``counts`` of a range hold more labelled
+    predictions than a batch may (they would be read as one)."""
+    labelled = sum(labelled for _, labelled in counts.values())
+    if labelled > max_rows:
+        raise PayloadTooLarge(
+            f"the range holds {labelled} labelled predictions; a batch may have {max_rows}"
+        )
+
+
+def _stacked(chunks: Iterable[FloatArray], width: int) -> FloatArray:
+    """The chunks of rows as one (n, width) array."""
+    return np.concatenate([np.empty((0, width)), *chunks])
 
 
 def _score_rows(rows: Any) -> tuple[FloatArray, FloatArray]:
@@ -239,18 +273,43 @@ def _score_rows(rows: Any) -> tuple[FloatArray, FloatArray]:
     return matrix.astype(np.float64), np.array(labels, dtype=np.float64)
 
 
-def _binary_copy(data: bytes, width: int) -> FloatArray:
+def _copied_chunks(stream: Iterable[Any], width: int) -> Iterator[FloatArray]:
     """The rows of a PostgreSQL binary ``COPY`` whose ``width`` fields are all float8, never
-    NULL (:meth:`TrafficReads._numbers` casts them), as float64: after the 19-byte header
-    each row is an int16 field count, then per field an int32 length (8) and 8 big-endian
-    bytes; an int16 -1 ends the data. Any other layout (a NULL's length -1) is refused, not
-    read shifted."""
-    header = 19 + int.from_bytes(data[15:19], "big")  # flags, then the extension's length
+    NULL (:meth:`TrafficReads._numbers` casts them), as float64 arrays of up to
+    :data:`COPY_ROWS` rows. After the 19-byte header (and its extension) each row is an int16
+    field count, then per field an int32 length (8) and 8 big-endian bytes; an int16 -1
+    ends the data. The driver hands over a row at a time; they are joined a chunk at a time
+    and parsed by numpy. Any other layout (a NULL's length -1) is refused, not read shifted."""
+    row = 2 + 12 * width
+    parts: list[bytes] = []
+    header: int | None = None
+    for block in stream:
+        parts.append(bytes(block))
+        if header is None:
+            start = b"".join(parts)
+            if len(start) < 19 or len(start) < 19 + int.from_bytes(start[15:19], "big"):
+                continue  # the header arrives in pieces: wait for the rest of it
+            header = 19 + int.from_bytes(start[15:19], "big")
+            parts = [start[header:]]
+        elif len(parts) >= COPY_ROWS:
+            data = b"".join(parts)
+            whole = len(data) // row * row
+            yield _copied_rows(data[:whole], width)
+            parts = [data[whole:]]
+    rest = b"".join(parts)
+    if header is None or rest[-2:] != b"\xff\xff" or (len(rest) - 2) % row:
+        raise ValueError("binary COPY data ends early or holds rows that are not all float8")
+    if len(rest) > 2:
+        yield _copied_rows(rest[:-2], width)
+
+
+def _copied_rows(data: bytes, width: int) -> FloatArray:
+    """Whole rows of :func:`_copied_chunks`' layout, parsed (checked: ``width`` fields of
+    8 bytes each)."""
     fields = [("count", ">i2")]
     for k in range(width):
         fields += [(f"size{k}", ">i4"), (f"value{k}", ">f8")]
-    rows = (len(data) - header - 2) // (2 + 12 * width)
-    records = np.frombuffer(data, dtype=np.dtype(fields), offset=header, count=rows)
+    records = np.frombuffer(data, dtype=np.dtype(fields))
     sizes = [records[f"size{k}"] for k in range(width)]
     if np.any(records["count"] != width) or any(np.any(size != 8) for size in sizes):
         raise ValueError("binary COPY rows are not all float8: a NULL or another type")

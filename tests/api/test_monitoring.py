@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from scipy.stats import ks_2samp
 from sklearn.metrics import brier_score_loss, log_loss
 
+from app.store import traffic_reads
 from app.store.traffic import LoggedPrediction
 
 from .helpers import assert_problem, ece, psi, sigmoid_batch
@@ -25,6 +26,15 @@ def log_rows(client: TestClient, rows: list[LoggedPrediction], labels: dict[str,
     with service.database.transaction(write=True) as repo:
         repo.log_predictions(rows)
         repo.record_outcomes("churn", list(labels.items()), T0)
+
+
+@pytest.fixture(params=["whole", "chunked"])
+def chunking(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Traffic read in the usual chunks (here, all in one), or 7 rows at a time: windows
+    then span chunks, and chunks span windows."""
+    if request.param == "chunked":
+        monkeypatch.setattr(traffic_reads, "FETCH_ROWS", 7)
+        monkeypatch.setattr(traffic_reads, "COPY_ROWS", 7)
 
 
 @pytest.fixture
@@ -59,7 +69,7 @@ def traffic(client: TestClient) -> dict[str, Any]:
 
 
 def test_each_window_against_numpy_scikit_learn_and_scipy(
-    client: TestClient, traffic: dict[str, Any]
+    client: TestClient, traffic: dict[str, Any], chunking: None
 ) -> None:
     r = client.get(
         f"{BASE}/monitoring",
@@ -131,7 +141,7 @@ def test_monitoring_an_unknown_calibrator_is_not_found(client: TestClient) -> No
     assert_problem(client.get("/v1/calibrators/nobody/monitoring"), 404)
 
 
-def test_k_class_traffic_gets_multiclass_metrics(client: TestClient) -> None:
+def test_k_class_traffic_gets_multiclass_metrics(client: TestClient, chunking: None) -> None:
     rng = np.random.default_rng(0)
     body = logits_batch(300)  # labels drawn from softmax(z / 2.5): no certainties
     logits = np.array(body["scores"])

@@ -15,6 +15,7 @@ from PIL import Image
 from sklearn.metrics import brier_score_loss, log_loss
 
 from app.store.traffic import LoggedPrediction
+from app.store.traffic_reads import TrafficReads
 
 from .helpers import assert_problem, sigmoid_batch
 from .test_monitoring import ece, log_rows
@@ -207,6 +208,22 @@ def test_no_labelled_traffic_in_the_range_is_not_found(
     assert fit.status_code == 201
     r = client.get(f"{BASE}/monitoring/diagnostics", params={**HOURS, "version": "3"})
     assert_problem(r, 404, "no labelled traffic", "v3")
+
+
+def test_more_labelled_traffic_than_a_batch_may_hold_is_refused_before_it_is_read(
+    client: TestClient, traffic: dict[int, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = client.app.state.service  # type: ignore[attr-defined]
+    monkeypatch.setattr(service.settings, "max_batch_rows", 149)
+    read = []
+    monkeypatch.setattr(TrafficReads, "traffic_chunks", lambda *args, **kw: read.append(1))
+    params = {"since": HOURS["since"], "until": HOURS["until"]}
+    r = client.get(f"{BASE}/monitoring/diagnostics", params=params)
+    assert_problem(r, 413, "150 labelled", "149")
+    assert read == []
+    monkeypatch.undo()
+    monkeypatch.setattr(service.settings, "max_batch_rows", 150)
+    assert client.get(f"{BASE}/monitoring/diagnostics", params=params).status_code == 200
 
 
 def test_the_traffic_of_a_k_class_version_is_a_conflict(client: TestClient) -> None:

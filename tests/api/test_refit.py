@@ -193,13 +193,13 @@ def test_a_range_past_the_batch_limit_is_refused_before_it_is_read(
     service = fitted.app.state.service  # type: ignore[attr-defined]
     monkeypatch.setattr(service.settings, "max_batch_rows", 3)
     reads: list[str] = []
-    read_rows = TrafficReads._float_rows
+    read_rows = TrafficReads._float_chunks
 
     def spying(self: TrafficReads, statement: str, *args: Any) -> Any:
         reads.append(statement)
         return read_rows(self, statement, *args)
 
-    monkeypatch.setattr(TrafficReads, "_float_rows", spying)
+    monkeypatch.setattr(TrafficReads, "_float_chunks", spying)
     assert_problem(fitted.post(f"{BASE}/fit", json={"from_traffic": {}}), 413, "4 labelled")
     assert reads == []  # refused on the counts: no pair was read
     monkeypatch.setattr(service.settings, "max_batch_rows", 4)
