@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from app.diagnosis import DEFAULT_REPORT, Diagnosis, ImageFormat, ReportOptions, labelled_reports
 from app.errors import Conflict, NotFound
@@ -17,7 +18,7 @@ from app.monitoring_diagram import render_monitoring
 from app.settings import Settings
 from app.store import Database, Repository, Selector
 from app.store.outcomes import OutcomeCounts
-from app.store.traffic_reads import check_labelled
+from app.store.traffic_reads import MixedClasses, check_labelled
 
 
 @dataclass(frozen=True)
@@ -118,38 +119,44 @@ class TrafficCases:
     ) -> TrafficDiagnostics:
         """The reliability reports of ``name``'s labelled predictions logged in [since, until)
         (:func:`app.diagnosis.labelled_reports`, as for a stored version or a posted batch):
-        the probabilities answered, and the raw scores scaled. Binary versions only for now:
-        409 when the traffic is k-class, 404 when there is no labelled traffic, 413 when it
-        holds more labelled predictions than a batch may."""
+        the probabilities answered, and the raw scores scaled (binary) or as probabilities
+        (k-class: top-label, or ``class_index``). 404 when there is no labelled traffic, 409
+        when it mixes binary and k-class versions or k-class ones of different k (choose
+        one with ``version``), 413 when it holds more labelled predictions than a batch may."""
         with self.database.transaction() as repo:
             repo.latest_version_number(name)  # 404 for a calibrator that does not exist
-            record = None if selector is None else repo.get_version(name, selector)
-            version = None if record is None else record.version
+            version = None if selector is None else repo.get_version(name, selector).version
             counts = repo.traffic_counts(name, since, until, version)
             check_labelled(counts, self.settings.max_batch_rows)
             columns = repo.labelled_columns(name, since, until, version)
-        _, versions, scores, probabilities, labels = columns.T
-        k_class = set(np.unique(versions[~np.isfinite(probabilities)]).astype(int).tolist())
-        if record is not None and record.n_classes > 2:  # k-class rows have no probability
-            k_class.add(record.version)
-        if k_class:
-            raise Conflict(
-                f"the labelled traffic of {name!r} includes k-class versions "
-                f"({', '.join(f'v{v}' for v in sorted(k_class))}); its diagnostics cover "
-                "binary versions only for now: choose a binary one with `version`"
-            )
-        binary = labels <= 1  # as monitoring does: a label past 1 is no binary outcome
-        if not binary.any():
+            _, versions, scores, probabilities, labels = columns.T
+            k_class = ~np.isfinite(probabilities)  # k-class rows have no single probability
+            if k_class.any() and not k_class.all():
+                raise Conflict(
+                    f"the labelled traffic of {name!r} mixes binary versions "
+                    f"({_listed(versions[~k_class])}) and k-class ones "
+                    f"({_listed(versions[k_class])}): choose one with `version`"
+                )
+            if k_class.any():
+                try:
+                    scores, probabilities, y = repo.labelled_class_rows(name, since, until, version)
+                except MixedClasses as exc:
+                    raise Conflict(str(exc)) from None
+                known = y < probabilities.shape[1]  # a label past k - 1 is no outcome of these
+            else:
+                y = labels.astype(np.int64)
+                known = y <= 1  # as monitoring does: a label past 1 is no binary outcome
+        if not known.any():
             raise NotFound(
                 f"{name!r} has no labelled traffic in [{since.isoformat()}, {until.isoformat()})"
                 + ("" if version is None else f" of v{version}")
             )
         calibrated, raw = labelled_reports(
-            probabilities[binary],
-            scores[binary],
-            labels[binary].astype(np.int64),
-            None,
-            query,
-            "query",
+            probabilities[known], scores[known], y[known], None, query, "query"
         )
-        return TrafficDiagnostics(version, int(binary.sum()), calibrated, raw)
+        return TrafficDiagnostics(version, int(known.sum()), calibrated, raw)
+
+
+def _listed(versions: NDArray[np.float64]) -> str:
+    """The distinct versions, as "v1, v3"."""
+    return ", ".join(f"v{int(v)}" for v in np.unique(versions))

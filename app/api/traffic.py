@@ -166,7 +166,12 @@ _picture_route("svg")
     responses={
         **ERRORS,
         404: {**ERRORS[404], "description": "Unknown calibrator or version; no labelled traffic"},
-        409: {**ERRORS[409], "description": "The labelled traffic includes k-class versions"},
+        409: {
+            **ERRORS[409],
+            "description": "The labelled traffic mixes binary and k-class versions, or k-class "
+            "versions of different class counts",
+        },
+        413: {**ERRORS[413], "description": "More labelled traffic than a batch may hold"},
     },
 )
 async def monitoring_diagnostics(
@@ -184,9 +189,11 @@ async def monitoring_diagnostics(
 ) -> Response:
     """The diagnostics of a version (reliability bins and metrics of the probabilities
     answered, next to those of the raw scores) on the labelled predictions logged in
-    [since, until), by default the last 30 days (whole UTC days, today's included). Binary
-    versions only for now: 409 when the labelled traffic includes k-class versions (choose a
-    binary one with `version`). No labelled traffic in the range is a 404."""
+    [since, until), by default the last 30 days (whole UTC days, today's included). k-class
+    traffic has the top-label report, or `class_index`'s. No labelled traffic in the range is
+    a 404; traffic that mixes binary and k-class versions, or k-class versions of different
+    class counts, a 409 (choose one with `version`); more labelled traffic than a batch may
+    hold, a 413."""
     start, end = _range("1d", since, until)
     found = await off_loop(
         request, service.live.diagnostics, name, start, end, _selector(name, version), query

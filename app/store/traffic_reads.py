@@ -46,6 +46,14 @@ class LabelledTraffic:
     counts: dict[int, tuple[int, int]]
 
 
+class MixedClasses(ValueError):
+    """The traffic read holds rows of versions with different numbers of classes."""
+
+    def __init__(self, classes: Sequence[int]) -> None:
+        listed = ", ".join(str(k) for k in classes)
+        super().__init__(f"the traffic holds rows of {listed} classes; choose one version")
+
+
 class ClassRows(NamedTuple):
     """One k-class version's logged predictions: times, probabilities (n, k), labels."""
 
@@ -183,13 +191,51 @@ class TrafficReads(RepositoryBase):
         repeats = pairs[:, 2].astype(np.int64)
         scores = np.repeat(pairs[:, 0], repeats)
         labels = np.repeat(pairs[:, 1], repeats)
-        rows = self._session.connection().exec_driver_sql(
-            f"SELECT scores_row, label FROM predictions WHERE {where} "
-            "AND label IS NOT NULL AND scores_row IS NOT NULL ORDER BY predicted_at",
+        try:
+            (matrix,), row_labels = self._labelled_rows(where, params, ("scores_row",))
+        except MixedClasses as exc:
+            raise invalid(("body", "from_traffic", "version"), str(exc)) from None
+        return LabelledTraffic(scores, labels, matrix, row_labels.astype(np.float64), counts)
+
+    def labelled_class_rows(
+        self, name: str, since: datetime, until: datetime, version: int | None
+    ) -> tuple[FloatArray, FloatArray, NDArray[np.int64]]:
+        """The labelled predictions of ``name``'s k-class versions in [since, until) (of one
+        ``version``), in time order: the (n, k) raw scores, the (n, k) probabilities answered,
+        the labels; :class:`MixedClasses` when the versions differ in k."""
+        where, params = self._traffic_filter(name, since, until, version)
+        (scores, probabilities), labels = self._labelled_rows(
+            where, params, ("scores_row", "probabilities_row")
+        )
+        return scores, probabilities, labels
+
+    def _labelled_rows(
+        self, where: str, params: tuple[Any, ...], columns: Sequence[str]
+    ) -> tuple[list[FloatArray], NDArray[np.int64]]:
+        """The labelled k-class rows that match ``where``: each of ``columns`` (rows of
+        float64 bytes) as an (n, k) matrix, and the labels; read :data:`FETCH_ROWS` at a
+        time, in time order. :class:`MixedClasses` when the rows differ in k."""
+        result = self._session.connection().exec_driver_sql(
+            f"SELECT label, {', '.join(columns)} FROM predictions WHERE {where} "
+            f"AND label IS NOT NULL AND {columns[0]} IS NOT NULL ORDER BY predicted_at",
             params,
         )
-        matrix, row_labels = _score_rows(rows)
-        return LabelledTraffic(scores, labels, matrix, row_labels, counts)
+        blocks: list[list[bytes]] = [[] for _ in columns]
+        labels: list[int] = []
+        widths: set[int] = set()
+        while chunk := result.fetchmany(FETCH_ROWS):
+            widths.update(len(row[1]) for row in chunk)
+            labels.extend(int(row[0]) for row in chunk)
+            for j, parts in enumerate(blocks, start=1):
+                parts.append(b"".join(bytes(row[j]) for row in chunk))
+        if len(widths) > 1:
+            raise MixedClasses(sorted(w // 8 for w in widths))
+        k = widths.pop() // 8 if widths else 1
+        matrices = [
+            np.frombuffer(b"".join(parts), dtype="<f8").reshape(-1, k).astype(np.float64)
+            for parts in blocks
+        ]
+        return matrices, np.array(labels, dtype=np.int64)
 
     def _traffic_filter(
         self,
@@ -250,27 +296,6 @@ def check_labelled(counts: dict[int, tuple[int, int]], max_rows: int) -> None:
 def _stacked(chunks: Iterable[FloatArray], width: int) -> FloatArray:
     """The chunks of rows as one (n, width) array."""
     return np.concatenate([np.empty((0, width)), *chunks])
-
-
-def _score_rows(rows: Any) -> tuple[FloatArray, FloatArray]:
-    """The (n, k) float64 scores and n labels of ``(scores_row, label)`` rows, read
-    :data:`FETCH_ROWS` at a time (a k-class calibrator's versions may differ in k: 422)."""
-    blocks: list[bytes] = []
-    labels: list[float] = []
-    widths: set[int] = set()
-    while chunk := rows.fetchmany(FETCH_ROWS):
-        widths.update(len(row[0]) for row in chunk)
-        blocks.append(b"".join(bytes(row[0]) for row in chunk))
-        labels.extend(float(row[1]) for row in chunk)
-    if len(widths) > 1:
-        classes = ", ".join(str(w // 8) for w in sorted(widths))
-        raise invalid(
-            ("body", "from_traffic", "version"),
-            f"the traffic holds rows of {classes} classes; choose one version",
-        )
-    k = widths.pop() // 8 if widths else 0
-    matrix = np.frombuffer(b"".join(blocks), dtype="<f8").reshape(-1, max(k, 1))
-    return matrix.astype(np.float64), np.array(labels, dtype=np.float64)
 
 
 def _copied_chunks(stream: Iterable[Any], width: int) -> Iterator[FloatArray]:

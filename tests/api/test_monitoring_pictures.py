@@ -226,17 +226,54 @@ def test_more_labelled_traffic_than_a_batch_may_hold_is_refused_before_it_is_rea
     assert client.get(f"{BASE}/monitoring/diagnostics", params=params).status_code == 200
 
 
-def test_the_traffic_of_a_k_class_version_is_a_conflict(client: TestClient) -> None:
+def test_k_class_diagnostics_equal_posting_the_labelled_traffic(client: TestClient) -> None:
     url = "/v1/calibrators/digits"
     batch = logits_batch(300)
     assert client.post(f"{url}/fit", json={**batch, "method": "temperature"}).status_code == 201
-    assert_problem(client.get(f"{url}/monitoring/diagnostics?version=1"), 409, "k-class", "v1")
-    rows = {"scores": batch["scores"][:20], "ids": [f"k{i}" for i in range(20)]}
+    assert_problem(client.get(f"{url}/monitoring/diagnostics?version=1"), 404, "no labelled")
+    rows = {"scores": batch["scores"][:40], "ids": [f"k{i}" for i in range(40)]}
     assert client.post(f"{url}/predict", json=rows).status_code == 200
     client.app.state.service.traffic.flush()  # type: ignore[attr-defined]
-    outcomes = {"ids": rows["ids"], "labels": batch["labels"][:20]}
+    outcomes = {"ids": rows["ids"][:30], "labels": batch["labels"][:30]}
     assert client.post(f"{url}/outcomes", json=outcomes).status_code == 200
-    assert_problem(client.get(f"{url}/monitoring/diagnostics"), 409, "k-class", "v1")
+    for options in ({}, {"n_bins": 5, "strategy": "quantile"}, {"class_index": 2}):
+        params = {"version": "1", **options}
+        got = client.get(f"{url}/monitoring/diagnostics", params=params).json()
+        body = {"scores": batch["scores"][:30], "labels": batch["labels"][:30], **options}
+        posted = client.post(f"{url}/versions/1/diagnostics", json=body).json()
+        assert {k: got[k] for k in posted} == posted  # every number, every bin, exactly
+        assert got["n_labelled"] == got["n_samples"] == 30
+        every = client.get(f"{url}/monitoring/diagnostics", params=options).json()
+        assert (every["version"], every["calibrated"]) == (None, got["calibrated"])
+
+
+@pytest.mark.parametrize(
+    ("first", "message"),
+    [
+        (sigmoid_batch(200), "binary versions (v1)"),
+        ({**logits_batch(300, k=4), "method": "temperature"}, "3, 4 classes"),
+    ],
+)
+def test_traffic_of_versions_of_different_classes_is_a_conflict_unless_one_is_chosen(
+    client: TestClient, first: dict[str, Any], message: str
+) -> None:
+    """v1 binary or of 4 classes, v2 of 3 classes."""
+    url = "/v1/calibrators/mixed"
+    k_class = {**logits_batch(300), "method": "temperature"}
+    for body in (first, k_class):
+        assert client.post(f"{url}/fit", json=body).status_code == 201
+    for version, scores in (("1", first["scores"][:10]), ("2", k_class["scores"][:10])):
+        ids_ = [f"v{version}-{i}" for i in range(10)]
+        r = client.post(f"{url}/predict?version={version}", json={"scores": scores, "ids": ids_})
+        assert r.status_code == 200, r.text
+        client.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+        outcomes = {"ids": ids_, "labels": [i % 2 for i in range(10)]}
+        assert client.post(f"{url}/outcomes", json=outcomes).status_code == 200
+    assert_problem(client.get(f"{url}/monitoring/diagnostics"), 409, message)
+    for version, multiclass in (("1", "method" in first), ("2", True)):
+        got = client.get(f"{url}/monitoring/diagnostics", params={"version": version}).json()
+        assert (got["version"], got["n_labelled"]) == (int(version), 10)
+        assert ("accuracy" in got["calibrated"]["metrics"]) == multiclass  # top-label report
 
 
 @pytest.mark.parametrize(
