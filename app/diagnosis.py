@@ -101,18 +101,14 @@ class Diagnosis:
 
         return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
 
-    def fitting_scores(
-        self, name: str, version: int, repo: Repository | None = None
-    ) -> NDArray[np.float64]:
-        """The raw scores ``version`` was fitted on (empty once it is deleted); read within
-        ``repo``'s unit of work when given (one snapshot with the caller's reads)."""
-        try:
-            record, data = self._read(
-                name, version, lambda r: self.batches.get(_key(r)) is not None, repo
-            )
-        except NotFound:
-            return np.empty(0)
-        stored = self.batches.get_or_compute(_key(record), lambda: self._decoded(record, data))
+    def fitting_scores(self, record: VersionRecord, repo: Repository) -> NDArray[np.float64]:
+        """The raw scores ``record``'s version was fitted on, read within ``repo``'s unit of
+        work (one snapshot with the caller's reads), unless decoded right now for another."""
+
+        def decoded() -> StoredBatch:
+            return self._decoded(record, repo.get_batch(record.id))
+
+        stored = self.batches.get_or_compute(_key(record), decoded)
         return np.asarray(stored.scores, dtype=np.float64)
 
     def _known(self, record: VersionRecord, query: ReportOptions) -> bool:
@@ -121,19 +117,13 @@ class Diagnosis:
         return self.reports.get((*key, query)) is not None or self.batches.get(key) is not None
 
     def _read(
-        self,
-        name: str,
-        selector: Selector,
-        known: Callable[[VersionRecord], bool],
-        repo: Repository | None = None,
+        self, name: str, selector: Selector, known: Callable[[VersionRecord], bool]
     ) -> tuple[VersionRecord, bytes | memoryview | None]:
         """The version's record and, unless what is asked is ``known`` without it, its stored
-        batch: one snapshot (``repo``'s, or a unit of work of its own)."""
-        if repo is None:
-            with self.database.transaction() as own:
-                return self._read(name, selector, known, own)
-        record = repo.get_version(name, selector)
-        return record, None if known(record) else repo.get_batch(record.id)
+        batch: one snapshot."""
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, selector)
+            return record, None if known(record) else repo.get_batch(record.id)
 
     def _stored(
         self, record: VersionRecord, query: ReportOptions, data: bytes | memoryview | None

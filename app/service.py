@@ -61,7 +61,7 @@ class CalibrationService:
         self.work = WorkPool(
             settings.max_concurrent_fits, settings.max_queued_fits, settings.fit_timeout_seconds
         )
-        self.live = TrafficCases(database, self.diagnosis, settings)  # outcomes, monitoring
+        self.live = TrafficCases(database, self.diagnosis, settings.max_batch_rows)
         self.traffic = TrafficLog(
             database,
             capacity=settings.traffic_buffer_rows,

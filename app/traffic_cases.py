@@ -13,12 +13,12 @@ from numpy.typing import NDArray
 
 from app.diagnosis import DEFAULT_REPORT, Diagnosis, ImageFormat, ReportOptions, labelled_reports
 from app.errors import Conflict, NotFound
-from app.monitoring import Monitor, Reference, Window
+from app.monitoring import Monitor, Window
 from app.monitoring_diagram import render_monitoring
-from app.settings import Settings
+from app.monitoring_sums import Reference
 from app.store import Database, Repository, Selector
 from app.store.outcomes import OutcomeCounts
-from app.store.traffic_reads import MixedClasses, check_labelled
+from app.store.traffic_reads import MixedClasses
 
 
 @dataclass(frozen=True)
@@ -35,10 +35,10 @@ class TrafficDiagnostics:
 class TrafficCases:
     """Outcomes and monitoring of a calibrator's logged traffic, one transaction each."""
 
-    def __init__(self, database: Database, diagnosis: Diagnosis, settings: Settings) -> None:
+    def __init__(self, database: Database, diagnosis: Diagnosis, max_rows: int) -> None:
         self.database = database
         self.diagnosis = diagnosis
-        self.settings = settings
+        self.max_rows = max_rows  # the most labelled predictions a diagnostics reads
 
     def record(
         self, name: str, outcomes: Sequence[tuple[str, int]], *, overwrite: bool = False
@@ -61,16 +61,19 @@ class TrafficCases:
         """Live calibration of ``name``'s logged traffic per window and version
         (:mod:`app.monitoring`); with ``selector``, of that version's traffic only. Read as
         a stream, in one snapshot: the versions that answered, their fitting batches, then
-        the rows in time order."""
+        the rows in time order.
+
+        The versions are counted first, in the database, because their batches cannot be
+        read once the rows stream: PostgreSQL's connection is busy with the ``COPY``."""
         with self.database.transaction() as repo:
             repo.latest_version_number(name)  # 404 for a calibrator that does not exist
             version = None if selector is None else repo.get_version(name, selector).version
-            answered = repo.traffic_counts(name, since, until, version)
-            references = self._references(repo, name, answered)
+            versions = list(repo.traffic_counts(name, since, until, version))
+            references = self._references(repo, name, versions)
             monitor = Monitor(since, until, window, references, version=version, n_bins=n_bins)
             for chunk in repo.traffic_chunks(name, since, until, version):
                 monitor.add_traffic(chunk)
-            if monitor.k_class:
+            if monitor.saw_k_class:
                 for v, rows in repo.class_row_chunks(name, since, until, version):
                     monitor.add_class_rows(v, rows)
         return monitor.rows()
@@ -83,11 +86,11 @@ class TrafficCases:
         references = {}
         for v in versions:
             try:
-                binary = repo.get_version(name, v).n_classes == 2
+                record = repo.get_version(name, v)
             except NotFound:
                 continue
-            if binary:
-                references[v] = Reference(self.diagnosis.fitting_scores(name, v, repo))
+            if record.n_classes == 2:
+                references[v] = Reference(self.diagnosis.fitting_scores(record, repo))
         return references
 
     def monitoring_picture(
@@ -126,9 +129,7 @@ class TrafficCases:
         with self.database.transaction() as repo:
             repo.latest_version_number(name)  # 404 for a calibrator that does not exist
             version = None if selector is None else repo.get_version(name, selector).version
-            counts = repo.traffic_counts(name, since, until, version)
-            check_labelled(counts, self.settings.max_batch_rows)
-            columns = repo.labelled_columns(name, since, until, version)
+            columns = repo.labelled_columns(name, since, until, version, max_rows=self.max_rows)
             _, versions, scores, probabilities, labels = columns.T
             k_class = ~np.isfinite(probabilities)  # k-class rows have no single probability
             if k_class.any() and not k_class.all():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -11,10 +12,18 @@ from hypothesis import strategies as st
 from scipy.stats import ks_2samp
 from sklearn.metrics import brier_score_loss, log_loss
 
-from app.monitoring import Monitor, Reference
+from app.monitoring import Monitor
+from app.monitoring_sums import Reference
 from tests.api.helpers import ece, psi
 
 T0 = datetime(2026, 11, 24, tzinfo=UTC)
+
+
+def ks(reference: np.ndarray, seen: np.ndarray) -> float:
+    """scipy's two-sample KS statistic (its p-value, not asked for, asymptotic: it divides
+    by zero for a sample of one)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(ks_2samp(reference, seen, method="asymp").statistic)
 
 
 def columns(scores: np.ndarray, probabilities: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -38,34 +47,61 @@ def test_ks_and_psi_from_chunks_equal_scipy_and_numpy_with_ties(
     for chunk in np.split(rows, sorted(c for c in cuts if c <= seen.size)):
         monitor.add_traffic(chunk)
     (row,) = monitor.rows()
-    assert row["ks"] == pytest.approx(ks_2samp(ref, seen).statistic, rel=1e-12, abs=1e-15)
+    assert row["ks"] == pytest.approx(ks(ref, seen), rel=1e-12, abs=1e-15)
     assert row["psi"] == pytest.approx(psi(ref, seen), rel=1e-9, abs=1e-12)
 
 
-def test_calibration_sums_over_chunks_equal_scikit_learn_on_all_rows() -> None:
+def test_every_number_from_chunks_spanning_windows_equals_the_measures_on_each_window() -> None:
     rng = np.random.default_rng(3)
-    p = rng.random(5000)
-    y = (rng.random(5000) < p**1.3).astype(float)
+    n = 6000
+    p = rng.random(n)
+    y = (rng.random(n) < p**1.3).astype(float)
     y[::3] = -1  # no outcome yet
-    monitor = Monitor(T0, T0 + timedelta(hours=1), "1h", {1: Reference(rng.normal(size=700))})
-    rows = columns(rng.normal(size=5000), p, y)
-    for chunk in np.array_split(rows, 17):
+    scores, fitted_on = rng.normal(0.3, 1.0, n), rng.normal(size=700)
+    rows = columns(scores, p, y)
+    rows[:, 0] += np.repeat([0, 3600, 7200], n // 3)  # three hours, 2000 rows each
+    monitor = Monitor(T0, T0 + timedelta(hours=3), "1h", {1: Reference(fitted_on)})
+    for chunk in np.array_split(rows, 17):  # 353 rows a chunk: some span two hours
         monitor.add_traffic(chunk)
-    (row,) = monitor.rows()
-    known = y >= 0
-    assert (row["n_predictions"], row["n_labelled"]) == (5000, int(known.sum()))
-    assert row["log_loss"] == pytest.approx(log_loss(y[known], p[known]), rel=1e-12)
-    assert row["brier"] == pytest.approx(brier_score_loss(y[known], p[known]), rel=1e-12)
-    assert row["ece"] == pytest.approx(ece(p[known], y[known]), rel=1e-12)
-    assert row["mean_predicted"] == pytest.approx(p[known].mean(), rel=1e-12)
+    for hour, row in enumerate(monitor.rows()):
+        at = slice(hour * 2000, (hour + 1) * 2000)
+        known = y[at] >= 0
+        q, t, s = p[at][known], y[at][known], scores[at]
+        assert (row["version"], row["n_predictions"], row["n_labelled"]) == (1, 2000, known.sum())
+        assert row["log_loss"] == pytest.approx(log_loss(t, q), rel=1e-12)
+        assert row["brier"] == pytest.approx(brier_score_loss(t, q), rel=1e-12)
+        assert row["ece"] == pytest.approx(ece(q, t), rel=1e-12)
+        assert row["mean_predicted"] == pytest.approx(q.mean(), rel=1e-12)
+        assert row["observed_rate"] == pytest.approx(t.mean(), rel=1e-12)
+        assert row["ks"] == pytest.approx(ks(fitted_on, s), rel=1e-12)
+        assert row["psi"] == pytest.approx(psi(fitted_on, s), rel=1e-9)
 
 
-def test_a_window_is_closed_once_later_rows_arrive() -> None:
-    """Only the window being read keeps its KS slot counts (one per distinct batch score)."""
-    monitor = Monitor(T0, T0 + timedelta(hours=3), "1h", {1: Reference(np.arange(1000.0))})
-    for hour in range(3):
-        rows = columns(np.arange(10.0), np.full(10, 0.5), np.full(10, -1.0))
+def test_windows_read_one_after_another_each_get_their_own_shift() -> None:
+    """Each hour's scores against the batch: closing a window must not mix in the next."""
+    fitted_on = np.arange(1000.0)
+    monitor = Monitor(T0, T0 + timedelta(hours=3), "1h", {1: Reference(fitted_on)})
+    seen = [np.arange(10.0), np.arange(500.0, 700.0), np.arange(990.0, 1000.0)]
+    for hour, scores in enumerate(seen):
+        rows = columns(scores, np.full(scores.size, 0.5), np.full(scores.size, -1.0))
         rows[:, 0] += hour * 3600
         monitor.add_traffic(rows)
-        assert [key[0] for key in monitor.reading] == [hour]
-    assert [row["ks"] for row in monitor.rows()] == pytest.approx([0.99] * 3)
+    expected = [ks(fitted_on, scores) for scores in seen]
+    assert [row["ks"] for row in monitor.rows()] == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_chunk_spanning_many_windows_holds_one_windows_slot_counts_at_a_time() -> None:
+    """Sparse traffic puts hundreds of windows in one chunk: each window's KS slot counts
+    (2 x 10^5 + 1 here, 1.6 MB) are let go when the next window's rows come, not at the end
+    of the chunk (300 windows would hold 480 MB)."""
+    monitor = Monitor(T0, T0 + timedelta(hours=300), "1h", {1: Reference(np.arange(1e5))})
+    rows = columns(np.arange(3000.0), np.full(3000, 0.5), np.full(3000, -1.0))
+    rows[:, 0] = T0.timestamp() + np.repeat(np.arange(300) * 3600.0, 10)  # 10 rows an hour
+    tracemalloc.start()
+    try:
+        monitor.add_traffic(rows)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6
+    assert len(monitor.rows()) == 300

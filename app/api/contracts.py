@@ -55,10 +55,11 @@ def _no_nul(text: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_no_nul)]
+# In the bounded texts below the lengths come before the NUL check: pydantic then checks them
+# in its core, where after a Python validator a predict body with ids validates a third slower.
 MAX_CLIENT_ID = 128
 ClientId = Annotated[str, Field(min_length=1, max_length=MAX_CLIENT_ID), AfterValidator(_no_nul)]
-"""A client's id of a prediction. The lengths come first: pydantic then checks them in its core,
-where after a Python validator a predict body's validation costs a third more."""
+"""A client's id of a prediction."""
 MAX_TAG_KEY = 128
 MAX_TAG_VALUE = 1024
 TagKey = Annotated[str, Field(min_length=1, max_length=MAX_TAG_KEY), AfterValidator(_no_nul)]

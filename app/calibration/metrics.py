@@ -140,7 +140,13 @@ def headline_metrics(
 
 
 def _brier_score(p: FloatArray, y: FloatArray, w: FloatArray) -> float:
-    return blockwise_mean(lambda block: (p[block] - y[block]) ** 2, w)
+    return blockwise_mean(lambda block: squared_errors(p[block], y[block]), w)
+
+
+def squared_errors(p: FloatArray, y: FloatArray) -> FloatArray:
+    """Each row's (p - y)^2: the terms :func:`brier_score` averages."""
+    errors: FloatArray = (p - y) ** 2
+    return errors
 
 
 def _log_loss(p: FloatArray, y: FloatArray, w: FloatArray, eps: float = 1e-15) -> float:

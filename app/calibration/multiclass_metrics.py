@@ -129,6 +129,21 @@ def multiclass_log_loss(
     return _multiclass_log_loss(*_probability_batch(P, y, w), eps)
 
 
+def brier_distances(P: FloatArray, y: IntArray) -> FloatArray:
+    """Each row's squared distance sum_j (P_ij - [y_i = j])^2 = |P_i|^2 - 2 P[i, y_i] + 1:
+    the terms :func:`multiclass_brier` averages."""
+    sq = np.einsum("ij,ij->i", P, P)
+    d: FloatArray = sq - 2.0 * P[np.arange(y.size), y] + 1.0
+    return d
+
+
+def multiclass_log_losses(P: FloatArray, y: IntArray, eps: float = 1e-15) -> FloatArray:
+    """Each row's -log P[i, y_i], P clipped to [eps, 1 - eps] first: the terms
+    :func:`multiclass_log_loss` averages."""
+    losses: FloatArray = -np.log(np.clip(P[np.arange(y.size), y], eps, 1.0 - eps))
+    return losses
+
+
 def accuracy(P: FloatArray, y: IntArray, w: FloatArray | None = None) -> float:
     """Weighted share of rows whose arg max (the first, on ties) is the label."""
     P, y, w = _probability_batch(P, y, w)
@@ -214,21 +229,8 @@ def _multiclass_brier(P: FloatArray, y: IntArray, w: FloatArray) -> float:
     return blockwise_mean(lambda block: brier_distances(P[block], y[block]), w)
 
 
-def brier_distances(P: FloatArray, y: IntArray) -> FloatArray:
-    """Each row's squared distance sum_j (P_ij - [y_i = j])^2 = |P_i|^2 - 2 P[i, y_i] + 1."""
-    sq = np.einsum("ij,ij->i", P, P)
-    d: FloatArray = sq - 2.0 * P[np.arange(y.size), y] + 1.0
-    return d
-
-
 def _multiclass_log_loss(P: FloatArray, y: IntArray, w: FloatArray, eps: float = 1e-15) -> float:
-    return blockwise_mean(lambda block: class_log_losses(P[block], y[block], eps), w)
-
-
-def class_log_losses(P: FloatArray, y: IntArray, eps: float = 1e-15) -> FloatArray:
-    """Each row's -log P[i, y_i], P clipped to [eps, 1 - eps] first."""
-    losses: FloatArray = -np.log(np.clip(P[np.arange(y.size), y], eps, 1.0 - eps))
-    return losses
+    return blockwise_mean(lambda block: multiclass_log_losses(P[block], y[block], eps), w)
 
 
 def _accuracy(top: NDArray[np.intp], y: IntArray, w: FloatArray) -> float:

@@ -17,9 +17,10 @@ flush of its prediction run one after the other.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import select
 
@@ -161,43 +162,46 @@ class TrafficOperations(RepositoryBase):
         those that were new (an id's first row in ``rows``); those rows, with their time as
         stored.
 
-        One writer at a time holds SQLite, and a new row's rowid is above every rowid before
-        it: the keys this flush added are those above the largest rowid before its insert.
-        They are read only when the insert skipped some (a duplicate id); otherwise every
-        row is new, and nothing is read back. On the driver's own connection, within the
-        session's transaction: SQLAlchemy's result rows (and ``RETURNING``'s, one step of
-        the engine each) made the flush a quarter slower, time the request path waits for
-        the GIL.
+        The keys a chunk added are read back only when its insert skipped some (an id logged
+        before, or twice in the chunk); otherwise every row is new and nothing is read. They
+        are the rows inserted last: one writer at a time holds SQLite, and a rowid table
+        (``prediction_keys`` has no AUTOINCREMENT) numbers each new row one past its
+        largest rowid, which stays far below 2^63 - 1, where SQLite would pick them at
+        random. On the driver's own connection, within the session's transaction:
+        SQLAlchemy's result rows, and ``RETURNING``'s, made the flush a third slower, time
+        the request path waits for the GIL.
         """
-        raw: Any = self._session.connection().connection.driver_connection
+        raw = cast(sqlite3.Connection, self._session.connection().connection.driver_connection)
         times: dict[datetime, str] = {}  # a request's rows share one time: format it once
         fresh: list[tuple[LoggedPrediction, str]] = []
         for chunk in chunks(rows, INSERT_ROWS):
             at = [times.get(r[3]) or times.setdefault(r[3], sqlite_time(r[3])) for r in chunk]
-            keys: list[Any] = []
+            keys: list[object] = []
             for r, t in zip(chunk, at, strict=True):
                 keys += (r[0], r[1], t)
-            (last,) = raw.execute("SELECT coalesce(max(rowid), 0) FROM prediction_keys").fetchone()
             inserted = raw.execute(
                 "INSERT INTO prediction_keys (name, client_id, predicted_at) VALUES "
                 f"{', '.join(['(?, ?, ?)'] * len(chunk))} ON CONFLICT (name, client_id) DO NOTHING",
                 keys,
-            ).rowcount
-            if inserted == len(chunk):  # every key new: the usual flush
+            )
+            if inserted.rowcount == len(chunk):  # every key new: the usual flush
                 firsts = list(zip(chunk, at, strict=True))
             else:
-                new = set(
-                    raw.execute(
-                        "SELECT name, client_id FROM prediction_keys WHERE rowid > ?", (last,)
-                    ).fetchall()
-                )
+                new = set()
+                if inserted.rowcount > 0:  # lastrowid is this insert's last new row
+                    new = set(
+                        raw.execute(
+                            "SELECT name, client_id FROM prediction_keys WHERE rowid > ?",
+                            ((inserted.lastrowid or 0) - inserted.rowcount,),
+                        ).fetchall()
+                    )
                 firsts = []
                 for r, t in zip(chunk, at, strict=True):
                     if (r[0], r[1]) in new:
                         new.discard((r[0], r[1]))  # a later row of the id is a duplicate
                         firsts.append((r, t))
             if firsts:
-                values: list[Any] = []
+                values: list[object] = []
                 for r, t in firsts:
                     values += (r[0], r[1], r[2], t, *r[4:])
                 raw.execute(

@@ -1,15 +1,16 @@
 """Reading the prediction log into arrays: monitoring's columns and a refit's batch.
 
 Never a Python object per row that outlives its chunk: PostgreSQL sends the rows as binary
-``COPY``, which numpy parses as fixed-size records, :data:`COPY_ROWS` at a time
-(:func:`_copied_chunks`); SQLite's come :data:`FETCH_ROWS` at a time into arrays. Monitoring
+``COPY``, which numpy parses as fixed-size records a chunk at a time
+(:func:`app.store.binary_copy.copied_chunks`); SQLite's come :data:`FETCH_ROWS` at a time
+into arrays. Monitoring
 reads a range as a stream of such chunks, so its memory does not grow with the traffic. A
 refit's binary pairs are pooled by ``GROUP BY`` first, so tied scores cross the wire once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -18,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.errors import PayloadTooLarge, invalid
+from app.store.binary_copy import copied_chunks
 from app.store.session import RepositoryBase
 from app.store.sql import placeholder, postgresql, time_param
 
@@ -26,8 +28,6 @@ FloatArray = NDArray[np.float64]
 FETCH_ROWS = 10_000
 """Rows fetched at a time when SQLite reads traffic into arrays (and k-class rows anywhere)."""
 
-COPY_ROWS = 100_000
-"""Rows per array parsed from PostgreSQL's binary ``COPY`` (about 6 MB of monitoring's)."""
 
 TRAFFIC_COLUMNS = ("seconds", "version", "score", "probability", "label")
 """The columns of :meth:`TrafficReads.traffic_chunks`, in order."""
@@ -111,9 +111,11 @@ class TrafficReads(RepositoryBase):
         return self._float_chunks(statement, params, len(TRAFFIC_COLUMNS))
 
     def labelled_columns(
-        self, name: str, since: datetime, until: datetime, version: int | None
+        self, name: str, since: datetime, until: datetime, version: int | None, *, max_rows: int
     ) -> FloatArray:
-        """The labelled rows of :meth:`traffic_chunks` as one (n, 5) array."""
+        """The labelled rows of :meth:`traffic_chunks` as one (n, 5) array; 413 before
+        anything is read when more than ``max_rows`` are labelled."""
+        _check_labelled(self.traffic_counts(name, since, until, version), max_rows)
         chunks = self.traffic_chunks(name, since, until, version, labelled=True)
         return _stacked(chunks, len(TRAFFIC_COLUMNS))
 
@@ -176,7 +178,7 @@ class TrafficReads(RepositoryBase):
         rows (their float64 rows of scores) come :data:`FETCH_ROWS` at a time, in time order.
         """
         counts = self.traffic_counts(name, since, until, version)
-        check_labelled(counts, max_rows)
+        _check_labelled(counts, max_rows)
         where, params = self._traffic_filter(name, since, until, version)
         pairs = _stacked(
             self._float_chunks(
@@ -276,14 +278,14 @@ class TrafficReads(RepositoryBase):
             with raw.cursor() as cursor:  # type: ignore[union-attr]
                 copy = f"COPY ({statement}) TO STDOUT (FORMAT binary)"
                 with cursor.copy(copy, params) as stream:
-                    yield from _copied_chunks(stream, width)
+                    yield from copied_chunks(stream, width)
             return
         result = connection.exec_driver_sql(statement, params)
         while chunk := result.fetchmany(FETCH_ROWS):
             yield np.array(chunk, dtype=np.float64)
 
 
-def check_labelled(counts: dict[int, tuple[int, int]], max_rows: int) -> None:
+def _check_labelled(counts: Mapping[int, tuple[int, int]], max_rows: int) -> None:
     """413 when the (predictions, labelled) ``counts`` of a range hold more labelled
     predictions than a batch may (they would be read as one)."""
     labelled = sum(labelled for _, labelled in counts.values())
@@ -296,46 +298,3 @@ def check_labelled(counts: dict[int, tuple[int, int]], max_rows: int) -> None:
 def _stacked(chunks: Iterable[FloatArray], width: int) -> FloatArray:
     """The chunks of rows as one (n, width) array."""
     return np.concatenate([np.empty((0, width)), *chunks])
-
-
-def _copied_chunks(stream: Iterable[Any], width: int) -> Iterator[FloatArray]:
-    """The rows of a PostgreSQL binary ``COPY`` whose ``width`` fields are all float8, never
-    NULL (:meth:`TrafficReads._numbers` casts them), as float64 arrays of up to
-    :data:`COPY_ROWS` rows. After the 19-byte header (and its extension) each row is an int16
-    field count, then per field an int32 length (8) and 8 big-endian bytes; an int16 -1
-    ends the data. The driver hands over a row at a time; they are joined a chunk at a time
-    and parsed by numpy. Any other layout (a NULL's length -1) is refused, not read shifted."""
-    row = 2 + 12 * width
-    parts: list[bytes] = []
-    header: int | None = None
-    for block in stream:
-        parts.append(bytes(block))
-        if header is None:
-            start = b"".join(parts)
-            if len(start) < 19 or len(start) < 19 + int.from_bytes(start[15:19], "big"):
-                continue  # the header arrives in pieces: wait for the rest of it
-            header = 19 + int.from_bytes(start[15:19], "big")
-            parts = [start[header:]]
-        elif len(parts) >= COPY_ROWS:
-            data = b"".join(parts)
-            whole = len(data) // row * row
-            yield _copied_rows(data[:whole], width)
-            parts = [data[whole:]]
-    rest = b"".join(parts)
-    if header is None or rest[-2:] != b"\xff\xff" or (len(rest) - 2) % row:
-        raise ValueError("binary COPY data ends early or holds rows that are not all float8")
-    if len(rest) > 2:
-        yield _copied_rows(rest[:-2], width)
-
-
-def _copied_rows(data: bytes, width: int) -> FloatArray:
-    """Whole rows of :func:`_copied_chunks`' layout, parsed (checked: ``width`` fields of
-    8 bytes each)."""
-    fields = [("count", ">i2")]
-    for k in range(width):
-        fields += [(f"size{k}", ">i4"), (f"value{k}", ">f8")]
-    records = np.frombuffer(data, dtype=np.dtype(fields))
-    sizes = [records[f"size{k}"] for k in range(width)]
-    if np.any(records["count"] != width) or any(np.any(size != 8) for size in sizes):
-        raise ValueError("binary COPY rows are not all float8: a NULL or another type")
-    return np.column_stack([records[f"value{k}"] for k in range(width)]).astype(np.float64)

@@ -67,7 +67,8 @@ def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
 
 def psi(reference: np.ndarray, actual: np.ndarray) -> float:
     """PSI over the reference's deciles, shares floored at 1e-4, via np.histogram."""
-    edges = np.concatenate([[-np.inf], np.quantile(reference, np.linspace(0.1, 0.9, 9)), [np.inf]])
+    deciles = np.quantile(reference, np.arange(1, 10) / 10)
+    edges = np.concatenate([[-np.inf], deciles, [np.inf]])
     e = np.maximum(np.histogram(reference, edges)[0] / reference.size, 1e-4)
     a = np.maximum(np.histogram(actual, edges)[0] / actual.size, 1e-4)
     return float(np.sum((a - e) * np.log(a / e)))

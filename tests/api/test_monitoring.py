@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from scipy.stats import ks_2samp
 from sklearn.metrics import brier_score_loss, log_loss
 
-from app.store import traffic_reads
+from app.store import binary_copy, traffic_reads
 from app.store.traffic import LoggedPrediction
 
 from .helpers import assert_problem, ece, psi, sigmoid_batch
@@ -34,7 +34,7 @@ def chunking(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     then span chunks, and chunks span windows."""
     if request.param == "chunked":
         monkeypatch.setattr(traffic_reads, "FETCH_ROWS", 7)
-        monkeypatch.setattr(traffic_reads, "COPY_ROWS", 7)
+        monkeypatch.setattr(binary_copy, "COPY_BLOCKS", 7)
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ import pytest
 from sqlalchemy import func, select
 
 from app.errors import Conflict
-from app.store import Database
+from app.store import Database, traffic
 from app.store.models import PendingOutcome, Prediction
 from app.store.outcomes import OutcomeCounts
-from app.store.traffic import LogCounts, LoggedPrediction
+from app.store.traffic import INSERT_ROWS, LogCounts, LoggedPrediction
 
 from .conftest import MakeVersion
 
@@ -56,9 +56,12 @@ def test_the_first_record_of_an_id_wins(database: Database, make_version: MakeVe
     }
 
 
+@pytest.mark.parametrize("chunk", [INSERT_ROWS, 2, 3])
 def test_one_flush_keeps_each_new_ids_first_row_among_repeats_and_old_ids(
-    database: Database, make_version: MakeVersion
+    database: Database, make_version: MakeVersion, monkeypatch: pytest.MonkeyPatch, chunk: int
 ) -> None:
+    """In chunks of 2 (SQLite), one chunk has new keys only, one none, and two both."""
+    monkeypatch.setattr(traffic, "INSERT_ROWS", chunk)
     with database.transaction(write=True) as repo:
         repo.create_version("other", make_version())
         repo.log_predictions([logged("a"), logged("b")])
