@@ -142,6 +142,8 @@ class Monitor:
         of predicted against observed, on the labelled ones."""
         k = rows.probabilities.shape[1]
         labelled = (rows.labels >= 0) & (rows.labels < k)
+        if not labelled.any():
+            return
         windows = self._windows(rows.seconds[labelled])
         P, y = rows.probabilities[labelled], rows.labels[labelled]
         confidence, correct = top_label(P, y)

@@ -214,7 +214,8 @@ def test_more_labelled_traffic_than_a_batch_may_hold_is_refused_before_it_is_rea
     client: TestClient, traffic: dict[int, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     service = client.app.state.service  # type: ignore[attr-defined]
-    monkeypatch.setattr(service.settings, "max_batch_rows", 149)
+    assert service.live.max_rows == service.settings.max_batch_rows
+    monkeypatch.setattr(service.live, "max_rows", 149)
     read = []
     monkeypatch.setattr(TrafficReads, "traffic_chunks", lambda *args, **kw: read.append(1))
     params = {"since": HOURS["since"], "until": HOURS["until"]}
@@ -222,7 +223,7 @@ def test_more_labelled_traffic_than_a_batch_may_hold_is_refused_before_it_is_rea
     assert_problem(r, 413, "150 labelled", "149")
     assert read == []
     monkeypatch.undo()
-    monkeypatch.setattr(service.settings, "max_batch_rows", 150)
+    monkeypatch.setattr(service.live, "max_rows", 150)
     assert client.get(f"{BASE}/monitoring/diagnostics", params=params).status_code == 200
 
 
