@@ -28,13 +28,28 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
 
 OPEN_PATHS = frozenset(
-    {"/healthz", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+    {
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/docs",
+        "/docs/oauth2-redirect",
+        "/redoc",
+        "/openapi.json",
+        "/v2/health/live",
+        "/v2/health/ready",
+    }
 )
-"""Paths anyone may call: probes, metrics scrapes and the API's own description."""
+"""Paths anyone may call: probes (the protocol's too), metrics scrapes and the API's own
+description."""
 
 _READ_METHODS = frozenset({"GET", "HEAD"})
-# POSTs that compute on a batch without changing anything stored.
-_READ_POSTS = re.compile(r"^/v1/calibrators/[^/]+/(?:predict|compare|versions/[^/]+/diagnostics)$")
+# POSTs that compute on a batch without changing anything stored (predict and infer log
+# predictions sent with ids, as a side of reading).
+_READ_POSTS = re.compile(
+    r"^/v1/calibrators/[^/]+/(?:predict|compare|versions/[^/]+/diagnostics)$"
+    r"|^/v2/models/[^/]+(?:/versions/[^/]+)?/infer$"
+)
 
 
 @dataclass(frozen=True)

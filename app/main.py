@@ -13,6 +13,7 @@ from app.api import (
     calibrators,
     diagnostics,
     health,
+    inference,
     json_process,
     predictions,
     registry,
@@ -78,6 +79,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.include_router(registry.router)
     app.include_router(traffic.router)
     app.include_router(health.router)
+    app.include_router(inference.router)
     return app
 
 

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Literal, cast, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -242,6 +242,28 @@ class CalibrationService:
         return self.database.ping()
 
     # -- predicting ----------------------------------------------------------------------
+    @overload
+    def predict(
+        self,
+        name: str,
+        selector: Selector,
+        scores: NDArray[np.float64],
+        *,
+        intervals: tuple[str, ...] | None = None,
+        ids: Sequence[str] | None = None,
+        cached_only: Literal[False] = False,
+    ) -> Prediction: ...
+    @overload
+    def predict(
+        self,
+        name: str,
+        selector: Selector,
+        scores: NDArray[np.float64],
+        *,
+        intervals: tuple[str, ...] | None = None,
+        ids: Sequence[str] | None = None,
+        cached_only: bool,
+    ) -> Prediction | None: ...
     def predict(
         self,
         name: str,

@@ -2,7 +2,9 @@
 
 Domain errors (:mod:`app.errors`), FastAPI's request validation, Starlette's HTTP errors
 (unknown routes, wrong methods) and, as a last resort, anything unexpected are all rendered
-here as ``application/problem+json`` with ``type``, ``title``, ``status`` and ``detail``.
+here as ``application/problem+json`` with ``type``, ``title``, ``status`` and ``detail``;
+under ``/v2``, the Open Inference Protocol's routes, as its ``{"error": "..."}``
+(:func:`error_response` chooses), with 400 where ``/v1`` says 422.
 """
 
 from __future__ import annotations
@@ -47,13 +49,49 @@ def problem_response(
     )
 
 
+def protocol_error(status: int, detail: str, headers: dict[str, str] | None = None) -> Response:
+    """An Open Inference Protocol error: ``{"error": detail}``; its clients read a request
+    they should fix as 400, so an invalid one (422 in ``/v1``) is a 400 here."""
+    return Response(
+        orjson.dumps({"error": detail}),
+        status_code=400 if status == 422 else status,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+def is_protocol_path(path: str) -> bool:
+    """Whether ``path`` is one of the Open Inference Protocol's (``/v2``)."""
+    return path == "/v2" or path.startswith("/v2/")
+
+
+def error_response(
+    path: str,
+    status: int,
+    detail: str,
+    *,
+    title: str | None = None,
+    errors: Sequence[FieldError] = (),
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """The error of a request for ``path``: the protocol's under ``/v2``, else a problem."""
+    if is_protocol_path(path):
+        return protocol_error(status, detail, headers)
+    return problem_response(status, detail, title=title, errors=errors, headers=headers)
+
+
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     headers = None
     if exc.retry_after_seconds is not None:
         headers = {"Retry-After": str(exc.retry_after_seconds)}
-    return problem_response(
-        exc.status, exc.detail, title=exc.title, errors=exc.errors, headers=headers
+    return error_response(
+        request.url.path,
+        exc.status,
+        exc.detail,
+        title=exc.title,
+        errors=exc.errors,
+        headers=headers,
     )
 
 
@@ -64,9 +102,10 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     ]
     detail = "; ".join(f"{describe_loc(e.loc)}: {e.msg}" for e in errors[:5]) or "invalid request"
     # A JSON body FastAPI could not decode is malformed (400), not merely invalid (422).
+    path = request.url.path
     if any(e.get("type") == "json_invalid" for e in exc.errors()):
-        return problem_response(400, detail, title="Malformed request body", errors=errors)
-    return problem_response(422, detail, title="Invalid input", errors=errors)
+        return error_response(path, 400, detail, title="Malformed request body", errors=errors)
+    return error_response(path, 422, detail, title="Invalid input", errors=errors)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -77,12 +116,14 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         detail = f"{request.method} is not allowed on {request.url.path}"
     else:
         detail = str(exc.detail)
-    return problem_response(exc.status_code, detail, headers=getattr(exc, "headers", None))
+    headers = getattr(exc, "headers", None)
+    return error_response(request.url.path, exc.status_code, detail, headers=headers)
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
     logger.exception("unexpected error on %s %s", request.method, request.url.path)
-    return problem_response(500, "an unexpected error occurred; it has been logged")
+    detail = "an unexpected error occurred; it has been logged"
+    return error_response(request.url.path, 500, detail)
 
 
 def install_problem_handlers(app: FastAPI) -> None:

@@ -19,7 +19,7 @@ from app.auth import ApiKey, Decision, decide
 from app.errors import Forbidden, ServiceError, Unauthorized
 from app.settings import Settings
 
-from .problems import problem_response
+from .problems import error_response
 
 logger = logging.getLogger("app.auth")
 
@@ -57,8 +57,12 @@ class ApiKeyAuth:
             await send({"type": "websocket.close", "code": 1008})
             return
         error, challenge = refusal(decision)
-        response = problem_response(
-            error.status, error.detail, title=error.title, headers={"WWW-Authenticate": challenge}
+        response = error_response(
+            scope["path"],
+            error.status,
+            error.detail,
+            title=error.title,
+            headers={"WWW-Authenticate": challenge},
         )
         await response(scope, receive, send)
 

@@ -1,0 +1,165 @@
+"""Routes: the Open Inference Protocol (KServe's V2 REST, Triton's HTTP API) beside ``/v1``.
+
+A model is a calibrator and its version a number or an alias, as in ``/v1``; a model's one
+input is ``scores`` and its outputs ``probabilities``, with ``p0`` and ``p1`` for
+``venn_abers`` versions. Infer runs the very predict ``/v1`` runs
+(:meth:`app.service.CalibrationService.predict`), so the probabilities are the same to the
+bit, and ``parameters.ids`` logs the predictions as ``/v1``'s ``ids`` do. Tensors come and go
+as JSON or with the binary tensor data extension (:mod:`app.api.tensors`). Errors are the
+protocol's ``{"error": "..."}`` (:func:`app.api.problems.protocol_error`); the keys and
+scopes are ``/v1``'s (infer reads, as predict does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from app import __version__
+from app.calibration.methods import CAPABILITIES
+from app.errors import invalid
+from app.service import CalibrationService
+
+from .deps import NameParam, ServiceDep, json_response, off_loop, parse_selector, read_job_body
+from .tensors import HEADER_LENGTH, INPUT, encode_infer, parse_infer
+
+router = APIRouter(prefix="/v2", tags=["open inference protocol"])
+
+EXTENSIONS = ["binary_tensor_data"]
+MAX_LISTED_VERSIONS = 1000
+"""The most version numbers a model's metadata lists (the newest)."""
+
+
+@router.get("", summary="Server metadata")
+async def server_metadata() -> Response:
+    """The server's name, version and protocol extensions."""
+    return json_response(
+        {"name": "calibration-service", "version": __version__, "extensions": EXTENSIONS}
+    )
+
+
+@router.get("/health/live", summary="Server liveness")
+async def live() -> Response:
+    """200 while the process runs."""
+    return json_response({"live": True})
+
+
+@router.get("/health/ready", summary="Server readiness")
+async def ready(service: ServiceDep) -> Response:
+    """200 when the database answers, else 503."""
+    answers = await run_in_threadpool(service.ready)
+    return json_response({"ready": answers}, status_code=200 if answers else 503)
+
+
+@router.get("/models/{name}", summary="Model metadata (the latest version)")
+async def model_metadata(name: NameParam, service: ServiceDep) -> Response:
+    """The latest version's inputs and outputs, and the model's version numbers."""
+    return json_response(await run_in_threadpool(_metadata, service, name, "latest"))
+
+
+@router.get("/models/{name}/versions/{version}", summary="Model metadata (one version)")
+async def version_metadata(name: NameParam, version: str, service: ServiceDep) -> Response:
+    """One version's inputs and outputs (a number or an alias)."""
+    return json_response(await run_in_threadpool(_metadata, service, name, version))
+
+
+@router.get("/models/{name}/ready", summary="Model readiness (the latest version)")
+async def model_ready(name: NameParam, service: ServiceDep) -> Response:
+    """200 when the latest version can be served, 404 when there is none."""
+    loaded = await run_in_threadpool(service.resolve, name, "latest")
+    return json_response({"name": name, "version": str(loaded.version), "ready": True})
+
+
+@router.get("/models/{name}/versions/{version}/ready", summary="Model readiness (one version)")
+async def version_ready(name: NameParam, version: str, service: ServiceDep) -> Response:
+    """200 when the version (a number or an alias) can be served, 404 when there is none."""
+    loaded = await run_in_threadpool(service.resolve, name, parse_selector(name, version))
+    return json_response({"name": name, "version": str(loaded.version), "ready": True})
+
+
+@router.post("/models/{name}/infer", summary="Infer (the latest version)")
+async def infer(name: NameParam, request: Request, service: ServiceDep) -> Response:
+    """Calibrate the ``scores`` tensor with the latest version."""
+    return await _infer(request, service, name, "latest")
+
+
+@router.post("/models/{name}/versions/{version}/infer", summary="Infer (one version)")
+async def version_infer(
+    name: NameParam, version: str, request: Request, service: ServiceDep
+) -> Response:
+    """Calibrate the ``scores`` tensor with one version (a number or an alias)."""
+    return await _infer(request, service, name, version)
+
+
+async def _infer(
+    request: Request, service: CalibrationService, name: str, version: str
+) -> Response:
+    body = await read_job_body(request)
+    header_length = request.headers.get(HEADER_LENGTH)
+    content, headers, media_type = await off_loop(
+        request, answer_infer, service, name, version, body, header_length
+    )
+    return Response(content, media_type=media_type, headers=headers)
+
+
+def answer_infer(
+    service: CalibrationService, name: str, version: str, body: bytes, header_length: str | None
+) -> tuple[bytes, dict[str, str], str]:
+    """An infer request's answer: its body, extra headers and media type."""
+    request = parse_infer(body, header_length, service.settings.max_batch_rows)
+    selector = parse_selector(name, version)
+    asked = request.outputs
+    loaded = service.resolve(name, selector)
+    available = ["probabilities", *(["p0", "p1"] if CAPABILITIES[loaded.method].intervals else [])]
+    wanted = list(asked) if asked is not None else available
+    for i, output in enumerate(wanted):
+        if output not in available:
+            raise invalid(
+                ("outputs", i, "name"),
+                f"is {output!r}, which {name!r} v{loaded.version} ({loaded.method}) does not give",
+            )
+    intervals = ("outputs",) if {"p0", "p1"} & set(wanted) else None
+    prediction = service.predict(
+        name, loaded.version, request.scores, intervals=intervals, ids=request.ids
+    )
+    shape = request.shape if request.scores.ndim == 1 else prediction.probabilities.shape
+    arrays = {"probabilities": prediction.probabilities.reshape(shape)}
+    if prediction.intervals is not None:
+        arrays["p0"] = prediction.intervals[..., 0].reshape(shape)
+        arrays["p1"] = prediction.intervals[..., 1].reshape(shape)
+    header: dict[str, Any] = {"model_name": name, "model_version": str(prediction.version)}
+    if request.id is not None:
+        header["id"] = request.id
+    if prediction.logged is not None:
+        header["parameters"] = {"logged": prediction.logged}
+    outputs = []
+    for output in wanted:
+        binary = asked.get(output) if asked is not None else None
+        outputs.append(
+            (output, arrays[output], request.binary_default if binary is None else binary)
+        )
+    return encode_infer(header, outputs)
+
+
+def _metadata(service: CalibrationService, name: str, version: str) -> dict[str, Any]:
+    """A version's model metadata: the input and outputs with their datatypes and shapes
+    (-1: any number of rows)."""
+    view = service.get_version(name, parse_selector(name, version))
+    record = view.record
+    calibrator = service.get_calibrator(name, MAX_LISTED_VERSIONS, 0)
+    shape = [-1] if record.n_classes == 2 else [-1, record.n_classes]
+    outputs = ["probabilities"]
+    if CAPABILITIES[record.method].intervals:
+        outputs += ["p0", "p1"]
+    return {
+        "name": name,
+        "versions": [str(v.version) for v in calibrator.versions],
+        "platform": "calibration",
+        "version": str(record.version),
+        "method": record.method,
+        "inputs": [{"name": INPUT, "datatype": "FP64", "shape": shape}],
+        "outputs": [{"name": o, "datatype": "FP64", "shape": shape} for o in outputs],
+    }
