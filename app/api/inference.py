@@ -24,9 +24,26 @@ from app.errors import invalid
 from app.service import CalibrationService
 
 from .deps import NameParam, ServiceDep, json_response, off_loop, parse_selector, read_job_body
+from .openapi_docs import ERRORS
 from .tensors import HEADER_LENGTH, INPUT, encode_infer, parse_infer
 
-router = APIRouter(prefix="/v2", tags=["open inference protocol"])
+_ERROR = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "properties": {"error": {"type": "string"}},
+            "required": ["error"],
+        }
+    }
+}
+PROTOCOL_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "A request to fix; the error names field and index", "content": _ERROR}
+}
+"""The protocol's errors: ``{"error": "..."}``, 400 where ``/v1`` answers 422, and the
+others as ``/v1`` documents them."""
+PROTOCOL_ERRORS.update({s: {**ERRORS[s], "content": _ERROR} for s in (401, 404, 413, 503)})
+
+router = APIRouter(prefix="/v2", tags=["open inference protocol"], responses=PROTOCOL_ERRORS)
 
 EXTENSIONS = ["binary_tensor_data"]
 MAX_LISTED_VERSIONS = 1000
@@ -156,7 +173,7 @@ def _metadata(service: CalibrationService, name: str, version: str) -> dict[str,
         outputs += ["p0", "p1"]
     return {
         "name": name,
-        "versions": [str(v.version) for v in calibrator.versions],
+        "versions": [str(v) for v in sorted(v.version for v in calibrator.versions)],
         "platform": "calibration",
         "version": str(record.version),
         "method": record.method,
