@@ -3,7 +3,9 @@ served by uvicorn with API keys, answers compared with /v1 predict bit for bit."
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,10 +22,12 @@ from app.keys import new_key
 from tests.api.helpers import sigmoid_batch
 from tests.api.test_multiclass import logits_batch
 from tests.test_end_to_end import free_port, wait_healthy
+from tests.test_readme_loop import shell_block
 
 READ_KEY, READ_ENTRY = new_key("model-server", "read")
 WRITE_KEY, WRITE_ENTRY = new_key("admin", "write")
 WRITE = {"Authorization": f"Bearer {WRITE_KEY}"}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def read() -> dict[str, str]:
@@ -174,3 +178,49 @@ def test_errors_reach_the_client_with_their_status(client: triton.InferenceServe
     with pytest.raises(InferenceServerException) as no_interval:
         client.infer("churn", [scores], outputs=[triton.InferRequestedOutput("p0")], headers=read())
     assert "p0" in no_interval.value.message()
+
+
+def python_block(after: str) -> str:
+    """The first ``python`` block of the README after the line that starts with ``after``."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"```python\n(.*?)```", text[text.index(after) :], re.S)
+    assert match is not None, after
+    return match.group(1)
+
+
+def test_the_readme_snippet_runs_as_written(tmp_path: Path) -> None:
+    """Against ``python -m app.serve`` with no keys (as ``make run`` serves) and ``churn`` v1."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "CALIBRATION_DATABASE_URL": f"sqlite:///{tmp_path / 'c.db'}",
+        "CALIBRATION_PORT": str(port),
+        "CALIBRATION_LOG_LEVEL": "warning",
+    }
+    subprocess.run([sys.executable, "-m", "app.store.migrate"], env=env, check=True, timeout=120)
+    proc = subprocess.Popen([sys.executable, "-m", "app.serve"], env=env, cwd=ROOT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base, proc)
+        fit = httpx.post(f"{base}/v1/calibrators/churn/fit", json=sigmoid_batch(), timeout=60)
+        assert fit.status_code == 201, fit.text
+        snippet = python_block("## Behind a model server").replace("127.0.0.1:8000", base[7:])
+        run = subprocess.run(
+            [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 0, run.stderr
+        printed = [float(p) for p in run.stdout.strip().strip("[]").split()]
+        v1 = httpx.post(
+            f"{base}/v1/calibrators/churn/predict?version=1",
+            json={"scores": [-1.5, 0.0, 2.5]},
+            timeout=10,
+        ).json()["probabilities"]
+        assert printed == pytest.approx(v1, rel=1e-7)  # numpy prints 8 significant digits
+        curl = shell_block("## Behind a model server").replace("http://127.0.0.1:8000", base)
+        answer = subprocess.run(
+            ["bash", "-c", curl], capture_output=True, text=True, timeout=60, check=True
+        )
+        assert json.loads(answer.stdout)["outputs"][0]["data"] == v1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
