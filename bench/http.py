@@ -7,6 +7,8 @@
   alternating pairs of 5 s runs, the pair of the median ratio (one pair's ratio spreads by
   about ±5 % on two cores shared with wrk);
 - one request with 10^6 scores against the in-process floor orjson.loads + kernel + orjson.dumps;
+- 10^6 scores through ``/v2`` infer as binary tensor data both ways, against the floor
+  np.frombuffer + kernel + tobytes, and the JSON ``/v1`` predict of them against it;
 - a 10^6-pair fit over HTTP against the same fit in process (``fit_calibrator`` and the stored
   metrics, cross-validation included in both);
 - 10^6-pair fits over HTTP (``auto``, ``isotonic``, ``platt``, with the stored cross-validated
@@ -47,6 +49,10 @@ P50 = Target(1.5)
 THROUGHPUT = Target(0.7, at_least=True)
 BIG_PREDICT = Target(2.0)
 BIG_FIT = Target(3.0)
+BINARY = Target(3.0)
+"""Issue 12: 10^6 scores through binary infer within 3x the in-process floor ..."""
+BINARY_SPEEDUP = Target(5.0, at_least=True)
+"""... and at least 5x faster than the same scores through JSON /v1 predict."""
 LUA = Path(__file__).with_name("predict.lua")
 LUA_IDS = Path(__file__).with_name("predict_ids.lua")
 LOGGED = Target(0.85, at_least=True)
@@ -193,6 +199,7 @@ def http_rows() -> list[Row]:
                 ),
             ]
             rows.append(_big_predict(client, version, fitted.json()))
+            rows += _binary_infer(client, version, fitted.json())
             rows.append(_big_fit(client))
             rows += _fits_against_sklearn(client)
     return rows
@@ -232,6 +239,55 @@ def _big_predict(client: httpx.Client, version: int, document: dict[str, object]
     return Row(
         "http", "1e6 scores in one predict / in-process floor", "1e6", ours, ref, target=BIG_PREDICT
     )
+
+
+def _binary_infer(client: httpx.Client, version: int, document: dict[str, object]) -> list[Row]:
+    """10^6 scores through /v2 infer as binary tensor data both ways: against the in-process
+    floor (np.frombuffer, the kernel, tobytes), and the same scores through JSON /v1 predict
+    against it."""
+    progress("http: 10^6 scores in one binary infer")
+    scores = np.random.default_rng(3).normal(scale=1.5, size=10**6)
+    raw = scores.astype("<f8").tobytes()
+    tensor = {
+        "name": "scores",
+        "datatype": "FP64",
+        "shape": [scores.size],
+        "parameters": {"binary_data_size": len(raw)},
+    }
+    header = orjson.dumps({"inputs": [tensor], "parameters": {"binary_data_output": True}})
+    body = header + raw
+    headers = {
+        "content-type": "application/octet-stream",
+        "inference-header-content-length": str(len(header)),
+    }
+    json_body = orjson.dumps({"scores": scores}, option=orjson.OPT_SERIALIZE_NUMPY)
+    calibrator = load_calibrator(str(document["method"]), document["params"], document["fitted"])  # type: ignore[arg-type]
+
+    def infer() -> None:
+        url = f"/v2/models/bench/versions/{version}/infer"
+        client.post(url, content=body, headers=headers).raise_for_status()
+
+    def floor() -> None:
+        calibrator.predict(np.frombuffer(body, dtype="<f8", offset=len(header))).tobytes()
+
+    def predict_json() -> None:
+        url = f"/v1/calibrators/bench/predict?version={version}"
+        json_headers = {"content-type": "application/json"}
+        client.post(url, content=json_body, headers=json_headers).raise_for_status()
+
+    ours, ref = compare_ms(infer, floor, 5)
+    as_json, binary = compare_ms(predict_json, infer, 5)
+    return [
+        Row("http", "1e6 scores binary infer / in-process floor", "1e6", ours, ref, target=BINARY),
+        Row(
+            "http",
+            "1e6 scores JSON /v1 predict / binary infer",
+            "1e6",
+            as_json,
+            binary,
+            target=BINARY_SPEEDUP,
+        ),
+    ]
 
 
 def _big_fit(client: httpx.Client) -> Row:

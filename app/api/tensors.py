@@ -158,7 +158,7 @@ def _tensor_data(
                 ("inputs", 0, "parameters", "binary_data_size"),
                 f"is {size}, but {len(binary)} bytes follow the header",
             )
-        values = np.frombuffer(binary, dtype=dtype).astype(np.float64)
+        values = np.frombuffer(binary, dtype=dtype).astype(np.float64, copy=False)
     else:
         if len(binary):
             raise invalid(

@@ -11,8 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 import app
+from app.calibration import METHODS
 
 from .helpers import sigmoid_batch
+from .test_every_method import batches_for
 from .test_multiclass import logits_batch
 
 SCORES = [-3.2, -0.5, 0.0, 0.25, 1.75, 40.0]
@@ -222,3 +224,19 @@ def test_bad_binary_data_and_unknown_models(fitted: TestClient) -> None:
     missing = fitted.post("/v2/models/nobody/infer", json=infer_json(SCORES, [6]))
     assert_error(missing, 404, "nobody")
     assert_error(fitted.get("/v2/models/churn/nothing"), 404)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_infers_binary_tensors_as_v1_predicts(client: TestClient, method: str) -> None:
+    """The binary tensor is read straight from the body, as read-only float64: every
+    method's kernel takes it and answers what /v1 answers (binary and k-class batches)."""
+    for i, batch in enumerate(batches_for(method)):
+        name = f"{method}-{i}"
+        fit = client.post(f"/v1/calibrators/{name}/fit", json={**batch, "method": method})
+        assert fit.status_code == 201, fit.text
+        scores = np.array(batch["scores"][:40])
+        body, headers = binary_request(scores, parameters={"binary_data_output": True})
+        r = client.post(f"/v2/models/{name}/infer", content=body, headers=headers)
+        assert r.status_code == 200, r.text
+        v1 = predicted(client, name, scores.tolist())["probabilities"]
+        assert outputs_of(r)["probabilities"].tolist() == v1
