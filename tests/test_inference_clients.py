@@ -224,3 +224,20 @@ def test_the_readme_snippet_runs_as_written(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
+def test_compressed_requests(
+    server: str, client: triton.InferenceServerClient, algorithm: str
+) -> None:
+    scores = np.linspace(-3, 3, 101)
+    result = client.infer(
+        "churn",
+        [scores_input(scores, "FP64", True)],
+        headers=read(),
+        request_compression_algorithm=algorithm,
+    )
+    assert (
+        result.as_numpy("probabilities").tolist()
+        == v1_predict(server, "churn", scores)["probabilities"]
+    )

@@ -25,7 +25,7 @@ from app.service import CalibrationService
 
 from .deps import NameParam, ServiceDep, json_response, off_loop, parse_selector, read_job_body
 from .openapi_docs import ERRORS
-from .tensors import HEADER_LENGTH, INPUT, encode_infer, parse_infer
+from .tensors import HEADER_LENGTH, INPUT, decompressed, encode_infer, parse_infer
 
 _ERROR = {
     "application/json": {
@@ -41,7 +41,7 @@ PROTOCOL_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 """The protocol's errors: ``{"error": "..."}``, 400 where ``/v1`` answers 422, and the
 others as ``/v1`` documents them."""
-PROTOCOL_ERRORS.update({s: {**ERRORS[s], "content": _ERROR} for s in (401, 404, 413, 503)})
+PROTOCOL_ERRORS.update({s: {**ERRORS[s], "content": _ERROR} for s in (401, 404, 413, 415, 503)})
 
 router = APIRouter(prefix="/v2", tags=["open inference protocol"], responses=PROTOCOL_ERRORS)
 
@@ -115,17 +115,25 @@ async def _infer(
     request: Request, service: CalibrationService, name: str, version: str
 ) -> Response:
     body = await read_job_body(request)
+    encoding = request.headers.get("content-encoding")
     header_length = request.headers.get(HEADER_LENGTH)
     content, headers, media_type = await off_loop(
-        request, answer_infer, service, name, version, body, header_length
+        request, answer_infer, service, name, version, body, encoding, header_length
     )
     return Response(content, media_type=media_type, headers=headers)
 
 
 def answer_infer(
-    service: CalibrationService, name: str, version: str, body: bytes, header_length: str | None
+    service: CalibrationService,
+    name: str,
+    version: str,
+    body: bytes,
+    encoding: str | None,
+    header_length: str | None,
 ) -> tuple[bytes, dict[str, str], str]:
-    """An infer request's answer: its body, extra headers and media type."""
+    """An infer request's answer: its body, extra headers and media type (off the event
+    loop: inflating a compressed body is work too)."""
+    body = decompressed(body, encoding, service.settings.max_body_bytes)
     request = parse_infer(body, header_length, service.settings.max_batch_rows)
     selector = parse_selector(name, version)
     asked = request.outputs

@@ -15,6 +15,7 @@ name the field (an :class:`~app.errors.InvalidInput` located in the header, e.g.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-from app.errors import MalformedBody, PayloadTooLarge, invalid
+from app.errors import MalformedBody, PayloadTooLarge, UnsupportedMediaType, invalid
 
 from .contracts import MAX_CLIENT_ID
 
@@ -46,6 +47,29 @@ class InferRequest:
     outputs: dict[str, bool | None] | None
     binary_default: bool
     ids: list[str] | None
+
+
+def decompressed(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """``body`` as sent with ``Content-Encoding: encoding`` (gzip or deflate, which
+    tritonclient's ``request_compression_algorithm`` uses), inflated to at most ``limit``
+    bytes (413 past it: a small body must not inflate without bound)."""
+    if encoding is None or encoding.strip().lower() in ("", "identity"):
+        return body
+    kind = encoding.strip().lower()
+    if kind not in ("gzip", "deflate"):
+        raise UnsupportedMediaType(
+            f"Content-Encoding {encoding[:32]!r}: send gzip, deflate or none"
+        )
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | (16 if kind == "gzip" else 0))
+    try:
+        data = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise MalformedBody(f"the body is not {kind} data: {exc}") from None
+    if len(data) > limit or inflater.unconsumed_tail:
+        raise PayloadTooLarge(f"the body inflates past {limit} bytes")
+    if not inflater.eof:
+        raise MalformedBody(f"the {kind} data ends early")
+    return data
 
 
 def parse_infer(body: bytes, header_length: str | None, max_rows: int) -> InferRequest:

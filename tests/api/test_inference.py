@@ -3,6 +3,7 @@ against /v1 predict on the same scores (bit for bit), and its errors."""
 
 from __future__ import annotations
 
+import gzip
 from typing import Any
 
 import numpy as np
@@ -240,3 +241,24 @@ def test_every_method_infers_binary_tensors_as_v1_predicts(client: TestClient, m
         assert r.status_code == 200, r.text
         v1 = predicted(client, name, scores.tolist())["probabilities"]
         assert outputs_of(r)["probabilities"].tolist() == v1
+
+
+def test_compressed_bodies_are_inflated_within_the_limit(fitted: TestClient) -> None:
+    body = orjson.dumps(infer_json(SCORES, [6]))
+    gzipped = fitted.post(
+        "/v2/models/churn/infer",
+        content=gzip.compress(body),
+        headers={"content-encoding": "gzip"},
+    )
+    assert (
+        outputs_of(gzipped)["probabilities"].tolist()
+        == predicted(fitted, "churn", SCORES)["probabilities"]
+    )
+    limit = fitted.app.state.settings.max_body_bytes  # type: ignore[attr-defined]
+    bomb = gzip.compress(b" " * (limit + 1) + body)  # whitespace first: valid JSON if inflated
+    r = fitted.post("/v2/models/churn/infer", content=bomb, headers={"content-encoding": "gzip"})
+    assert_error(r, 413, "inflates")
+    r = fitted.post("/v2/models/churn/infer", content=body, headers={"content-encoding": "br"})
+    assert_error(r, 415, "br")
+    r = fitted.post("/v2/models/churn/infer", content=body, headers={"content-encoding": "gzip"})
+    assert_error(r, 400, "gzip")
