@@ -6,6 +6,8 @@
   without ids (the issue's bound: logging costs at most 15 % of the throughput): five
   alternating pairs of 5 s runs, the pair of the median ratio (one pair's ratio spreads by
   about ±5 % on two cores shared with wrk);
+- one-score ``/v2`` infer with JSON tensors (the body tritonclient sends) against one-score
+  predict;
 - one request with 10^6 scores against the in-process floor orjson.loads + kernel + orjson.dumps;
 - 10^6 scores through ``/v2`` infer as binary tensor data both ways, against the floor
   np.frombuffer + kernel + tobytes, and the JSON ``/v1`` predict of them against it;
@@ -55,6 +57,9 @@ BINARY_SPEEDUP = Target(5.0, at_least=True)
 """... and at least 5x faster than the same scores through JSON /v1 predict."""
 LUA = Path(__file__).with_name("predict.lua")
 LUA_IDS = Path(__file__).with_name("predict_ids.lua")
+LUA_INFER = Path(__file__).with_name("infer.lua")
+INFER_THROUGHPUT = Target(0.8, at_least=True)
+"""Issue 12: one-score infer (JSON) at least 0.8x one-score predict's requests/s."""
 LOGGED = Target(0.85, at_least=True)
 """The issue's bound: logging costs at most 15 % of one-score predict throughput."""
 LOGGED_PAIRS = 5
@@ -176,6 +181,9 @@ def http_rows() -> list[Row]:
             rps, p50, p99 = wrk(url)
             progress("http: wrk on the service with ids (logged) and without, alternately")
             logged_rps, plain_rps = _logged_pair(url)
+            progress("http: wrk on a one-score /v2 infer (JSON tensors)")
+            infer_url = f"{ours}/v2/models/bench/versions/{version}/infer"
+            infer_rps, _, _ = wrk(infer_url, LUA_INFER)
             rows += [
                 Row("http", "one-score predict p50 latency / bare", "1", p50, bare_p50, "ms", P50),
                 Row("http", "one-score predict p99 latency / bare", "1", p99, bare_p99, "ms"),
@@ -196,6 +204,15 @@ def http_rows() -> list[Row]:
                     plain_rps,
                     "req/s",
                     LOGGED,
+                ),
+                Row(
+                    "http",
+                    "one-score /v2 infer (JSON) requests/s / /v1 predict",
+                    "1",
+                    infer_rps,
+                    rps,
+                    "req/s",
+                    INFER_THROUGHPUT,
                 ),
             ]
             rows.append(_big_predict(client, version, fitted.json()))

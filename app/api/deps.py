@@ -8,6 +8,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import orjson
 from fastapi import Depends, Path, Request
+from fastapi.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
@@ -16,6 +17,7 @@ from app.http_limits import ANSWERED
 from app.service import CalibrationService
 from app.store import Selector
 
+from .json_process import IN_PROCESS_BYTES
 from .schemas import NAME_PATTERN
 
 NameParam = Annotated[
@@ -127,6 +129,17 @@ async def off_loop(
     the client disconnects. Read the body first (:func:`read_job_body`): a slow upload never
     holds a place meant for work."""
     return await get_service(request).work.run(request.receive, function, *args, **kwargs)
+
+
+async def answer_by_size(request: Request, answer: Callable[[bytes], T]) -> T:
+    """``answer(body)``: in the threadpool for a body declared under
+    :data:`~app.api.json_process.IN_PROCESS_BYTES` (a few ms of work, which a model server's
+    every request must not queue behind fits for), else as a job of the bounded pool
+    (:func:`off_loop`: up to millions of rows, CPU-heavy work like any other)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) < IN_PROCESS_BYTES:
+        return await run_in_threadpool(answer, await read_body(request))
+    return await off_loop(request, answer, await read_job_body(request))
 
 
 def json_response(

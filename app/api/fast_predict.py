@@ -1,12 +1,15 @@
-"""The hot path of ``POST /v1/calibrators/{name}/predict``, in plain ASGI.
+"""The hot path of ``POST /v1/calibrators/{name}/predict`` and of the Open Inference
+Protocol's ``POST /v2/models/{name}[/versions/{version}]/infer``, in plain ASGI.
 
 Model servers call predict on every request they serve, so its overhead is their latency.
-When a small JSON request names a version that may be served from memory (the freshness
-policy of :mod:`app.version_cache`), this middleware answers it directly, without FastAPI's
-routing, dependency solving or the threadpool hop. It runs the very function the regular
-route runs (:func:`app.api.predictions.answer_predict`), so the answer is the same either
-way; anything that function cannot answer from memory — a cache miss that needs the
-database, a large body, an error to report — is handed, body and all, to the regular route.
+When a small request (JSON for predict; JSON or binary tensors for infer) names a version
+that may be served from memory (the freshness policy of :mod:`app.version_cache`), this
+middleware answers it directly, without FastAPI's routing, dependency solving or the
+threadpool hop. It runs the very function the regular route runs
+(:func:`app.api.predictions.answer_predict`, :func:`app.api.inference.answer_infer`), so the
+answer is the same either way; anything that function cannot answer from memory — a cache
+miss that needs the database, a large body, an error to report — is handed, body and all,
+to the regular route.
 """
 
 from __future__ import annotations
@@ -19,16 +22,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.service import CalibrationService
 
+from .inference import Answer, answer_infer
 from .predictions import answer_predict
 from .schemas import NAME_PATTERN
 
 _PATH = re.compile(rf"^/v1/calibrators/({NAME_PATTERN.strip('^$')})/predict$")
+_INFER_PATH = re.compile(rf"^/v2/models/({NAME_PATTERN.strip('^$')})(?:/versions/([^/]+))?/infer$")
+_INFER_HEADERS = (b"content-encoding", b"inference-header-content-length")
 FAST_MAX_BYTES = 64 * 1024
 """Larger bodies take the regular route, whose kernel runs off the event loop."""
 
 
 class FastPredict:
-    """Answer cached, well-formed, small predict requests; pass everything else on."""
+    """Answer cached, well-formed, small predict and infer requests; pass everything else on."""
 
     def __init__(self, app: ASGIApp, service: Callable[[], CalibrationService | None]) -> None:
         self.app = app
@@ -41,36 +47,49 @@ class FastPredict:
         # Answer only what app.api.security.ApiKeyAuth (outside this one) has let through: were
         # the middleware order ever changed, the hot path would answer nothing unchecked.
         authorised = "api_key" in scope.get("state", {})
-        match = _PATH.match(scope["path"]) if authorised else None
         service = self._service()
-        length = _content_length(scope) if match else None
-        if match is None or service is None or length is None or length > FAST_MAX_BYTES:
+        answer = _answerer(scope) if authorised and service is not None else None
+        length = _content_length(scope, json_only=answer is _answer) if answer else None
+        if answer is None or service is None or length is None or length > FAST_MAX_BYTES:
             await self.app(scope, receive, send)
             return
         body, more = await _read(receive, length)
         try:
-            answer = None if more else _answer(service, match.group(1), scope, body)
+            answered = None if more else answer(service, scope, body)
         except Exception:  # any doubt: the regular route answers, and reports any error
-            answer = None
-        if answer is None:
+            answered = None
+        if answered is None:
             await self.app(scope, _replay(body, more, receive), send)
             return
+        content, headers, media_type = answered
         await send(
             {
                 "type": "http.response.start",
                 "status": 200,
                 "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(answer)).encode()),
+                    (b"content-type", media_type.encode()),
+                    (b"content-length", str(len(content)).encode()),
+                    *((k.lower().encode(), v.encode()) for k, v in headers.items()),
                 ],
             }
         )
-        await send({"type": "http.response.body", "body": answer})
+        await send({"type": "http.response.body", "body": content})
 
 
-def _content_length(scope: Scope) -> int | None:
-    """The declared length of a JSON body; None (the regular route decides) for anything
-    else, including a request with two Content-Type headers."""
+def _answerer(scope: Scope) -> Callable[[CalibrationService, Scope, bytes], Answer | None] | None:
+    """The hot path's function for the request's route: predict's, infer's, or None."""
+    path = scope["path"]
+    if _PATH.match(path):
+        return _answer
+    if _INFER_PATH.match(path):
+        return _answer_infer
+    return None
+
+
+def _content_length(scope: Scope, *, json_only: bool) -> int | None:
+    """The declared length of the body (with ``json_only``, of a JSON body); None (the
+    regular route decides) for anything else, including a request with two Content-Type
+    headers."""
     types = []
     length = None
     for key, value in scope["headers"]:
@@ -78,7 +97,9 @@ def _content_length(scope: Scope) -> int | None:
             types.append(value.split(b";", 1)[0].strip().lower())
         elif key == b"content-length" and value.isdigit():
             length = int(value)
-    return length if types == [b"application/json"] else None
+    if json_only and types != [b"application/json"]:
+        return None
+    return length if len(types) <= 1 else None
 
 
 async def _read(receive: Receive, length: int) -> tuple[bytes, bool]:
@@ -112,9 +133,11 @@ def _replay(body: bytes, more: bool, receive: Receive) -> Receive:
     return replay
 
 
-def _answer(service: CalibrationService, name: str, scope: Scope, body: bytes) -> bytes | None:
-    """The response body, or None when the regular route should decide (a query parameter
+def _answer(service: CalibrationService, scope: Scope, body: bytes) -> Answer | None:
+    """Predict's response, or None when the regular route should decide (a query parameter
     other than one ``version``, a version not served from memory, any error)."""
+    match = _PATH.match(scope["path"])
+    assert match is not None
     raw: bytes = scope["query_string"]
     if not raw:
         version = None
@@ -125,4 +148,24 @@ def _answer(service: CalibrationService, name: str, scope: Scope, body: bytes) -
         if any(key != "version" for key, _ in query) or len(query) > 1:
             return None
         version = query[0][1] if query else None
-    return answer_predict(service, name, "application/json", body, version, None, cached_only=True)
+    content = answer_predict(
+        service, match.group(1), "application/json", body, version, None, cached_only=True
+    )
+    return None if content is None else (content, {}, "application/json")
+
+
+def _answer_infer(service: CalibrationService, scope: Scope, body: bytes) -> Answer | None:
+    """Infer's response, or None when the regular route should decide (a version not served
+    from memory, any error)."""
+    match = _INFER_PATH.match(scope["path"])
+    assert match is not None
+    headers = {k: v.decode("latin-1") for k, v in scope["headers"] if k in _INFER_HEADERS}
+    return answer_infer(
+        service,
+        match.group(1),
+        match.group(2) or "latest",
+        body,
+        headers.get(b"content-encoding"),
+        headers.get(b"inference-header-content-length"),
+        cached_only=True,
+    )

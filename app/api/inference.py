@@ -12,7 +12,7 @@ scopes are ``/v1``'s (infer reads, as predict does).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -23,7 +23,7 @@ from app.calibration.methods import CAPABILITIES
 from app.errors import invalid
 from app.service import CalibrationService
 
-from .deps import NameParam, ServiceDep, json_response, off_loop, parse_selector, read_job_body
+from .deps import NameParam, ServiceDep, answer_by_size, json_response, parse_selector
 from .openapi_docs import ERRORS
 from .tensors import HEADER_LENGTH, INPUT, decompressed, encode_infer, parse_infer
 
@@ -114,15 +114,21 @@ async def version_infer(
 async def _infer(
     request: Request, service: CalibrationService, name: str, version: str
 ) -> Response:
-    body = await read_job_body(request)
     encoding = request.headers.get("content-encoding")
     header_length = request.headers.get(HEADER_LENGTH)
-    content, headers, media_type = await off_loop(
-        request, answer_infer, service, name, version, body, encoding, header_length
-    )
+
+    def answer(body: bytes) -> Answer:
+        return answer_infer(service, name, version, body, encoding, header_length)
+
+    content, headers, media_type = await answer_by_size(request, answer)
     return Response(content, media_type=media_type, headers=headers)
 
 
+Answer = tuple[bytes, dict[str, str], str]
+"""A response's body, extra headers and media type."""
+
+
+@overload
 def answer_infer(
     service: CalibrationService,
     name: str,
@@ -130,14 +136,45 @@ def answer_infer(
     body: bytes,
     encoding: str | None,
     header_length: str | None,
-) -> tuple[bytes, dict[str, str], str]:
-    """An infer request's answer: its body, extra headers and media type (off the event
-    loop: inflating a compressed body is work too)."""
+    *,
+    cached_only: Literal[False] = False,
+) -> Answer: ...
+@overload
+def answer_infer(
+    service: CalibrationService,
+    name: str,
+    version: str,
+    body: bytes,
+    encoding: str | None,
+    header_length: str | None,
+    *,
+    cached_only: Literal[True],
+) -> Answer | None: ...
+def answer_infer(
+    service: CalibrationService,
+    name: str,
+    version: str,
+    body: bytes,
+    encoding: str | None,
+    header_length: str | None,
+    *,
+    cached_only: bool = False,
+) -> Answer | None:
+    """An infer request's answer, off the event loop (inflating a compressed body is work
+    too). The one infer path: the route runs it, and the hot path
+    (:mod:`app.api.fast_predict`) with ``cached_only``, when it gives None when the version
+    is not in memory (the route then answers)."""
     body = decompressed(body, encoding, service.settings.max_body_bytes)
     request = parse_infer(body, header_length, service.settings.max_batch_rows)
     selector = parse_selector(name, version)
     asked = request.outputs
-    loaded = service.resolve(name, selector)
+    if cached_only:
+        cached = service.versions.cached(name, selector)
+        if cached is None:
+            return None
+        loaded = cached
+    else:
+        loaded = service.resolve(name, selector)
     available = ["probabilities", *(["p0", "p1"] if CAPABILITIES[loaded.method].intervals else [])]
     wanted = list(asked) if asked is not None else available
     for i, output in enumerate(wanted):
@@ -148,8 +185,15 @@ def answer_infer(
             )
     intervals = ("outputs",) if {"p0", "p1"} & set(wanted) else None
     prediction = service.predict(
-        name, loaded.version, request.scores, intervals=intervals, ids=request.ids
+        name,
+        loaded.version,
+        request.scores,
+        intervals=intervals,
+        ids=request.ids,
+        cached_only=cached_only,
     )
+    if prediction is None:
+        return None
     shape = request.shape if request.scores.ndim == 1 else prediction.probabilities.shape
     arrays = {"probabilities": prediction.probabilities.reshape(shape)}
     if prediction.intervals is not None:

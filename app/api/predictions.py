@@ -6,22 +6,13 @@ from typing import Annotated, Any, Literal, overload
 
 import orjson
 from fastapi import APIRouter, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from app.errors import invalid
 from app.service import CalibrationService
 
 from .bodies import parse_predict
-from .deps import (
-    NameParam,
-    ServiceDep,
-    off_loop,
-    parse_selector,
-    read_body,
-    read_job_body,
-)
-from .json_process import IN_PROCESS_BYTES
+from .deps import NameParam, ServiceDep, answer_by_size, parse_selector
 from .openapi_docs import ERRORS, PREDICT_BODY
 from .schemas import PredictOut
 
@@ -50,18 +41,11 @@ async def predict(
     """Map raw scores to calibrated probabilities, in input order, with the version used;
     with `intervals`, a `venn_abers` version also answers each score's interval [p0, p1]."""
     content_type = request.headers.get("content-type")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) < IN_PROCESS_BYTES:  # ~6 ms at most in a thread
-        body = await read_body(request)
-        answer = await run_in_threadpool(
-            answer_predict, service, name, content_type, body, version, intervals
-        )
-    else:  # up to millions of scores: a CPU-heavy job like any other
-        body = await read_job_body(request)
-        answer = await off_loop(
-            request, answer_predict, service, name, content_type, body, version, intervals
-        )
-    return Response(answer, media_type="application/json")
+
+    def answer(body: bytes) -> bytes:
+        return answer_predict(service, name, content_type, body, version, intervals)
+
+    return Response(await answer_by_size(request, answer), media_type="application/json")
 
 
 @overload

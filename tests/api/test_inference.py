@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 import app
 from app.calibration import METHODS
 
-from .helpers import sigmoid_batch
+from .helpers import sigmoid_batch, spy_on_regular_predict
 from .test_every_method import batches_for
 from .test_multiclass import logits_batch
 
@@ -262,3 +262,23 @@ def test_compressed_bodies_are_inflated_within_the_limit(fitted: TestClient) -> 
     assert_error(r, 415, "br")
     r = fitted.post("/v2/models/churn/infer", content=body, headers={"content-encoding": "gzip"})
     assert_error(r, 400, "gzip")
+
+
+def test_small_cached_infers_take_the_hot_path_and_the_rest_the_route(
+    fitted: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    regular = spy_on_regular_predict(fitted, monkeypatch)
+    fitted.app.state.service.versions.forget("churn", 1)  # type: ignore[attr-defined]
+    json_request = infer_json(SCORES, [6])
+    first = fitted.post("/v2/models/churn/versions/1/infer", json=json_request)
+    assert len(regular) == 1  # v1 not in memory: the route loads it
+    body, headers = binary_request(np.array(SCORES), parameters={"binary_data_output": True})
+    again = fitted.post("/v2/models/churn/versions/1/infer", content=body, headers=headers)
+    assert len(regular) == 1  # served from memory, JSON in and binary out alike
+    assert (
+        outputs_of(first)["probabilities"].tolist() == outputs_of(again)["probabilities"].tolist()
+    )
+    assert again.headers["content-type"] == "application/octet-stream"
+    bad = fitted.post("/v2/models/churn/versions/1/infer", json=infer_json(SCORES, [5]))
+    assert_error(bad, 400, "6 values")  # the route reports what the hot path doubts
+    assert len(regular) == 1  # it failed before predicting
