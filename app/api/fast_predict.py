@@ -155,11 +155,14 @@ def _answer(service: CalibrationService, scope: Scope, body: bytes) -> Answer | 
 
 
 def _answer_infer(service: CalibrationService, scope: Scope, body: bytes) -> Answer | None:
-    """Infer's response, or None when the regular route should decide (a version not served
-    from memory, any error)."""
+    """Infer's response, or None when the regular route should decide (a compressed body,
+    whose inflating is no work for the event loop; a version not served from memory; any
+    error)."""
     match = _INFER_PATH.match(scope["path"])
     assert match is not None
     headers = {k: v.decode("latin-1") for k, v in scope["headers"] if k in _INFER_HEADERS}
+    if headers.get(b"content-encoding", "identity").strip().lower() != "identity":
+        return None
     return answer_infer(
         service,
         match.group(1),

@@ -282,3 +282,14 @@ def test_small_cached_infers_take_the_hot_path_and_the_rest_the_route(
     bad = fitted.post("/v2/models/churn/versions/1/infer", json=infer_json(SCORES, [5]))
     assert_error(bad, 400, "6 values")  # the route reports what the hot path doubts
     assert len(regular) == 1  # it failed before predicting
+
+
+def test_compressed_infers_are_inflated_by_the_route_not_the_hot_path(
+    fitted: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 64 KB gzip body may inflate to the body limit: work for the pool, not the loop."""
+    regular = spy_on_regular_predict(fitted, monkeypatch)
+    body = gzip.compress(orjson.dumps(infer_json(SCORES, [6])))
+    r = fitted.post("/v2/models/churn/infer", content=body, headers={"content-encoding": "gzip"})
+    assert r.status_code == 200, r.text
+    assert len(regular) == 1
