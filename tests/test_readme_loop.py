@@ -4,6 +4,7 @@ SQLite and on PostgreSQL (log, outcomes, monitoring, refit from traffic, compare
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -12,8 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from tests.api.helpers import sigmoid_batch
 from tests.test_end_to_end import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,3 +74,18 @@ def test_the_readme_loop_runs_as_written(served: str, tmp_path: Path) -> None:
     assert promoted == "200"
     alias = httpx.get(f"{served}/v1/calibrators/fraud/versions/production", timeout=10)
     assert alias.json()["version"] == 2
+
+
+def test_the_readme_parquet_upload(served: str, tmp_path: Path) -> None:
+    """The README's curl of a Parquet file, as written, from the directory holding it."""
+    batch = sigmoid_batch(500, seed=5)
+    table = pa.table({"score": batch["scores"], "label": pa.array(batch["labels"], pa.int8())})
+    pq.write_table(table, tmp_path / "batch.parquet")
+    block = shell_block("Parquet (`application/vnd.apache.parquet`")
+    script = block.replace("http://127.0.0.1:8000", served).replace("/churn/", "/parquet/")
+    run = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    answer = json.loads(run.stdout)
+    assert (answer["name"], answer["method"], answer["n_samples"]) == ("parquet", "platt", 500)

@@ -18,6 +18,7 @@ from app.batch import Batch, validate_batch
 from app.diagnosis import ReportOptions
 from app.errors import PayloadTooLarge, invalid
 
+from .columnar import COLUMNAR_TYPES, PARQUET, parse_columnar
 from .contracts import (
     CompareBody,
     DiagnosticsBody,
@@ -49,9 +50,11 @@ _OPTIONS = tuple(FitOptions.model_fields)
 
 @dataclass(frozen=True)
 class FitSource:
-    """A fit request as received, before parsing: its media type, the bytes to parse (the
-    JSON or CSV body, or the uploaded CSV file) and the options given outside them, by where
-    they were given (``query``, ``form``; the later overrides the earlier)."""
+    """A fit request as received, before parsing: its media type (an uploaded file's:
+    Parquet when its name ends in ``.parquet``, else the multipart type, for CSV), the bytes
+    to parse (the JSON, CSV, Parquet or Arrow body, or the uploaded file) and the options
+    given outside them, by where they were given (``query``, ``form``; the later overrides
+    the earlier)."""
 
     kind: str
     data: bytes
@@ -71,17 +74,19 @@ async def read_fit(request: Request, body: bytes, query: Mapping[str, str | None
     ``query`` holds the options the route declares, None where not given (the body's own
     fields take precedence over the form's, and those over the query's)."""
     kind = require_media_type(
-        request.headers.get("content-type"), (*JSON_TYPES, *CSV_TYPES, MULTIPART)
+        request.headers.get("content-type"),
+        (*JSON_TYPES, *CSV_TYPES, *COLUMNAR_TYPES, MULTIPART),
     )
     options = {"query": {k: v for k, v in query.items() if v is not None}}
     if kind != MULTIPART:
         return FitSource(kind, body, options)
-    data, options["form"] = await _multipart_csv(request)
-    return FitSource(kind, data, options)
+    data, filename, options["form"] = await _multipart_file(request)
+    return FitSource(PARQUET if filename.lower().endswith(".parquet") else kind, data, options)
 
 
 def parse_fit(source: FitSource, max_rows: int) -> FitArgs:
-    """A fit request as JSON, CSV or a multipart upload of CSV, with its options (the
+    """A fit request as JSON, CSV, Parquet, an Arrow stream or a multipart upload of CSV or
+    Parquet, with its options (the
     body's own fields first, then the form's, then the query's). CPU-heavy: run off the loop."""
     given: dict[str, Any] = {}
     for where, texts in source.options.items():  # each place answers for its own errors
@@ -100,18 +105,26 @@ def parse_fit(source: FitSource, max_rows: int) -> FitArgs:
         options: FitOptions = body
     else:
         options = validated(FitOptions, given)
-        field = "file" if source.kind == MULTIPART else "body"
-        scores, labels, weights = parse_csv(source.data, field=field)
+        field = "file" if "form" in source.options else "body"  # an upload, or the body
+        if source.kind in COLUMNAR_TYPES:
+            scores, labels, weights = parse_columnar(source.data, source.kind, field=field)
+        else:
+            scores, labels, weights = parse_csv(source.data, field=field)
     return FitArgs(validate_batch(scores, labels, weights, max_rows=max_rows), options)
 
 
-async def _multipart_csv(request: Request) -> tuple[bytes, dict[str, str]]:
+async def _multipart_file(request: Request) -> tuple[bytes, str, dict[str, str]]:
+    """The uploaded ``file`` (CSV, or Parquet when its name ends in ``.parquet``), its file
+    name, and the form's option fields."""
     form = await request.form()
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
-        raise invalid(("body", "file"), "is required: a CSV file field (curl -F file=@batch.csv)")
+        raise invalid(
+            ("body", "file"),
+            "is required: a CSV or Parquet file field (curl -F file=@batch.csv)",
+        )
     options = {key: value for key in _OPTIONS if isinstance(value := form.get(key), str)}
-    return await upload.read(), options
+    return await upload.read(), upload.filename or "", options
 
 
 def _option(where: str, key: str, raw: str) -> Any:

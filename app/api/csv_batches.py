@@ -94,7 +94,7 @@ def _read_csv(
     if not lines or not lines[0].strip():
         raise invalid(("body", field), "is empty; expected a header row 'score,label'")
     header = [h.strip().lower() for h in next(_csv_records(lines[:1], field, first=0))]
-    columns = Columns(_csv_columns(header, field), capacity=_line_ends(data) + 1)
+    columns = Columns(batch_columns(header, field), capacity=_line_ends(data) + 1)
     rows = lines[1:]
     while True:
         table = _plain_table(rows, len(header))
@@ -115,7 +115,9 @@ def _read_csv(
     return columns.arrays()
 
 
-def _csv_columns(header: list[str], field: str) -> Mapping[str, list[int]]:
+def batch_columns(header: list[str], field: str) -> Mapping[str, list[int]]:
+    """The positions of a batch's columns by role (``scores``, ``label``, ``weight``), from
+    its column names (a CSV header, a Parquet or Arrow schema); 422 naming the problem."""
     known = {"score", "label", "weight"}
     multi = sorted(
         (index, i) for i, h in enumerate(header) if (index := _class_column(h)) is not None

@@ -70,11 +70,30 @@ FIT_BODY: dict[str, Any] = {
                 "schema": {"type": "string"},
                 "example": _CSV_EXAMPLE,
             },
+            "application/vnd.apache.parquet": {
+                "schema": {
+                    "type": "string",
+                    "format": "binary",
+                    "description": "A Parquet file: columns score (or score_0..score_{k-1}), "
+                    "label and optional weight, numbers without nulls.",
+                },
+            },
+            "application/vnd.apache.arrow.stream": {
+                "schema": {
+                    "type": "string",
+                    "format": "binary",
+                    "description": "An Arrow IPC stream with the Parquet file's columns.",
+                },
+            },
             "multipart/form-data": {
                 "schema": {
                     "type": "object",
                     "properties": {
-                        "file": {"type": "string", "format": "binary"},
+                        "file": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "CSV, or Parquet when the file name ends .parquet",
+                        },
                         "method": {"type": "string"},
                         "params": {"type": "string", "description": "JSON object"},
                         "description": {"type": "string"},

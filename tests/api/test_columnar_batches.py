@@ -1,0 +1,139 @@
+"""Fit on Parquet files and Arrow IPC streams: the same version as the same batch in JSON, and
+errors that name the column and the row."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+from fastapi.testclient import TestClient
+
+from .helpers import assert_problem, sigmoid_batch
+from .test_multiclass import logits_batch
+
+PARQUET = "application/vnd.apache.parquet"
+ARROW = "application/vnd.apache.arrow.stream"
+
+
+def parquet(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+def arrow(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    with ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table, max_chunksize=97)  # several record batches
+    return sink.getvalue()
+
+
+def table_of(batch: dict[str, Any], weights: list[float] | None = None) -> pa.Table:
+    scores = np.array(batch["scores"])
+    columns: dict[str, Any] = (
+        {"score": scores}
+        if scores.ndim == 1
+        else {f"score_{j}": scores[:, j] for j in range(scores.shape[1])}
+    )
+    columns["label"] = pa.array(batch["labels"], type=pa.int8())
+    if weights is not None:
+        columns["weight"] = weights
+    return pa.table(columns)
+
+
+def fitted_state(client: TestClient, name: str) -> dict[str, Any]:
+    version: dict[str, Any] = client.get(f"/v1/calibrators/{name}/versions/1").json()
+    return {k: version[k] for k in ("method", "n_samples", "fitted", "metrics", "class_counts")}
+
+
+@pytest.mark.parametrize(("media_type", "encode"), [(PARQUET, parquet), (ARROW, arrow)])
+@pytest.mark.parametrize("multiclass", [False, True])
+def test_a_columnar_batch_fits_the_version_its_json_fits(
+    client: TestClient, media_type: str, encode: Any, multiclass: bool
+) -> None:
+    batch = logits_batch(400) if multiclass else sigmoid_batch(600, seed=2)
+    weights = np.random.default_rng(1).uniform(0.5, 2.0, len(batch["labels"])).round(3).tolist()
+    method = "temperature" if multiclass else "isotonic"
+    as_json = {**batch, "sample_weight": weights, "method": method}
+    assert client.post("/v1/calibrators/json/fit", json=as_json).status_code == 201
+    body = encode(table_of(batch, weights))
+    r = client.post(
+        f"/v1/calibrators/columns/fit?method={method}",
+        content=body,
+        headers={"content-type": media_type},
+    )
+    assert r.status_code == 201, r.text
+    assert fitted_state(client, "columns") == fitted_state(client, "json")
+
+
+def test_a_parquet_upload_with_its_options_in_the_form(client: TestClient) -> None:
+    batch = sigmoid_batch(500, seed=3)
+    files = {"file": ("batch.parquet", parquet(table_of(batch)), "application/octet-stream")}
+    r = client.post("/v1/calibrators/up/fit", files=files, data={"method": "platt"})
+    assert r.status_code == 201, r.text
+    assert r.json()["method"] == "platt"
+    assert client.post("/v1/calibrators/js/fit", json={**batch, "method": "platt"}).is_success
+    assert fitted_state(client, "up") == fitted_state(client, "js")
+
+
+def test_booleans_integers_and_float32_are_numbers(client: TestClient) -> None:
+    batch = sigmoid_batch(300, seed=4)
+    table = pa.table(
+        {
+            "label": pa.array([bool(y) for y in batch["labels"]]),
+            "score": pa.array(batch["scores"], type=pa.float32()),
+        }
+    )
+    headers = {"content-type": PARQUET}
+    r = client.post("/v1/calibrators/t/fit", content=parquet(table), headers=headers)
+    assert r.status_code == 201, r.text
+    as_float32 = np.array(batch["scores"], dtype=np.float32).astype(np.float64).tolist()
+    same = {"scores": as_float32, "labels": batch["labels"]}
+    assert client.post("/v1/calibrators/t2/fit", json=same).status_code == 201
+    assert fitted_state(client, "t") == fitted_state(client, "t2")
+
+
+@pytest.mark.parametrize(
+    ("table", "status", "fragments"),
+    [
+        (pa.table({"score": [0.1, None, 0.3], "label": [0, 1, 0]}), 422, ["row[2].score", "null"]),
+        (pa.table({"score": [0.1, 0.2], "label": ["a", "b"]}), 422, ["column.label", "string"]),
+        (pa.table({"score": [[0.1], [0.2]], "label": [0, 1]}), 422, ["column.score", "list"]),
+        (
+            pa.table({"score": pa.array([], pa.float64()), "label": pa.array([], pa.int8())}),
+            422,
+            ["no rows"],
+        ),
+        (pa.table({"score": [0.1, 0.2], "label": [0, 1], "extra": [1, 2]}), 422, ["extra"]),
+        (pa.table({"score": [0.1, 0.2]}), 422, ["label"]),
+    ],
+)
+@pytest.mark.parametrize(("media_type", "encode"), [(PARQUET, parquet), (ARROW, arrow)])
+def test_bad_columns_are_refused_by_name_and_row(
+    client: TestClient,
+    table: pa.Table,
+    status: int,
+    fragments: list[str],
+    media_type: str,
+    encode: Any,
+) -> None:
+    r = client.post(
+        "/v1/calibrators/bad/fit", content=encode(table), headers={"content-type": media_type}
+    )
+    assert_problem(r, status, *fragments)
+    assert client.get("/v1/calibrators/bad").status_code == 404  # nothing stored
+
+
+@pytest.mark.parametrize("media_type", [PARQUET, ARROW])
+def test_bytes_that_are_no_such_file_are_malformed(client: TestClient, media_type: str) -> None:
+    r = client.post(
+        "/v1/calibrators/bad/fit",
+        content=b"score,label\n0.1,0\n",
+        headers={"content-type": media_type},
+    )
+    assert_problem(r, 400, "not")
