@@ -86,8 +86,8 @@ async def read_fit(request: Request, body: bytes, query: Mapping[str, str | None
 
 def parse_fit(source: FitSource, max_rows: int) -> FitArgs:
     """A fit request as JSON, CSV, Parquet, an Arrow stream or a multipart upload of CSV or
-    Parquet, with its options (the
-    body's own fields first, then the form's, then the query's). CPU-heavy: run off the loop."""
+    Parquet, with its options (the body's own fields first, then the form's, then the
+    query's). CPU-heavy: run off the loop."""
     given: dict[str, Any] = {}
     for where, texts in source.options.items():  # each place answers for its own errors
         these = {key: _option(where, key, raw) for key, raw in texts.items()}

@@ -131,13 +131,16 @@ async def off_loop(
     return await get_service(request).work.run(request.receive, function, *args, **kwargs)
 
 
-async def answer_by_size(request: Request, answer: Callable[[bytes], T]) -> T:
+async def answer_by_size(
+    request: Request, answer: Callable[[bytes], T], *, inflates: bool = False
+) -> T:
     """``answer(body)``: in the threadpool for a body declared under
     :data:`~app.api.json_process.IN_PROCESS_BYTES` (a few ms of work, which a model server's
     every request must not queue behind fits for), else as a job of the bounded pool
-    (:func:`off_loop`: up to millions of rows, CPU-heavy work like any other)."""
+    (:func:`off_loop`: up to millions of rows, CPU-heavy work like any other). A body that
+    ``inflates`` (compressed) is a job whatever its size: a small one may inflate to the limit."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) < IN_PROCESS_BYTES:
+    if not inflates and declared.isdigit() and int(declared) < IN_PROCESS_BYTES:
         return await run_in_threadpool(answer, await read_body(request))
     return await off_loop(request, answer, await read_job_body(request))
 

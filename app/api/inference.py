@@ -120,7 +120,8 @@ async def _infer(
     def answer(body: bytes) -> Answer:
         return answer_infer(service, name, version, body, encoding, header_length)
 
-    content, headers, media_type = await answer_by_size(request, answer)
+    compressed = (encoding or "identity").strip().lower() != "identity"
+    content, headers, media_type = await answer_by_size(request, answer, inflates=compressed)
     return Response(content, media_type=media_type, headers=headers)
 
 

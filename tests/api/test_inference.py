@@ -293,3 +293,27 @@ def test_compressed_infers_are_inflated_by_the_route_not_the_hot_path(
     r = fitted.post("/v2/models/churn/infer", content=body, headers={"content-encoding": "gzip"})
     assert r.status_code == 200, r.text
     assert len(regular) == 1
+
+
+def test_a_small_compressed_infer_is_a_job_of_the_bounded_pool(
+    fitted: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its inflating may reach the body limit: the pool's budget, not the threadpool's."""
+    work = fitted.app.state.service.work  # type: ignore[attr-defined]
+    jobs: list[Any] = []
+    run = work.run
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        jobs.append(args)
+        return await run(*args, **kwargs)
+
+    monkeypatch.setattr(work, "run", counting)
+    fitted.app.state.service.versions.forget("churn", 1)  # type: ignore[attr-defined]
+    plain = orjson.dumps(infer_json(SCORES, [6]))
+    assert fitted.post("/v2/models/churn/versions/1/infer", content=plain).status_code == 200
+    assert jobs == []  # a small plain body: the threadpool
+    gzipped = gzip.compress(plain)
+    headers = {"content-encoding": "gzip"}
+    r = fitted.post("/v2/models/churn/versions/1/infer", content=gzipped, headers=headers)
+    assert r.status_code == 200, r.text
+    assert len(jobs) == 1
