@@ -107,7 +107,9 @@ def parse_fit(source: FitSource, max_rows: int) -> FitArgs:
         options = validated(FitOptions, given)
         field = "file" if "form" in source.options else "body"  # an upload, or the body
         if source.kind in COLUMNAR_TYPES:
-            scores, labels, weights = parse_columnar(source.data, source.kind, field=field)
+            scores, labels, weights = parse_columnar(
+                source.data, source.kind, field=field, max_rows=max_rows
+            )
         else:
             scores, labels, weights = parse_csv(source.data, field=field)
     return FitArgs(validate_batch(scores, labels, weights, max_rows=max_rows), options)

@@ -19,7 +19,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from app.errors import MalformedBody, invalid
+from app.errors import MalformedBody, PayloadTooLarge, invalid
 
 from .csv_batches import batch_columns
 
@@ -29,11 +29,14 @@ COLUMNAR_TYPES = (PARQUET, ARROW_STREAM)
 
 
 def parse_columnar(
-    data: bytes, kind: str, *, field: str = "body"
+    data: bytes, kind: str, *, field: str = "body", max_rows: int
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64] | None]:
     """A Parquet file or an Arrow IPC stream (``kind``, a media type of
-    :data:`COLUMNAR_TYPES`) → (scores, labels, weights), as :func:`parse_csv` gives them."""
-    table = _table(data, kind, field)
+    :data:`COLUMNAR_TYPES`) → (scores, labels, weights), as :func:`parse_csv` gives them.
+    Compressed columns can inflate far past the body's size, so the rows are counted before
+    they are read: a Parquet file's from its footer, an Arrow stream's batch by batch (413
+    past ``max_rows``); and the columns are checked first, from the schema."""
+    table = _table(data, kind, field, max_rows)
     names = table.column_names
     columns = batch_columns(names, field)
     if table.num_rows == 0:
@@ -44,16 +47,31 @@ def parse_columnar(
     return (scores[:, 0] if scores.shape[1] == 1 else scores), labels, weights
 
 
-def _table(data: bytes, kind: str, field: str) -> pa.Table:
-    """The table in ``data``; 400 when it is no Parquet file or Arrow stream."""
+def _table(data: bytes, kind: str, field: str, max_rows: int) -> pa.Table:
+    """The table in ``data``, of at most ``max_rows`` rows; 400 when it is no Parquet file or
+    Arrow stream."""
     what = "a Parquet file" if kind == PARQUET else "an Arrow IPC stream"
     try:
         if kind == PARQUET:
-            return pq.read_table(pa.BufferReader(data))
+            parquet = pq.ParquetFile(pa.BufferReader(data))
+            batch_columns(parquet.schema_arrow.names, field)  # before anything is read
+            _check_rows(parquet.metadata.num_rows, max_rows, field)
+            return parquet.read()
         with ipc.open_stream(pa.BufferReader(data)) as reader:
-            return reader.read_all()
+            batch_columns(reader.schema.names, field)
+            batches, rows = [], 0
+            for batch in reader:
+                rows += batch.num_rows
+                _check_rows(rows, max_rows, field)
+                batches.append(batch)
+            return pa.Table.from_batches(batches, schema=reader.schema)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise MalformedBody(f"{field} is not {what}: {str(exc)[:200]}") from None
+
+
+def _check_rows(rows: int, max_rows: int, field: str) -> None:
+    if rows > max_rows:
+        raise PayloadTooLarge(f"{field} has {rows} rows or more; the limit is {max_rows}")
 
 
 def _numbers(table: pa.Table, name: str, field: str) -> NDArray[np.float64]:

@@ -137,3 +137,18 @@ def test_bytes_that_are_no_such_file_are_malformed(client: TestClient, media_typ
         headers={"content-type": media_type},
     )
     assert_problem(r, 400, "not")
+
+
+@pytest.mark.parametrize(("media_type", "encode"), [(PARQUET, parquet), (ARROW, arrow)])
+def test_rows_past_the_limit_are_refused_before_they_are_read(
+    client: TestClient, media_type: str, encode: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compressed columns may inflate far past the body: rows are counted first."""
+    monkeypatch.setattr(client.app.state.service.settings, "max_batch_rows", 250)  # type: ignore[attr-defined]
+    batch = sigmoid_batch(300, seed=7)
+    headers = {"content-type": media_type}
+    r = client.post("/v1/calibrators/big/fit", content=encode(table_of(batch)), headers=headers)
+    assert_problem(r, 413, "250")
+    extra = table_of(batch).append_column("extra", pa.array(range(300)))
+    r = client.post("/v1/calibrators/big/fit", content=encode(extra), headers=headers)
+    assert_problem(r, 422, "extra")  # the schema is checked first
