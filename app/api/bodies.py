@@ -159,15 +159,17 @@ def parse_predict(content_type: str | None, body: bytes, max_rows: int) -> Predi
     return PredictArgs(scores, version, data.intervals, data.ids)
 
 
-def check_ids(ids: list[str], rows: int, of: str) -> None:
-    """One id per row of ``of``, each once (else 422 naming the first repeat)."""
+def check_ids(
+    ids: list[str], rows: int, of: str, at: tuple[str | int, ...] = ("body", "ids")
+) -> None:
+    """One id per row of ``of``, each once (else 422 at ``at``, naming the first repeat)."""
     if len(ids) != rows:
-        raise invalid(("body", "ids"), f"has {len(ids)} ids for {rows} rows of {of}")
+        raise invalid(at, f"has {len(ids)} ids for {rows} rows of {of}")
     if len(set(ids)) != len(ids):
         seen: set[str] = set()
         for index, client_id in enumerate(ids):
             if client_id in seen:
-                raise invalid(("body", "ids", index), f"repeats the id {client_id!r}")
+                raise invalid((*at, index), f"repeats the id {client_id!r}")
             seen.add(client_id)
 
 

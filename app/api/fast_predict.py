@@ -25,6 +25,7 @@ from app.service import CalibrationService
 from .inference import Answer, answer_infer
 from .predictions import answer_predict
 from .schemas import NAME_PATTERN
+from .tensors import is_compressed
 
 _PATH = re.compile(rf"^/v1/calibrators/({NAME_PATTERN.strip('^$')})/predict$")
 _INFER_PATH = re.compile(rf"^/v2/models/({NAME_PATTERN.strip('^$')})(?:/versions/([^/]+))?/infer$")
@@ -161,7 +162,7 @@ def _answer_infer(service: CalibrationService, scope: Scope, body: bytes) -> Ans
     match = _INFER_PATH.match(scope["path"])
     assert match is not None
     headers = {k: v.decode("latin-1") for k, v in scope["headers"] if k in _INFER_HEADERS}
-    if headers.get(b"content-encoding", "identity").strip().lower() != "identity":
+    if is_compressed(headers.get(b"content-encoding")):
         return None
     return answer_infer(
         service,

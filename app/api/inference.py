@@ -25,7 +25,14 @@ from app.service import CalibrationService
 
 from .deps import NameParam, ServiceDep, answer_by_size, json_response, parse_selector
 from .openapi_docs import ERRORS
-from .tensors import HEADER_LENGTH, INPUT, decompressed, encode_infer, parse_infer
+from .tensors import (
+    HEADER_LENGTH,
+    INPUT,
+    decompressed,
+    encode_infer,
+    is_compressed,
+    parse_infer,
+)
 
 _ERROR = {
     "application/json": {
@@ -86,13 +93,16 @@ async def version_metadata(name: NameParam, version: str, service: ServiceDep) -
 @router.get("/models/{name}/ready", summary="Model readiness (the latest version)")
 async def model_ready(name: NameParam, service: ServiceDep) -> Response:
     """200 when the latest version can be served, 404 when there is none."""
-    loaded = await run_in_threadpool(service.resolve, name, "latest")
-    return json_response({"name": name, "version": str(loaded.version), "ready": True})
+    return await _ready(service, name, "latest")
 
 
 @router.get("/models/{name}/versions/{version}/ready", summary="Model readiness (one version)")
 async def version_ready(name: NameParam, version: str, service: ServiceDep) -> Response:
     """200 when the version (a number or an alias) can be served, 404 when there is none."""
+    return await _ready(service, name, version)
+
+
+async def _ready(service: CalibrationService, name: str, version: str) -> Response:
     loaded = await run_in_threadpool(service.resolve, name, parse_selector(name, version))
     return json_response({"name": name, "version": str(loaded.version), "ready": True})
 
@@ -120,8 +130,8 @@ async def _infer(
     def answer(body: bytes) -> Answer:
         return answer_infer(service, name, version, body, encoding, header_length)
 
-    compressed = (encoding or "identity").strip().lower() != "identity"
-    content, headers, media_type = await answer_by_size(request, answer, inflates=compressed)
+    inflates = is_compressed(encoding)
+    content, headers, media_type = await answer_by_size(request, answer, inflates=inflates)
     return Response(content, media_type=media_type, headers=headers)
 
 

@@ -25,7 +25,9 @@ from numpy.typing import NDArray
 
 from app.errors import MalformedBody, PayloadTooLarge, UnsupportedMediaType, invalid
 
+from .bodies import check_ids
 from .contracts import MAX_CLIENT_ID
+from .payloads import check_text
 
 HEADER_LENGTH = "inference-header-content-length"
 DATATYPES: dict[str, np.dtype[Any]] = {"FP64": np.dtype("<f8"), "FP32": np.dtype("<f4")}
@@ -49,11 +51,16 @@ class InferRequest:
     ids: list[str] | None
 
 
+def is_compressed(encoding: str | None) -> bool:
+    """Whether a ``Content-Encoding`` says the body is compressed (anything but identity)."""
+    return encoding is not None and encoding.strip().lower() not in ("", "identity")
+
+
 def decompressed(body: bytes, encoding: str | None, limit: int) -> bytes:
     """``body`` as sent with ``Content-Encoding: encoding`` (gzip or deflate, which
     tritonclient's ``request_compression_algorithm`` uses), inflated to at most ``limit``
     bytes (413 past it: a small body must not inflate without bound)."""
-    if encoding is None or encoding.strip().lower() in ("", "identity"):
+    if encoding is None or not is_compressed(encoding):
         return body
     kind = encoding.strip().lower()
     if kind not in ("gzip", "deflate"):
@@ -252,15 +259,9 @@ def _ids(value: object, rows: int) -> list[str] | None:
         return None
     if not isinstance(value, list):
         raise invalid(where, "must be an array of strings, one per row")
-    if len(value) != rows:
-        raise invalid(where, f"has {len(value)} ids for {rows} rows")
-    seen: set[str] = set()
     for i, client_id in enumerate(value):
         if not isinstance(client_id, str) or not 1 <= len(client_id) <= MAX_CLIENT_ID:
             raise invalid((*where, i), f"must be a string of 1 to {MAX_CLIENT_ID} characters")
-        if "\x00" in client_id:
-            raise invalid((*where, i), "holds the character U+0000 (NUL)")
-        if client_id in seen:
-            raise invalid((*where, i), f"repeats the id {client_id!r}")
-        seen.add(client_id)
+        check_text(client_id, (*where, i))
+    check_ids(value, rows, "inputs[0]", at=where)
     return value
