@@ -28,6 +28,7 @@ from app.calibration.diagnostics import headline, raw_as_probabilities
 from app.calibration.methods import CAPABILITIES
 from app.diagnosis import Diagnosis
 from app.errors import invalid, invalid_in
+from app.exports import Exports
 from app.loaded import LoadedVersion
 from app.observability import record_fit, record_predictions
 from app.refit import traffic_batch
@@ -58,6 +59,7 @@ class CalibrationService:
         self.settings = settings
         self.versions = VersionCache(database, settings.latest_refresh_seconds)
         self.diagnosis = Diagnosis(database, self.versions)
+        self.exports = Exports(database)
         self.work = WorkPool(
             settings.max_concurrent_fits, settings.max_queued_fits, settings.fit_timeout_seconds
         )

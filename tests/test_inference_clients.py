@@ -188,8 +188,9 @@ def python_block(after: str) -> str:
     return match.group(1)
 
 
-def test_the_readme_snippet_runs_as_written(tmp_path: Path) -> None:
-    """Against ``python -m app.serve`` with no keys (as ``make run`` serves) and ``churn`` v1."""
+def test_the_readme_snippets_run_as_written(tmp_path: Path) -> None:
+    """Against ``python -m app.serve`` with no keys (as ``make run`` serves) and ``churn`` v1:
+    tritonclient, curl on /v2, and the ONNX export downloaded and run in onnxruntime."""
     port = free_port()
     env = {
         **os.environ,
@@ -221,6 +222,24 @@ def test_the_readme_snippet_runs_as_written(tmp_path: Path) -> None:
             ["bash", "-c", curl], capture_output=True, text=True, timeout=60, check=True
         )
         assert json.loads(answer.stdout)["outputs"][0]["data"] == v1
+        # the ONNX export: downloaded with curl, run by onnxruntime, in the snippet's folder
+        after = "### Inside the model server"
+        curl = shell_block(after).replace("http://127.0.0.1:8000", base)
+        headers = subprocess.run(
+            ["bash", "-c", curl], capture_output=True, text=True, timeout=60, cwd=tmp_path
+        )
+        assert headers.returncode == 0, headers.stderr
+        assert float(headers.stdout.split(":")[1]) <= 1e-12
+        run = subprocess.run(
+            [sys.executable, "-c", python_block(after)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+        assert run.returncode == 0, run.stderr
+        printed = [float(p) for p in run.stdout.strip().strip("[]").split()]
+        assert printed == pytest.approx(v1, rel=1e-7)
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 from starlette.responses import Response
 
+from app.errors import invalid
 from app.service import CalibrationService
 
 from .bodies import parse_compare
@@ -133,28 +134,93 @@ def _compare(service: CalibrationService, name: str, body: bytes, by: str) -> di
     return service.diagnosis.compare(name, batch, selectors, by=by)
 
 
+ONNX_MEDIA_TYPE = "application/onnx"
+
+FormatQuery = Annotated[
+    Literal["json", "onnx"],
+    Query(
+        description="`json`: the stored artifact document. `onnx`: an ONNX model of the "
+        "version (standard `ai.onnx` operators, opset 17) mapping `scores` to `probabilities` "
+        "(and `p0`, `p1` for venn_abers) as predict does; `X-Parity-Max-Abs-Diff` is its "
+        "largest difference from predict, measured on probes at every knot of the map, "
+        "beside it, between knots, outside the fitted range and at +-1e6."
+    ),
+]
+DtypeQuery = Annotated[
+    Literal["float64", "float32"] | None,
+    Query(
+        description="With `format=onnx`: `float64` (default, DOUBLE tensors) or `float32`: "
+        "FLOAT input and outputs, computed in DOUBLE inside, each output within 2^-25 "
+        "(about 3.0e-8) of predict on the same float32 scores."
+    ),
+]
+
+
 @router.get(
     "/calibrators/{name}/versions/{selector}/artifact",
-    summary="Download a version's artifact",
+    summary="Download a version's artifact, or its ONNX model",
     responses={
         **ERRORS,
-        200: {"description": "The artifact document", "content": {"application/json": {}}},
+        200: {
+            "description": "The artifact document, or the ONNX model",
+            "content": {"application/json": {}, ONNX_MEDIA_TYPE: {}},
+            "headers": {
+                "ETag": {"description": "The sha256 of the answer's bytes"},
+                "X-Parity-Max-Abs-Diff": {
+                    "description": "ONNX only: the largest |graph - predict| at export"
+                },
+            },
+        },
         304: {"description": "Not modified (If-None-Match matched the ETag)"},
     },
 )
 async def get_artifact(
-    name: NameParam, selector: SelectorParam, request: Request, service: ServiceDep
+    name: NameParam,
+    selector: SelectorParam,
+    request: Request,
+    service: ServiceDep,
+    format: FormatQuery = "json",
+    dtype: DtypeQuery = None,
 ) -> Response:
     """The stored artifact, byte for byte (its sha256 is the ETag), to archive or load
-    offline; the README documents its format."""
-    record, data = await run_in_threadpool(service.artifact, name, parse_selector(name, selector))
-    etag = f'"{record.artifact_sha256}"'
-    headers = {
-        "ETag": etag,
-        "Cache-Control": "private, max-age=0, must-revalidate",
-        "Content-Disposition": f'attachment; filename="{name}-v{record.version}.json"',
-    }
+    offline; the README documents its format. With `format=onnx`, the version as an ONNX
+    model for ONNX Runtime, Triton or KServe (its sha256 is the ETag), built once per
+    version and dtype."""
+    found = parse_selector(name, selector)
+    if format == "json":
+        if dtype is not None:
+            raise invalid(("query", "dtype"), "applies to format=onnx only")
+        record, data = await run_in_threadpool(service.artifact, name, found)
+        return _cacheable(
+            request,
+            data,
+            "application/json",
+            record.artifact_sha256,
+            {"Content-Disposition": f'attachment; filename="{name}-v{record.version}.json"'},
+        )
+    wanted = dtype or "float64"
+    record, export = await off_loop(request, service.exports.onnx, name, found, wanted)
+    suffix = "" if wanted == "float64" else "-float32"
+    return _cacheable(
+        request,
+        export.model,
+        ONNX_MEDIA_TYPE,
+        export.sha256,
+        {
+            "Content-Disposition": f'attachment; filename="{name}-v{record.version}{suffix}.onnx"',
+            "X-Parity-Max-Abs-Diff": repr(export.parity),
+            "X-Parity-Probes": str(export.probes),
+        },
+    )
+
+
+def _cacheable(
+    request: Request, data: bytes, media_type: str, sha256: str, headers: dict[str, str]
+) -> Response:
+    """``data`` with its sha256 as ETag, or 304 when If-None-Match holds that tag."""
+    etag = f'"{sha256}"'
+    headers = {"ETag": etag, "Cache-Control": "private, max-age=0, must-revalidate", **headers}
     wanted = request.headers.get("if-none-match", "")
     if etag in (tag.strip() for tag in wanted.split(",")) or wanted.strip() == "*":
         return Response(status_code=304, headers=headers)
-    return Response(data, media_type="application/json", headers=headers)
+    return Response(data, media_type=media_type, headers=headers)

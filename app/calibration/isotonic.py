@@ -134,7 +134,7 @@ class IsotonicCalibrator:
     def _predict_map(self, f: FloatArray) -> FloatArray:
         """The fitted map at ``f``, before the bound."""
         x, v = self.thresholds, self.values
-        if self.interpolation == "linear" and x.size > 1 and self._interp_is_exact():
+        if self.interpolation == "linear" and x.size > 1 and self.interp_is_exact():
             interpolated: FloatArray = np.interp(f, x, v)
             return interpolated
         index = np.searchsorted(x, f, side="right") - 1
@@ -142,7 +142,7 @@ class IsotonicCalibrator:
             return v[np.maximum(index, 0)]
         return _interpolate(np.clip(f, x[0], x[-1]), x, v, np.clip(index, 0, x.size - 2))
 
-    def _interp_is_exact(self) -> bool:
+    def interp_is_exact(self) -> bool:
         """Whether np.interp is monotone and within [0, 1] on this map (checked once per map)."""
         x, v = self.thresholds, self.values
         checked = self._interp_checked

@@ -21,7 +21,7 @@ from app.calibration.base import (
     check_state_keys,
 )
 
-_SATURATION = 400.0  # expit(2F) is exactly 0.0 or 1.0 once |2F| > ~745; avoids 2F overflowing
+SATURATION = 400.0  # expit(2F) is exactly 0.0 or 1.0 once |2F| > ~745; avoids 2F overflowing
 
 
 class LogisticCorrection(WithoutParams):
@@ -36,7 +36,7 @@ class LogisticCorrection(WithoutParams):
 
     def predict(self, scores: FloatArray) -> FloatArray:
         """expit(2F), the logistic correction."""
-        margin = np.clip(np.asarray(scores, dtype=np.float64), -_SATURATION, _SATURATION)
+        margin = np.clip(np.asarray(scores, dtype=np.float64), -SATURATION, SATURATION)
         p: FloatArray = expit(2.0 * margin)
         return p
 

@@ -32,8 +32,8 @@ from app.calibration.weights import relative_weights
 
 INPUTS = ("logits", "probabilities")
 LOG_BETA_BOUNDS = (-10.0, 10.0)  # scikit-learn's bounds on log(1 / T)
-_SMALLEST_P = 1e-300  # log(p) of a zero probability stays finite
-_FLOOR = -1e300  # centred logits below this give exp(...) = 0 anyway; keeps p * z finite
+SMALLEST_P = 1e-300  # log(p) of a zero probability stays finite
+FLOOR = -1e300  # centred logits below this give exp(...) = 0 anyway; keeps p * z finite
 _XATOL = 64 * float(np.finfo(np.float64).eps)  # on log beta, scikit-learn's tolerance
 
 
@@ -121,8 +121,8 @@ class TemperatureScaling(BoundOnly):
         """Logits minus their row maximum (softmax is unchanged), floored at -1e300."""
         if scores.ndim != 2:
             raise CalibrationError(f"must be a 2-d matrix, not {scores.ndim}-d", loc=("scores",))
-        z = np.log(np.maximum(scores, _SMALLEST_P)) if self.input == "probabilities" else scores
+        z = np.log(np.maximum(scores, SMALLEST_P)) if self.input == "probabilities" else scores
         with np.errstate(over="ignore"):  # a spread beyond 1.8e308 is -inf, then floored
             centred = z - z.max(axis=1, keepdims=True)
-        floored: FloatArray = np.maximum(centred, _FLOOR)
+        floored: FloatArray = np.maximum(centred, FLOOR)
         return floored

@@ -1,0 +1,120 @@
+"""Fitted calibrators as ONNX models, with their parity to ``predict`` measured at export.
+
+A model server that runs ONNX (ONNX Runtime, Triton, KServe) can then calibrate inside its
+own graph, with no network hop. The graph maps the input ``scores`` (DOUBLE, [n] for a binary
+calibrator or [n, k]) to ``probabilities`` (and ``p0``, ``p1`` for Venn-ABERS) through the
+same operations in the same order as the method's ``predict``, with standard ``ai.onnx``
+operators only (:mod:`app.export.graph`). skl2onnx's calibrators have shipped wrong isotonic
+outputs and a wrong sigmoid inside pipelines, so parity here is measured, not assumed: each
+export runs its graph in the ``onnx`` package's reference evaluator (the operators'
+semantics as the standard defines them) on the probes of :mod:`app.export.probes` and reports
+the largest absolute difference from ``predict``.
+
+``dtype="float32"`` gives a graph with FLOAT inputs and outputs for FP32 pipelines: the
+scores are widened to DOUBLE exactly, the same double graph runs, and each output is rounded
+to the nearest float32, so it lies within 2^-25 (about 3.0e-8) of ``predict`` on the float32
+scores. Rounding the scores to float32 beforehand is the caller's change of input: near a
+step's knot it can move a score across it.
+
+Like ``predict``, the graph expects the scores ``predict`` accepts (finite; for Boström,
+probability rows); it has no error channel, so other inputs give numbers, not errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import numpy as np
+import onnx
+from onnx.reference import ReferenceEvaluator
+
+from app.calibration import Calibrator, FloatArray, IntervalCalibrator
+from app.calibration.multiclass import MulticlassCalibrator
+
+from .binary import binary_outputs
+from .graph import DOUBLE, FLOAT, GraphBuilder, tensor
+from .multiclass import multiclass_outputs
+from .probes import probe_scores
+
+__all__ = ["FLOAT32_BOUND", "Dtype", "OnnxExport", "export_onnx"]
+
+Dtype = Literal["float64", "float32"]
+
+FLOAT32_BOUND = 2.0**-25
+"""The largest difference of a FLOAT graph's outputs from ``predict`` on the same float32
+scores: half a float32 ulp at 1 (outputs lie in [0, 1])."""
+
+INPUT = "scores"
+
+
+@dataclass(frozen=True)
+class OnnxExport:
+    """A serialised ONNX model, its sha256 (hex), its parity figure and the number of probes
+    behind that figure."""
+
+    model: bytes
+    sha256: str
+    parity: float
+    probes: int
+
+
+def export_onnx(
+    calibrator: Calibrator | MulticlassCalibrator,
+    n_classes: int,
+    *,
+    dtype: Dtype = "float64",
+    metadata: Mapping[str, str] | None = None,
+) -> OnnxExport:
+    """The ONNX model of a fitted calibrator of ``n_classes`` classes, checked against its
+    ``predict``. ``metadata`` and the parity figure become the model's metadata properties."""
+    element = FLOAT if dtype == "float32" else DOUBLE
+    shape: list[str | int] = ["n"] if n_classes == 2 else ["n", n_classes]
+    g = GraphBuilder()
+    scores = g.op("Cast", INPUT, to=DOUBLE) if dtype == "float32" else INPUT
+    if n_classes == 2:
+        outputs = binary_outputs(g, cast(Calibrator, calibrator), scores)
+    else:
+        outputs = multiclass_outputs(g, cast(MulticlassCalibrator, calibrator), scores, n_classes)
+    for name, value in outputs.items():
+        g.rename(g.op("Cast", value, to=FLOAT) if dtype == "float32" else value, name)
+    model = g.model(
+        [tensor(INPUT, element, shape)],
+        [tensor(name, element, shape) for name in outputs],
+        name="calibrator",
+        doc="Calibrated probabilities of scores, as the calibration service's predict.",
+    )
+    probes = probe_scores(calibrator, n_classes)
+    element_type = np.float32 if dtype == "float32" else np.float64
+    parity, checked = _parity(model, calibrator, probes, element_type)
+    props = {**(metadata or {}), "parity_max_abs_diff": repr(parity), "parity_probes": str(checked)}
+    onnx.helper.set_model_props(model, props)
+    data = model.SerializeToString()
+    return OnnxExport(data, hashlib.sha256(data).hexdigest(), parity, checked)
+
+
+def _parity(
+    model: onnx.ModelProto, calibrator: Any, probes: FloatArray, element: type[np.floating[Any]]
+) -> tuple[float, int]:
+    """The largest |graph - predict| over every output on ``probes`` (rounded to ``element``
+    first, and widened back for predict), and how many probes that is."""
+    with np.errstate(over="ignore"):
+        given = probes.astype(element)
+    finite = np.isfinite(given) if given.ndim == 1 else np.isfinite(given).all(axis=1)
+    given = given[finite]  # 1e308 has no float32
+    widened = given.astype(np.float64)
+    expected = {"probabilities": calibrator.predict(widened)}
+    names = [output.name for output in model.graph.output]
+    if "p0" in names:
+        expected["p0"], expected["p1"] = cast(IntervalCalibrator, calibrator).predict_interval(
+            widened
+        )
+    with np.errstate(all="ignore"):  # masked branches (a division by an empty segment)
+        answers = ReferenceEvaluator(model).run(None, {INPUT: given})
+    gaps = [
+        np.max(np.abs(np.asarray(answer, dtype=np.float64) - expected[name]), initial=0.0)
+        for name, answer in zip(names, answers, strict=True)
+    ]
+    return float(max(gaps)), len(given)

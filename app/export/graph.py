@@ -1,0 +1,95 @@
+"""A small builder of ONNX graphs: named constants, nodes, and the model around them.
+
+Every node is a standard ``ai.onnx`` operator of :data:`OPSET` (ONNX Runtime 1.13 and later,
+Triton's and KServe's ONNX backends); nothing from ``ai.onnx.ml``, no custom domain. The
+builder only names things: each call returns the name of the tensor it produces, so the
+exporters read as the formulas they implement.
+"""
+
+from __future__ import annotations
+
+from itertools import count
+from typing import Any
+
+import numpy as np
+import onnx
+from numpy.typing import NDArray
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+"""The ``ai.onnx`` opset of every exported model (ReduceMax still takes ``axes`` as an
+attribute; ReduceSum takes them as an input, as since opset 13)."""
+
+IR_VERSION = 8
+"""The IR version that goes with opset 17, so older runtimes load the model."""
+
+DOUBLE = TensorProto.DOUBLE
+FLOAT = TensorProto.FLOAT
+
+
+class GraphBuilder:
+    """The nodes and constants of one graph, in the order they are added."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._ids = count()
+
+    def _name(self, hint: str) -> str:
+        return f"{hint}_{next(self._ids)}"
+
+    def const(self, value: float | int | NDArray[np.generic], hint: str = "c") -> str:
+        """A constant tensor: a Python float becomes a DOUBLE scalar, an int an INT64 scalar,
+        an array keeps its dtype and shape."""
+        if isinstance(value, np.ndarray):
+            array = value
+        elif isinstance(value, bool | int | np.integer):
+            array = np.array(value, dtype=np.int64)
+        else:
+            array = np.array(value, dtype=np.float64)
+        name = self._name(hint)
+        self.initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+    def op(self, op_type: str, *inputs: str, **attributes: Any) -> str:
+        """A node of ``op_type`` on ``inputs`` (tensor names); the name of its one output."""
+        output = self._name(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, list(inputs), [output], **attributes))
+        return output
+
+    def full_like(self, like: str, value: float | int) -> str:
+        """A tensor shaped like ``like`` filled with ``value`` (DOUBLE for a float, INT64 for
+        an int)."""
+        dtype = np.int64 if isinstance(value, int) else np.float64
+        filler = numpy_helper.from_array(np.array([value], dtype=dtype))
+        return self.op("ConstantOfShape", self.op("Shape", like), value=filler)
+
+    def rename(self, tensor: str, name: str) -> None:
+        """Give ``tensor`` the graph output name ``name`` (an Identity node)."""
+        self.nodes.append(helper.make_node("Identity", [tensor], [name]))
+
+    def model(
+        self,
+        inputs: list[onnx.ValueInfoProto],
+        outputs: list[onnx.ValueInfoProto],
+        *,
+        name: str,
+        doc: str,
+    ) -> onnx.ModelProto:
+        """The checked model of this graph (``onnx.checker`` with shape inference)."""
+        graph = helper.make_graph(
+            self.nodes, name, inputs, outputs, initializer=self.initializers, doc_string=doc
+        )
+        model = helper.make_model(
+            graph,
+            opset_imports=[helper.make_opsetid("", OPSET)],
+            producer_name="calibration-service",
+            ir_version=IR_VERSION,
+        )
+        onnx.checker.check_model(model, full_check=True)
+        return model
+
+
+def tensor(name: str, element_type: int, shape: list[str | int]) -> onnx.ValueInfoProto:
+    """An input or output declaration: ``shape`` lists sizes and symbolic dimensions."""
+    return helper.make_tensor_value_info(name, element_type, shape)

@@ -1,0 +1,104 @@
+"""The scores an exported graph is checked on: every knot of the fitted map, the floats on
+either side of it, the points between knots, values outside the fitted range, +-1e6 and ties.
+
+A map with knots (isotonic thresholds, histogram edges, Venn-ABERS cells) can only differ
+from its graph at or next to a knot, where a comparison decides the step, or inside a
+segment, where the interpolation's arithmetic decides the value; the probes hit both. The
+smooth maps (Platt, beta, logistic, temperature) are probed across their whole working range,
+including where the sigmoid saturates. Every grid is deterministic: the same version always
+gets the same parity figure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from app.calibration import (
+    BetaCalibrator,
+    BostromCalibrator,
+    FloatArray,
+    HistogramBinning,
+    IsotonicCalibrator,
+    MinMaxScaling,
+    PlattCalibrator,
+    TemperatureScaling,
+    VennAbersCalibrator,
+)
+from app.calibration.beta import EPS
+from app.calibration.multiclass import MulticlassCalibrator, OneVsRest
+
+_SEED = 20141013  # any fixed seed: the probes are part of what the parity figure means
+_WIDE = np.array([-1e6, -1e3, -100.0, -10.0, -1.0, -1e-12, 0.0, 1e-300, 1e-12, 1.0, 10.0, 1e6])
+_UNIT = np.concatenate([np.linspace(0.0, 1.0, 201), [EPS, 1.0 - EPS, 1e-300, 1e-12, 1 - 1e-12]])
+
+
+def probe_scores(calibrator: Any, n_classes: int) -> FloatArray:
+    """The probe grid of a fitted calibrator: a vector (binary) or an n x k matrix."""
+    if n_classes == 2:
+        return _with_ties(_binary_probes(calibrator))
+    return _with_ties(_matrix_probes(calibrator, n_classes))
+
+
+def _binary_probes(calibrator: Any) -> FloatArray:
+    knots = _knots(calibrator)
+    around = [knots, np.nextafter(knots, -np.inf), np.nextafter(knots, np.inf)]
+    if knots.size > 1:  # halves and quarters of each gap, which cannot overflow
+        left, right = knots[:-1], knots[1:]
+        around += [left * 0.5 + right * 0.5, left * 0.75 + right * 0.25]
+    if knots.size:
+        around += [knots[:1] - 1.0, knots[-1:] + 1.0]
+    grid = np.concatenate([*around, _WIDE, np.linspace(-8.0, 8.0, 161), _UNIT])
+    return np.sort(grid[np.isfinite(grid)])
+
+
+def _knots(calibrator: Any) -> FloatArray:
+    """Where the fitted map bends or steps (for a sigmoid: around its midpoint)."""
+    if isinstance(calibrator, IsotonicCalibrator):
+        return calibrator.thresholds
+    if isinstance(calibrator, HistogramBinning):
+        return calibrator.edges
+    if isinstance(calibrator, VennAbersCalibrator):
+        return calibrator.table.edges
+    if isinstance(calibrator, MinMaxScaling):
+        return np.array([calibrator.low, calibrator.high])
+    if isinstance(calibrator, PlattCalibrator) and calibrator.A != 0.0:
+        middle, unit = -calibrator.B / calibrator.A, 1.0 / abs(calibrator.A)
+        return middle + unit * np.linspace(-40.0, 40.0, 81)  # past saturation on both sides
+    if isinstance(calibrator, BetaCalibrator):
+        return np.geomspace(1e-16, 0.5, 60)
+    return np.zeros(0)
+
+
+def _matrix_probes(calibrator: MulticlassCalibrator, k: int) -> FloatArray:
+    rng = np.random.default_rng(_SEED)
+    if isinstance(calibrator, OneVsRest):
+        columns = [_binary_probes(binary) for binary in calibrator.calibrators]
+        rows = max(c.size for c in columns)
+        grid = np.column_stack([np.resize(rng.permutation(c), rows) for c in columns])
+        ends = [[c[0] for c in columns], [c[-1] for c in columns]]  # rows of all-0 outputs
+        return np.vstack([grid, ends])
+    probabilities = _probability_rows(rng, k)
+    if isinstance(calibrator, TemperatureScaling) and calibrator.input == "logits":
+        normal = rng.normal(size=(400, k)) * np.repeat([0.1, 1.0, 10.0, 100.0], 100)[:, None]
+        extremes = np.array([np.resize([1e6, -1e6], k), np.resize([1e308, -1e308], k), np.zeros(k)])
+        return np.vstack([normal, extremes, np.log(np.maximum(probabilities, 1e-300))])
+    if isinstance(calibrator, TemperatureScaling | BostromCalibrator):
+        return probabilities
+    raise TypeError(f"no probes for {type(calibrator).__name__}")
+
+
+def _probability_rows(rng: np.random.Generator, k: int) -> FloatArray:
+    """Rows that are probability vectors: Dirichlet draws from flat to peaked, one-hot and
+    uniform rows, rows whose top two tie, and rows that sum to 1 only within 1e-7."""
+    draws = [rng.dirichlet(np.full(k, alpha), size=100) for alpha in (0.05, 0.5, 1.0, 10.0)]
+    tied = np.zeros((1, k))
+    tied[0, :2] = 0.5
+    off = rng.dirichlet(np.ones(k), size=20) * (1.0 + 1e-7)
+    return np.vstack([*draws, np.eye(k), np.full((1, k), 1.0 / k), tied, off])
+
+
+def _with_ties(grid: FloatArray) -> FloatArray:
+    """The grid with every seventh entry repeated: tied scores in one request."""
+    return np.concatenate([grid, grid[::7]])
