@@ -62,7 +62,7 @@ test: install-test postgres lint  ## lint, types and the whole suite on SQLite a
 clean:  ## remove the virtualenv, caches and the local database
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-.PHONY: bench bench-smoke bench-quality
+.PHONY: bench bench-smoke bench-quality bench-export
 bench: install-test postgres  ## the benchmarks: one table of ratios against scikit-learn and floors (< 15 min)
 	@command -v wrk >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk >/dev/null; }
@@ -73,3 +73,6 @@ bench-smoke: install-test  ## the quick run of the benchmarks (< 30 s, small siz
 
 bench-quality: install-test  ## the real-data calibration benchmark (papers' protocol; a few minutes)
 	$(PY) -m bench.quality
+
+bench-export: install-test  ## ONNX exports of every method on real classifiers' scores, run in ONNX Runtime (~1 min)
+	$(PY) -m bench.export

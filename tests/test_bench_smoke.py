@@ -70,3 +70,20 @@ def test_the_traffic_bench_runs_the_loop_on_postgresql(postgres_server: Postgres
         "bytes per labelled row, 2000 rows / one table",
     ]
     assert all(math.isfinite(float(r[5])) and float(r[5]) > 0 for r in rows), rows
+
+
+def test_the_export_bench_runs_every_method_within_its_bounds() -> None:
+    """``python -m bench.export --quick``: real classifiers' scores, every binary method and
+    every k-class one, their ONNX graphs in ONNX Runtime within 1e-12 (FLOAT: 2^-25)."""
+    stdout = run_bench("bench.export", "--quick")
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in stdout.splitlines()
+        if line.startswith("| ") and not line.startswith("| method")
+    ]
+    methods = {row[0].split(" ")[0] for row in rows}
+    assert methods >= {"platt", "isotonic", "venn_abers", "temperature", "bostrom", "minmax"}
+    for row in rows:
+        assert int(row[1]) >= 1, row
+        assert float(row[2]) <= 1e-12, row
+        assert float(row[3]) <= 2.0**-25, row

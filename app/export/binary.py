@@ -56,13 +56,13 @@ def expit(g: GraphBuilder, z: str) -> str:
 
 def _platt(g: GraphBuilder, c: PlattCalibrator, f: str) -> Outputs:
     # expit(f * (-A) - B): Platt's eq. (1), in predict's order
-    z = g.op("Sub", g.op("Mul", f, g.const(-c.A)), g.const(c.B))
+    z = g.minus(g.times(f, -c.A), c.B)
     return {"probabilities": clipped(g, c.bound, expit(g, z))}
 
 
 def _logistic(g: GraphBuilder, c: LogisticCorrection, f: str) -> Outputs:
     margin = g.op("Clip", f, g.const(-SATURATION), g.const(SATURATION))
-    return {"probabilities": expit(g, g.op("Mul", g.const(2.0), margin))}
+    return {"probabilities": expit(g, g.times(margin, 2.0))}
 
 
 def _beta(g: GraphBuilder, c: BetaCalibrator, f: str) -> Outputs:
@@ -76,15 +76,8 @@ def _beta(g: GraphBuilder, c: BetaCalibrator, f: str) -> Outputs:
     log1p_minus = g.op(
         "Div", g.op("Mul", g.op("Log", u), g.op("Neg", x)), g.op("Sub", u, g.const(1.0))
     )
-    z = g.op(
-        "Add",
-        g.op(
-            "Add",
-            g.op("Mul", g.const(c.a), g.op("Log", x)),
-            g.op("Mul", g.const(c.b), g.op("Neg", log1p_minus)),
-        ),
-        g.const(c.c),
-    )
+    terms = g.op("Add", g.times(g.op("Log", x), c.a), g.times(g.op("Neg", log1p_minus), c.b))
+    z = g.minus(terms, -c.c)
     z = g.op("Clip", z, g.const(-800.0), g.const(800.0))
     return {"probabilities": clipped(g, c.bound, expit(g, z))}
 
@@ -94,8 +87,8 @@ def _minmax(g: GraphBuilder, c: MinMaxScaling, f: str) -> Outputs:
         return {"probabilities": g.full_like(f, 0.5)}
     scale = 0.5 if c.high - c.low == float("inf") else 1.0
     width = c.high * scale - c.low * scale
-    scaled = f if scale == 1.0 else g.op("Mul", f, g.const(scale))
-    ratio = g.op("Div", g.op("Sub", scaled, g.const(c.low * scale)), g.const(width))
+    scaled = f if scale == 1.0 else g.times(f, scale)
+    ratio = g.divided(g.minus(scaled, c.low * scale), width)
     return {"probabilities": g.op("Clip", ratio, g.const(0.0), g.const(1.0))}
 
 

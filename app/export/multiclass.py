@@ -68,7 +68,7 @@ def _temperature(g: GraphBuilder, c: TemperatureScaling, s: str) -> Outputs:
     probability rows are read as their logs first."""
     z = g.op("Log", g.op("Max", s, g.const(SMALLEST_P))) if c.input == "probabilities" else s
     centred = g.op("Sub", z, g.op("ReduceMax", z, axes=[1], keepdims=1))
-    scaled = g.op("Div", g.op("Max", centred, g.const(FLOOR)), g.const(c.T))
+    scaled = g.divided(g.op("Max", centred, g.const(FLOOR)), c.T)
     e = g.op("Exp", scaled)
     return {"probabilities": _rows_bounded(g, c.bound, g.op("Div", e, _row_sums(g, e)))}
 
@@ -80,10 +80,11 @@ def _bostrom(g: GraphBuilder, c: BostromCalibrator, s: str, k: int) -> Outputs:
     top = g.op("ArgMax", p, axis=1, keepdims=1, select_last_index=0)
     if c.mode == "constant":
         r = g.const(c.r)
+        kept = g.times(p, 1.0 - c.r)
     else:
         p_top = g.op("GatherElements", p, top, axis=1)
-        r = expit(g, g.op("Add", g.op("Mul", g.const(c.a), p_top), g.const(c.b)))
-    kept = g.op("Mul", p, g.op("Sub", g.const(1.0), r))
+        r = expit(g, g.minus(g.times(p_top, c.a), -c.b))
+        kept = g.op("Mul", p, g.op("Sub", g.const(1.0), r))
     classes = g.const(np.arange(k, dtype=np.int64))
     corrected = g.op("Where", g.op("Equal", classes, top), g.op("Add", kept, r), kept)
     return {"probabilities": _rows_bounded(g, c.bound, corrected)}

@@ -74,7 +74,7 @@ def interp_clipped(g: GraphBuilder, x: FloatArray, v: FloatArray, f: str) -> str
     seen = count_at_most(g, x, f)
     j = g.op("Clip", g.op("Sub", seen, g.const(1)), g.const(0), g.const(m - 2))
     clipped = g.op("Clip", f, g.const(float(x[0])), g.const(float(x[-1])))
-    scaled = clipped if scale == 1.0 else g.op("Mul", clipped, g.const(scale))
+    scaled = clipped if scale == 1.0 else g.times(clipped, scale)
     width = lookup(g, widths, j)
     ratio = g.op("Div", g.op("Sub", scaled, lookup(g, xs[:-1], j)), width)
     t = g.op("Where", g.op("Greater", width, g.const(0.0)), ratio, g.const(0.0))

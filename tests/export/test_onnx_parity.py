@@ -158,6 +158,40 @@ def test_other_edge_states(cls: Any, state: dict[str, Any]) -> None:
     assert_parity(calibrator, 2, grid(knots_of(calibrator), unit=unit))
 
 
+@pytest.mark.parametrize(
+    ("cls", "state"),
+    [
+        (MinMaxScaling, {"min": 1.3135331569108146e-08, "max": 1.0}),  # naive Bayes, hmda
+        (MinMaxScaling, {"min": 1e-50, "max": 3e-50}),
+        (PlattCalibrator, {"A": -(1.0 + 1e-9), "B": 1e-50, "n_iter": 1}),
+        (BetaCalibrator, {"a": 1.0 + 1e-10, "b": 1.0 - 1e-10, "c": -1e-50}),
+    ],
+)
+def test_constants_onnx_runtime_would_optimise_away(cls: Any, state: dict[str, Any]) -> None:
+    # ONNX Runtime drops a Mul or Div by a constant that is 1 in float32 and a Sub of one
+    # that is 0 in float32, also in DOUBLE graphs; the export must survive its optimiser
+    calibrator = cls.from_state({}, state)
+    low, high = (state["min"], state["max"]) if "min" in state else (0.0, 1.0)
+    scores = np.concatenate([np.linspace(low, high, 101), grid(knots_of(calibrator), True)])
+    assert_parity(calibrator, 2, scores)
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "state"),
+    [
+        ("temperature", {}, {"T": 1.0 + 1e-9, "input": "logits"}),
+        ("bostrom", {"r": "constant"}, {"mode": "constant", "r": 1e-9}),
+        ("bostrom", {}, {"mode": "sigmoid", "a": 1.0 + 1e-9, "b": 1e-50}),
+    ],
+)
+def test_k_class_constants_onnx_runtime_would_optimise_away(
+    method: str, params: dict[str, Any], state: dict[str, Any]
+) -> None:
+    calibrator = load_calibrator(method, params, state, n_classes=3)
+    rows = np.random.default_rng(2).dirichlet(np.ones(3), size=300)
+    assert_parity(calibrator, 3, rows)
+
+
 MULTICLASS_CASES = [
     ("temperature", {}, "logits"),
     ("temperature", {"bound": "laplace"}, "probabilities"),
