@@ -10,12 +10,13 @@ binary search in that table; it never runs the fit's loops.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration.base import FloatArray
+from app.calibration.knots import Knots
 
 
 @dataclass(frozen=True)
@@ -34,13 +35,14 @@ class StepTable:
     p: FloatArray
     low: FloatArray
     high: FloatArray
+    knots: Knots = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "knots", Knots(self.edges))  # frozen: set once, here
 
     def step(self, scores: FloatArray) -> NDArray[np.intp]:
         """The step of each score: one binary search, which also tells ties from gaps."""
-        step: NDArray[np.intp] = np.searchsorted(
-            self.edges, np.asarray(scores, dtype=np.float64), "right"
-        )
-        return step
+        return self.knots.count_at_most(np.asarray(scores, dtype=np.float64))
 
     @classmethod
     def merge(cls, fits: Sequence[tuple[FloatArray, FloatArray, FloatArray]]) -> StepTable:

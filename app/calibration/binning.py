@@ -31,6 +31,7 @@ from app.calibration.base import (
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
 from app.calibration.crossval import effective_folds, predict_folds, stratified_folds
+from app.calibration.knots import Knots
 from app.calibration.metrics import log_loss
 from app.calibration.pooling import pool_ties
 from app.calibration.weights import relative_weights, unit_weight
@@ -94,6 +95,7 @@ class HistogramBinning:
         self.bins_requested = DEFAULT_BINS if n_bins == "cv" else int(n_bins)
         self.edges: FloatArray = np.zeros(2)
         self.values: FloatArray = np.full(1, 0.5)
+        self._inner: tuple[FloatArray, Knots] | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> Self:
@@ -147,8 +149,15 @@ class HistogramBinning:
     def predict(self, scores: FloatArray) -> FloatArray:
         """The value of each score's bin; scores outside the training range get an end bin."""
         f = np.asarray(scores, dtype=np.float64)
-        p: FloatArray = self.values[np.searchsorted(self.edges[1:-1], f, side="right")]
+        p: FloatArray = self.values[self._inner_edges().count_at_most(f)]
         return self.bound.apply(p)
+
+    def _inner_edges(self) -> Knots:
+        """The inner edges, indexed once per fitted map."""
+        inner = self._inner
+        if inner is None or inner[0] is not self.edges:
+            inner = self._inner = (self.edges, Knots(self.edges[1:-1]))
+        return inner[1]
 
     def state(self) -> dict[str, JSONValue]:
         """``{"edges": [...], "values": [...], "n_bins": int}``."""

@@ -9,7 +9,7 @@ points dropped, tied scores pooled, PAV, and only the ends of each constant bloc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar, Self
+from typing import ClassVar, NamedTuple, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,6 +26,7 @@ from app.calibration.base import (
     state_floats,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
+from app.calibration.knots import Knots, interp
 from app.calibration.pooling import pool_ties
 from app.calibration.trim_spec import TRIM_KEYS, TrimSpec, read_trim_state, trim_state
 from app.calibration.trimming import trim_batch
@@ -83,7 +84,7 @@ class IsotonicCalibrator:
         self.trim_info: dict[str, JSONValue] | None = None
         self.thresholds: FloatArray = np.zeros(1)
         self.values: FloatArray = np.full(1, 0.5)
-        self._interp_checked: tuple[FloatArray, FloatArray, bool] | None = None
+        self._prepared_map: _PreparedMap | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> Self:
@@ -134,21 +135,28 @@ class IsotonicCalibrator:
     def _predict_map(self, f: FloatArray) -> FloatArray:
         """The fitted map at ``f``, before the bound."""
         x, v = self.thresholds, self.values
-        if self.interpolation == "linear" and x.size > 1 and self.interp_is_exact():
-            interpolated: FloatArray = np.interp(f, x, v)
-            return interpolated
-        index = np.searchsorted(x, f, side="right") - 1
+        prepared = self._prepared()
+        if self.interpolation == "linear" and x.size > 1 and prepared.interp_is_exact:
+            return interp(prepared.knots, v, prepared.slopes, f)
+        index = prepared.knots.count_at_most(f) - 1
         if self.interpolation == "step" or x.size == 1:
             return v[np.maximum(index, 0)]
         return _interpolate(np.clip(f, x[0], x[-1]), x, v, np.clip(index, 0, x.size - 2))
 
     def interp_is_exact(self) -> bool:
         """Whether np.interp is monotone and within [0, 1] on this map (checked once per map)."""
+        return self._prepared().interp_is_exact
+
+    def _prepared(self) -> _PreparedMap:
+        """What predict needs of the map beyond its knots, computed once per map."""
         x, v = self.thresholds, self.values
-        checked = self._interp_checked
-        if checked is None or checked[0] is not x or checked[1] is not v:
-            checked = self._interp_checked = (x, v, np_interp_is_exact(x, v))
-        return checked[2]
+        prepared = self._prepared_map
+        if prepared is None or prepared.thresholds is not x or prepared.values is not v:
+            with np.errstate(over="ignore"):  # a subnormal gap's slope: inf, never used
+                slopes = (v[1:] - v[:-1]) / (x[1:] - x[:-1])
+            prepared = _PreparedMap(x, v, Knots(x), slopes, np_interp_is_exact(x, v))
+            self._prepared_map = prepared
+        return prepared
 
     def state(self) -> dict[str, JSONValue]:
         """``{"thresholds": [...], "values": [...]}`` (floats), plus ``"trim"`` and ``"bound"``."""
@@ -177,6 +185,14 @@ class IsotonicCalibrator:
             raise StateError("state.values: must be non-decreasing within [0, 1]")
         calibrator.thresholds, calibrator.values = thresholds, values
         return calibrator
+
+
+class _PreparedMap(NamedTuple):
+    thresholds: FloatArray
+    values: FloatArray
+    knots: Knots
+    slopes: FloatArray  # np.interp's, (v[j+1] - v[j]) / (x[j+1] - x[j])
+    interp_is_exact: bool
 
 
 def np_interp_is_exact(x: FloatArray, v: FloatArray) -> bool:
