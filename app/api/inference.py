@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from app import __version__
 from app.calibration.methods import CAPABILITIES
-from app.errors import invalid
+from app.errors import InvalidInput, invalid
 from app.service import CalibrationService
 
 from .deps import NameParam, ServiceDep, answer_by_size, json_response, parse_selector
@@ -71,9 +71,20 @@ async def live() -> Response:
     return json_response({"live": True})
 
 
-@router.get("/health/ready", summary="Server readiness")
+@router.get(
+    "/health/ready",
+    summary="Server readiness",
+    responses={
+        200: {"content": {"application/json": {"example": {"ready": True}}}},
+        503: {
+            "description": "The database does not answer (the protocol's readiness body, "
+            "not an error)",
+            "content": {"application/json": {"example": {"ready": False}}},
+        },
+    },
+)
 async def ready(service: ServiceDep) -> Response:
-    """200 when the database answers, else 503."""
+    """`{"ready": true}` (200) when the database answers, else `{"ready": false}` (503)."""
     answers = await run_in_threadpool(service.ready)
     return json_response({"ready": answers}, status_code=200 if answers else 503)
 
@@ -195,14 +206,17 @@ def answer_infer(
                 f"is {output!r}, which {name!r} v{loaded.version} ({loaded.method}) does not give",
             )
     intervals = ("outputs",) if {"p0", "p1"} & set(wanted) else None
-    prediction = service.predict(
-        name,
-        loaded.version,
-        request.scores,
-        intervals=intervals,
-        ids=request.ids,
-        cached_only=cached_only,
-    )
+    try:
+        prediction = service.predict(
+            name,
+            loaded.version,
+            request.scores,
+            intervals=intervals,
+            ids=request.ids,
+            cached_only=cached_only,
+        )
+    except InvalidInput as exc:
+        raise _located(exc) from None
     if prediction is None:
         return None
     shape = request.shape if request.scores.ndim == 1 else prediction.probabilities.shape
@@ -222,6 +236,16 @@ def answer_infer(
             (output, arrays[output], request.binary_default if binary is None else binary)
         )
     return encode_infer(header, outputs)
+
+
+def _located(exc: InvalidInput) -> InvalidInput:
+    """A refusal of the scores, located as the protocol's client sent them: ``inputs[0]``
+    and the row, where predict's names ``scores[row]`` of its JSON body."""
+    found = exc.errors[0] if exc.errors else None
+    if found is None or found.loc[:2] != ("body", "scores"):
+        return exc
+    row = found.loc[2:3]
+    return invalid(("inputs", 0), f"{f'row {row[0]}: ' if row else ''}{found.msg}")
 
 
 def _metadata(service: CalibrationService, name: str, version: str) -> dict[str, Any]:

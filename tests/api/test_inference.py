@@ -215,7 +215,8 @@ def test_bad_requests_get_the_protocols_errors(
 
 def test_bad_binary_data_and_unknown_models(fitted: TestClient) -> None:
     body, headers = binary_request(np.array([0.1, np.nan, 0.3]))
-    assert_error(fitted.post("/v2/models/churn/infer", content=body, headers=headers), 400, "1")
+    nan = fitted.post("/v2/models/churn/infer", content=body, headers=headers)
+    assert_error(nan, 400, "inputs[0] row 1: is NaN")
     body, headers = binary_request(np.array([0.1, 0.2]))
     short = fitted.post("/v2/models/churn/infer", content=body[:-4], headers=headers)
     assert_error(short, 400, "binary_data_size")
