@@ -47,4 +47,7 @@ def test_unreachable_database_gives_503_with_retry_after() -> None:
         r = client.post("/v1/calibrators/m/predict", json={"scores": [0.1]})
         assert_problem(r, 503)
         assert_problem(client.get("/readyz"), 503)
+        v2 = client.get("/v2/health/ready")
+        assert (v2.status_code, v2.json()) == (503, {"ready": False})
+        assert client.get("/v2/health/live").status_code == 200
         assert client.get("/healthz").status_code == 200
