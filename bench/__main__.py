@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from bench.columnar import columnar_rows
 from bench.fits import sklearn_rows, variant_rows
 from bench.kernels import kernel_rows
 from bench.memory import memory_rows
@@ -14,7 +15,7 @@ from bench.table import Row, markdown, progress
 def main() -> None:
     """Parse the flags, run every section, print the table (stdout) and the time taken."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="the smoke run: small sizes, no HTTP")
+    parser.add_argument("--quick", action="store_true", help="the smoke run: small sizes, no wrk")
     quick = parser.parse_args().quick
     start = time.monotonic()
     rows: list[Row] = []
@@ -23,11 +24,13 @@ def main() -> None:
         rows += variant_rows([2_000])
         rows += kernel_rows(10**5, 5)
         rows += memory_rows(10**5)
+        rows += columnar_rows(10**4)
     else:
         rows += sklearn_rows([10**4, 10**5, 10**6, 10**7])
         rows += variant_rows([10**4, 10**5])
         rows += kernel_rows(10**6, 7)
         rows += memory_rows(10**7)
+        rows += columnar_rows(10**7)
         from bench.http import http_rows  # needs wrk; imported only for the full run
         from bench.traffic import traffic_rows  # needs PostgreSQL's server
 

@@ -85,7 +85,14 @@ def free_port() -> int:
 
 @contextmanager
 def serve(app: str, env: dict[str, str]) -> Iterator[str]:
-    """Run ``uvicorn app`` on a free loopback port; yield its base URL; stop it after.
+    """Run ``uvicorn app`` on a free loopback port; yield its base URL; stop it after."""
+    with serve_process(app, env) as (url, _):
+        yield url
+
+
+@contextmanager
+def serve_process(app: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """:func:`serve`, yielding the server's process too (to read its memory).
 
     The server's output goes to a file, not a pipe: a full pipe would block the server.
     """
@@ -96,7 +103,7 @@ def serve(app: str, env: dict[str, str]) -> Iterator[str]:
             command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
         )
         try:
-            yield _wait_ready(f"http://127.0.0.1:{port}", process, log)
+            yield _wait_ready(f"http://127.0.0.1:{port}", process, log), process
         finally:
             process.terminate()
             try:
@@ -104,6 +111,24 @@ def serve(app: str, env: dict[str, str]) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def migrated_env(folder: str) -> dict[str, str]:
+    """The environment of a service on a fresh SQLite database in ``folder``, migrated."""
+    env = {
+        **os.environ,
+        "CALIBRATION_DATABASE_URL": f"sqlite:///{folder}/bench.db",
+        "CALIBRATION_LOG_LEVEL": "warning",
+    }
+    subprocess.run(
+        [sys.executable, "-m", "app.store.migrate"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return env
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log: IO[bytes]) -> str:
@@ -148,19 +173,7 @@ def http_rows() -> list[Row]:
         raise RuntimeError("wrk is not installed: `make bench` installs it (apt-get install wrk)")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        env = {
-            **os.environ,
-            "CALIBRATION_DATABASE_URL": f"sqlite:///{tmp}/bench.db",
-            "CALIBRATION_LOG_LEVEL": "warning",
-        }
-        subprocess.run(
-            [sys.executable, "-m", "app.store.migrate"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
+        env = migrated_env(tmp)
         with serve("bench.bare_app:app", env) as bare:
             progress("http: wrk on the bare endpoint")
             bare_rps, bare_p50, bare_p99 = wrk(f"{bare}/predict")

@@ -77,7 +77,9 @@ def test_the_readme_loop_runs_as_written(served: str, tmp_path: Path) -> None:
 
 
 def test_the_readme_parquet_upload(served: str, tmp_path: Path) -> None:
-    """The README's curl of a Parquet file, as written, from the directory holding it."""
+    """The README's curls of a Parquet file, as written, from the directory holding it: a fit
+    uploading it, then diagnostics with it as the body, which answer what its rows in JSON
+    answer."""
     batch = sigmoid_batch(500, seed=5)
     table = pa.table({"score": batch["scores"], "label": pa.array(batch["labels"], pa.int8())})
     pq.write_table(table, tmp_path / "batch.parquet")
@@ -87,5 +89,15 @@ def test_the_readme_parquet_upload(served: str, tmp_path: Path) -> None:
         ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert run.returncode == 0, run.stderr
-    answer = json.loads(run.stdout)
+    decoder = json.JSONDecoder()
+    answer, end = decoder.raw_decode(run.stdout)
+    diagnostics, end = decoder.raw_decode(run.stdout, end)
+    assert run.stdout[end:].strip() == ""
     assert (answer["name"], answer["method"], answer["n_samples"]) == ("parquet", "platt", 500)
+    as_json = httpx.post(
+        f"{served}/v1/calibrators/parquet/versions/latest/diagnostics",
+        json={**batch, "n_bins": 5, "strategy": "quantile"},
+        timeout=30,
+    )
+    assert diagnostics == as_json.json()
+    assert (diagnostics["n_bins"], diagnostics["strategy"]) == (5, "quantile")

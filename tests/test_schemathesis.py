@@ -43,8 +43,8 @@ from tests.conftest import PostgresServer
 
 @schemathesis.serializer("application/vnd.apache.parquet", "application/vnd.apache.arrow.stream")
 def _as_bytes(ctx: Any, value: Any) -> bytes:
-    """A binary body schemathesis made up: sent as it is (it is no Parquet file or Arrow
-    stream, so the fit must answer it 400, never 500)."""
+    """A binary body schemathesis made up, for fit, POST diagnostics and compare: sent as it
+    is (it is no Parquet file or Arrow stream, so the route must answer it 400, never 500)."""
     return value if isinstance(value, bytes) else str(value).encode()
 
 

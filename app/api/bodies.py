@@ -1,64 +1,37 @@
-"""The fit, predict, diagnostics and compare bodies, from any accepted media type to typed
-arguments: the small fields through their contract (:mod:`app.api.contracts`), the big
-arrays through the numpy path (:mod:`app.api.payloads`)."""
+"""The fit, predict, outcomes, diagnostics and compare bodies, from any accepted media type to
+typed arguments: the small fields through their contract (:mod:`app.api.contracts`), the big
+arrays through the numpy path (:mod:`app.api.payloads`), a labelled batch in any of its media
+types through :mod:`app.api.labelled`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
-import orjson
-from fastapi import Request
 from numpy.typing import NDArray
-from starlette.datastructures import UploadFile
 
-from app.batch import Batch, validate_batch
+from app.batch import Batch
 from app.diagnosis import ReportOptions
 from app.errors import PayloadTooLarge, invalid
 
-from .columnar import COLUMNAR_TYPES, PARQUET, parse_columnar
 from .contracts import (
     CompareBody,
+    CompareFields,
     DiagnosticsBody,
     FitBody,
     FitOptions,
-    LabelledBody,
     OutcomesBody,
     PredictBody,
+    ReportFields,
     TrafficFitBody,
     TrafficRange,
 )
-from .csv_batches import parse_csv
 from .csv_outcomes import outcomes_csv
 from .json_process import parse_json_body
-from .payloads import (
-    BATCH_ARRAYS,
-    CSV_TYPES,
-    JSON_TYPES,
-    MULTIPART,
-    ParsedArray,
-    number_array,
-    optional_number_array,
-    require_media_type,
-)
+from .labelled import BatchSource, given_beside, judged_batch, labelled_batch
+from .payloads import CSV_TYPES, JSON_TYPES, ParsedArray, number_array, require_media_type
 from .validation import validated
-
-_OPTIONS = tuple(FitOptions.model_fields)
-
-
-@dataclass(frozen=True)
-class FitSource:
-    """A fit request as received, before parsing: its media type (an uploaded file's:
-    Parquet when its name ends in ``.parquet``, else the multipart type, for CSV), the bytes
-    to parse (the JSON, CSV, Parquet or Arrow body, or the uploaded file) and the options
-    given outside them, by where they were given (``query``, ``form``; the later overrides
-    the earlier)."""
-
-    kind: str
-    data: bytes
-    options: dict[str, dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -69,74 +42,17 @@ class FitArgs:
     options: FitOptions
 
 
-async def read_fit(request: Request, body: bytes, query: Mapping[str, str | None]) -> FitSource:
-    """What a fit request holds, read on the event loop (the multipart form needs it);
-    ``query`` holds the options the route declares, None where not given (the body's own
-    fields take precedence over the form's, and those over the query's)."""
-    kind = require_media_type(
-        request.headers.get("content-type"),
-        (*JSON_TYPES, *CSV_TYPES, *COLUMNAR_TYPES, MULTIPART),
+def parse_fit(source: BatchSource, max_rows: int) -> FitArgs:
+    """A fit request in any media type of :mod:`app.api.labelled`, with its options, or a
+    JSON body naming logged traffic instead of a batch. CPU-heavy: run off the loop."""
+    given = given_beside(source, FitOptions)
+    if given.json is not None and "from_traffic" in given.json:
+        refit = validated(TrafficFitBody, {**given.options, **given.json})
+        return FitArgs(refit.from_traffic, refit)
+    batch, options = labelled_batch(
+        source, given, FitOptions, FitBody, max_rows=max_rows, require_both_classes=True
     )
-    options = {"query": {k: v for k, v in query.items() if v is not None}}
-    if kind != MULTIPART:
-        return FitSource(kind, body, options)
-    data, filename, options["form"] = await _multipart_file(request)
-    return FitSource(PARQUET if filename.lower().endswith(".parquet") else kind, data, options)
-
-
-def parse_fit(source: FitSource, max_rows: int) -> FitArgs:
-    """A fit request as JSON, CSV, Parquet, an Arrow stream or a multipart upload of CSV or
-    Parquet, with its options (the body's own fields first, then the form's, then the
-    query's). CPU-heavy: run off the loop."""
-    given: dict[str, Any] = {}
-    for where, texts in source.options.items():  # each place answers for its own errors
-        these = {key: _option(where, key, raw) for key, raw in texts.items()}
-        validated(FitOptions, these, source=where)
-        given.update(these)
-    if source.kind in JSON_TYPES:
-        data = parse_json_body(source.data, BATCH_ARRAYS)
-        if "from_traffic" in data:
-            refit = validated(TrafficFitBody, {**given, **data})
-            return FitArgs(refit.from_traffic, refit)
-        body = validated(FitBody, {**given, **data})
-        scores = number_array(body.scores, "scores", matrix=True)
-        labels = number_array(body.labels, "labels")
-        weights = optional_number_array(body.sample_weight, "sample_weight")
-        options: FitOptions = body
-    else:
-        options = validated(FitOptions, given)
-        field = "file" if "form" in source.options else "body"  # an upload, or the body
-        if source.kind in COLUMNAR_TYPES:
-            scores, labels, weights = parse_columnar(
-                source.data, source.kind, field=field, max_rows=max_rows
-            )
-        else:
-            scores, labels, weights = parse_csv(source.data, field=field)
-    return FitArgs(validate_batch(scores, labels, weights, max_rows=max_rows), options)
-
-
-async def _multipart_file(request: Request) -> tuple[bytes, str, dict[str, str]]:
-    """The uploaded ``file`` (CSV, or Parquet when its name ends in ``.parquet``), its file
-    name, and the form's option fields."""
-    form = await request.form()
-    upload = form.get("file")
-    if not isinstance(upload, UploadFile):
-        raise invalid(
-            ("body", "file"),
-            "is required: a CSV or Parquet file field (curl -F file=@batch.csv)",
-        )
-    options = {key: value for key in _OPTIONS if isinstance(value := form.get(key), str)}
-    return await upload.read(), upload.filename or "", options
-
-
-def _option(where: str, key: str, raw: str) -> Any:
-    """A fit option given as text: ``params`` and ``tags`` are JSON objects."""
-    if key not in ("params", "tags"):
-        return raw
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise invalid((where, key), 'must be a JSON object, e.g. {"targets": "hard"}') from None
+    return FitArgs(batch, options)
 
 
 class PredictArgs(NamedTuple):  # a tuple: built on every predict, 3x faster than frozen
@@ -190,29 +106,13 @@ def parse_outcomes(content_type: str | None, body: bytes, max_rows: int) -> list
     return list(zip(ids, labels, strict=True))
 
 
-def labelled_batch(body: LabelledBody, max_rows: int) -> Batch:
-    """The batch of a body that judges stored versions (diagnostics, compare): one class
-    alone is fine there."""
-    return validate_batch(
-        number_array(body.scores, "scores", matrix=True),
-        number_array(body.labels, "labels"),
-        optional_number_array(body.sample_weight, "sample_weight"),
-        max_rows=max_rows,
-        require_both_classes=False,
-    )
+def parse_diagnostics(source: BatchSource, max_rows: int) -> tuple[Batch, ReportOptions]:
+    """A POST diagnostics request: the labelled batch, and the report it asks for."""
+    batch, given = judged_batch(source, ReportFields, DiagnosticsBody, max_rows)
+    return batch, ReportOptions(given.n_bins, given.strategy, given.class_index)
 
 
-def parse_diagnostics(
-    content_type: str | None, body: bytes, max_rows: int
-) -> tuple[Batch, ReportOptions]:
-    """A POST diagnostics body: the labelled batch, and the report it asks for."""
-    require_media_type(content_type, JSON_TYPES)
-    data = validated(DiagnosticsBody, parse_json_body(body, BATCH_ARRAYS))
-    query = ReportOptions(data.n_bins, data.strategy, data.class_index)
-    return labelled_batch(data, max_rows), query
-
-
-def parse_compare(body: bytes, max_rows: int) -> tuple[Batch, list[int | str] | None]:
-    """A compare body: the labelled batch, and the selectors to compare (None: every one)."""
-    data = validated(CompareBody, parse_json_body(body, BATCH_ARRAYS))
-    return labelled_batch(data, max_rows), data.versions
+def parse_compare(source: BatchSource, max_rows: int) -> tuple[Batch, list[int | str] | None]:
+    """A compare request: the labelled batch, and the selectors to compare (None: every one)."""
+    batch, given = judged_batch(source, CompareFields, CompareBody, max_rows)
+    return batch, given.versions

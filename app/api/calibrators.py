@@ -12,8 +12,8 @@ from app.service import CalibrationService
 from app.store import VersionRecord
 from app.views import VersionView
 
-from .bodies import FitSource, parse_fit, read_fit
-from .contracts import TrafficRange, tag_filter
+from .bodies import parse_fit
+from .contracts import FitOptions, TrafficRange, tag_filter
 from .deps import (
     NameParam,
     SelectorParam,
@@ -22,8 +22,8 @@ from .deps import (
     json_response,
     off_loop,
     parse_selector,
-    read_job_body,
 )
+from .labelled import BatchSource, read_batch
 from .openapi_docs import ERRORS, FIT_BODY, FIT_DESCRIPTION
 from .schemas import CalibratorList, CalibratorOut, VersionOut
 
@@ -73,21 +73,21 @@ async def fit(
     name: NameParam,
     request: Request,
     service: ServiceDep,
-    method: Annotated[str | None, Query(description="Method, for CSV bodies.")] = None,
+    method: Annotated[str | None, Query(description="Method, for a body that is not JSON.")] = None,
     params: Annotated[str | None, Query(description="Method parameters as JSON.")] = None,
     description: Annotated[str | None, Query(description="Free text.")] = None,
     tags: Annotated[str | None, Query(description="Tags as a JSON object.")] = None,
 ) -> Response:
-    """Fit `method` on a labelled batch (JSON, CSV or a multipart CSV upload) and store it as
-    the next version of `name`, creating `name` on first use."""
+    """Fit `method` on a labelled batch in any of its media types and store it as the next
+    version of `name`, creating `name` on first use."""
     query = {"method": method, "params": params, "description": description, "tags": tags}
-    source = await read_fit(request, await read_job_body(request), query)
+    source = await read_batch(request, query, FitOptions)
     view = await off_loop(request, _fit, service, name, source)
     location = f"/v1/calibrators/{name}/versions/{view.record.version}"
     return json_response(version_document(view), 201, headers={"Location": location})
 
 
-def _fit(service: CalibrationService, name: str, source: FitSource) -> VersionView:
+def _fit(service: CalibrationService, name: str, source: BatchSource) -> VersionView:
     args = parse_fit(source, service.settings.max_batch_rows)
     options = args.options
     if not isinstance(args.batch, TrafficRange):

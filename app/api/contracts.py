@@ -124,7 +124,19 @@ class FitOptions(_Body):
     tags: dict[TagKey, TagValue] = Field(default_factory=dict, max_length=MAX_TAGS)
 
 
-class FitBody(FitOptions):
+class LabelledBody(_Body):
+    """A labelled batch: what a fit is made on and stored versions are judged on. Each body
+    that carries one adds the options of its route (the fields of another media type's query
+    or form)."""
+
+    scores: Numbers = Field(description="Raw model outputs, finite.")
+    labels: Labels = Field(
+        description="0/1 or booleans (binary); 0..k-1 (multiclass). Same length as scores."
+    )
+    sample_weight: Weights = Field(default=None, description="Non-negative weights.")
+
+
+class FitBody(FitOptions, LabelledBody):
     """A labelled batch to fit a new version on (also accepted as CSV; see the README)."""
 
     model_config = ConfigDict(
@@ -141,12 +153,6 @@ class FitBody(FitOptions):
             ]
         },
     )
-
-    scores: Numbers = Field(description="Raw model outputs, finite.")
-    labels: Labels = Field(
-        description="0/1 or booleans (binary); 0..k-1 (multiclass). Same length as scores."
-    )
-    sample_weight: Weights = Field(default=None, description="Non-negative weights.")
 
 
 Moment = Annotated[datetime, Field(strict=False)]
@@ -220,15 +226,22 @@ class OutcomesBody(_Body):
     )
 
 
-class LabelledBody(_Body):
-    """A fresh labelled batch that stored versions are judged on."""
+class ReportFields(_Body):
+    """What a reliability report on a posted batch is asked for (a CSV, Parquet or Arrow
+    body gives it in the query or the multipart form)."""
 
-    scores: Numbers
-    labels: Labels
-    sample_weight: Weights = None
+    n_bins: int = Field(
+        default=DEFAULT_REPORT.n_bins, ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT
+    )
+    strategy: Strategy = Field(default=DEFAULT_REPORT.strategy, description=STRATEGY_TEXT)
+    class_index: int | None = Field(
+        default=DEFAULT_REPORT.class_index, ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT
+    )
 
 
-class DiagnosticsBody(LabelledBody):
+class DiagnosticsBody(ReportFields, LabelledBody):
+    """A fresh labelled batch to report a stored version's reliability on."""
+
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -242,16 +255,22 @@ class DiagnosticsBody(LabelledBody):
         },
     )
 
-    n_bins: int = Field(
-        default=DEFAULT_REPORT.n_bins, ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT
-    )
-    strategy: Strategy = Field(default=DEFAULT_REPORT.strategy, description=STRATEGY_TEXT)
-    class_index: int | None = Field(
-        default=DEFAULT_REPORT.class_index, ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT
+
+VERSIONS_TEXT = "Selectors to compare (default: every version, newest first, at most 50)."
+
+
+class CompareFields(_Body):
+    """Which versions a comparison ranks (a CSV, Parquet or Arrow body gives them in the
+    query or the multipart form, one selector a parameter: ``versions=1&versions=latest``)."""
+
+    versions: list[Selector] | None = Field(
+        default=None, max_length=MAX_COMPARED, description=VERSIONS_TEXT
     )
 
 
-class CompareBody(LabelledBody):
+class CompareBody(CompareFields, LabelledBody):
+    """A fresh labelled batch to rank stored versions on."""
+
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -262,12 +281,6 @@ class CompareBody(LabelledBody):
                 }
             ]
         },
-    )
-
-    versions: list[Selector] | None = Field(
-        default=None,
-        max_length=MAX_COMPARED,
-        description="Selectors to compare (default: every version, newest first, at most 50).",
     )
 
 

@@ -26,6 +26,7 @@ from .contracts import (
     MAX_CLASS_INDEX,
     MIN_BINS,
     STRATEGY_TEXT,
+    ReportFields,
 )
 from .deps import (
     NameParam,
@@ -34,9 +35,9 @@ from .deps import (
     json_response,
     off_loop,
     parse_selector,
-    read_job_body,
 )
-from .openapi_docs import DIAGNOSTICS_BODY, ERRORS, add_picture_route
+from .labelled import BatchSource, read_batch
+from .openapi_docs import BATCH_OPTIONS_TEXT, DIAGNOSTICS_BODY, ERRORS, add_picture_route
 from .schemas import DiagnosticsOut
 
 router = APIRouter(prefix="/v1", tags=["predictions"])
@@ -44,6 +45,9 @@ router = APIRouter(prefix="/v1", tags=["predictions"])
 NBins = Annotated[int, Query(ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT)]
 StrategyQuery = Annotated[Strategy, Query(description=STRATEGY_TEXT)]
 ClassIndex = Annotated[int | None, Query(ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT)]
+# The same options of a POST, None where not given (a JSON body's own fields win).
+GivenBins = Annotated[int | None, Query(ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT)]
+GivenStrategy = Annotated[Strategy | None, Query(description=STRATEGY_TEXT)]
 
 
 def report_query(
@@ -125,50 +129,50 @@ async def stored_diagnostics(
     "/calibrators/{name}/versions/{selector}/diagnostics",
     response_model=DiagnosticsOut,
     summary="Reliability data of a version on a fresh labelled batch",
+    description="How the stored version does on today's traffic. Nothing is stored. With "
+    "`Accept: image/png` or `image/svg+xml` the answer is the reliability diagram."
+    + BATCH_OPTIONS_TEXT,
     openapi_extra=DIAGNOSTICS_BODY,
     responses={**ERRORS, **IMAGE_RESPONSES},
 )
 async def batch_diagnostics(
-    name: NameParam, selector: SelectorParam, request: Request, service: ServiceDep
+    name: NameParam,
+    selector: SelectorParam,
+    request: Request,
+    service: ServiceDep,
+    n_bins: GivenBins = None,
+    strategy: GivenStrategy = None,
+    class_index: ClassIndex = None,
 ) -> Response:
-    """How the stored version does on today's traffic. Nothing is stored. With
-    `Accept: image/png` or `image/svg+xml` the answer is the reliability diagram."""
+    """How the stored version does on a labelled batch in any media type a fit takes; the
+    report's options from the body's fields, the form or the query. Nothing is stored."""
     picture = wanted_image(request.headers.get("accept"))
-    content_type = request.headers.get("content-type")
     found = parse_selector(name, selector)
-    body = await read_job_body(request)
+    query = {"n_bins": n_bins, "strategy": strategy, "class_index": class_index}
+    source = await read_batch(request, query, ReportFields)
     if picture is not None:
-        image = await off_loop(
-            request, _batch_picture, service, name, found, content_type, body, picture
-        )
+        image = await off_loop(request, _batch_picture, service, name, found, source, picture)
         return Response(image, media_type=MEDIA_TYPES[picture])
-    reports, query = await off_loop(
-        request, _batch_reports, service, name, found, content_type, body
-    )
-    return _diagnostics(reports, query)
+    reports, report = await off_loop(request, _batch_reports, service, name, found, source)
+    return _diagnostics(reports, report)
 
 
 def _batch_reports(
-    service: CalibrationService,
-    name: str,
-    selector: Selector,
-    content_type: str | None,
-    body: bytes,
+    service: CalibrationService, name: str, selector: Selector, source: BatchSource
 ) -> tuple[Reports, ReportOptions]:
-    batch, query = parse_diagnostics(content_type, body, service.settings.max_batch_rows)
-    return service.diagnosis.on_batch(name, selector, batch, query), query
+    batch, report = parse_diagnostics(source, service.settings.max_batch_rows)
+    return service.diagnosis.on_batch(name, selector, batch, report), report
 
 
 def _batch_picture(
     service: CalibrationService,
     name: str,
     selector: Selector,
-    content_type: str | None,
-    body: bytes,
+    source: BatchSource,
     image_format: ImageFormat,
 ) -> bytes:
-    batch, query = parse_diagnostics(content_type, body, service.settings.max_batch_rows)
-    return service.diagnosis.batch_picture(name, selector, batch, query, image_format)
+    batch, report = parse_diagnostics(source, service.settings.max_batch_rows)
+    return service.diagnosis.batch_picture(name, selector, batch, report, image_format)
 
 
 def wanted_image(accept: str | None) -> ImageFormat | None:

@@ -1,4 +1,5 @@
-"""OpenAPI fragments: the error responses every route documents and the multi-type fit body."""
+"""OpenAPI fragments: the error responses every route documents and the multi-type bodies of
+the routes that take a labelled batch (fit, POST diagnostics, compare)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,25 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter
+from pydantic import BaseModel
 from starlette.responses import Response
 
 from app.calibration.catalog import params_markdown
 from app.diagnosis import MEDIA_TYPES, ImageFormat
 
-from .contracts import DiagnosticsBody, FitBody, PredictBody, TrafficFitBody
+from .columnar import ARROW_STREAM, PARQUET
+from .contracts import (
+    CompareBody,
+    CompareFields,
+    DiagnosticsBody,
+    FitBody,
+    FitOptions,
+    PredictBody,
+    ReportFields,
+    TrafficFitBody,
+)
+from .labelled import JSON_OPTIONS
+from .payloads import MULTIPART
 from .schemas import Problem
 
 _PROBLEM = {"application/problem+json": {"schema": Problem.model_json_schema()}}
@@ -61,49 +75,81 @@ def _json_choice(*models: type[Any]) -> dict[str, Any]:
     }
 
 
-FIT_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": _json_choice(FitBody, TrafficFitBody),
-            "text/csv": {
-                "schema": {"type": "string"},
-                "example": _CSV_EXAMPLE,
-            },
-            "application/vnd.apache.parquet": {
-                "schema": {
-                    "type": "string",
-                    "format": "binary",
-                    "description": "A Parquet file: columns score (or score_0..score_{k-1}), "
-                    "label and optional weight, numbers without nulls.",
-                },
-            },
-            "application/vnd.apache.arrow.stream": {
-                "schema": {
-                    "type": "string",
-                    "format": "binary",
-                    "description": "An Arrow IPC stream with the Parquet file's columns.",
-                },
-            },
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "file": {
-                            "type": "string",
-                            "format": "binary",
-                            "description": "CSV, or Parquet when the file name ends .parquet",
-                        },
-                        "method": {"type": "string"},
-                        "params": {"type": "string", "description": "JSON object"},
-                        "description": {"type": "string"},
+def _batch_body(json: dict[str, Any], options: type[BaseModel]) -> dict[str, Any]:
+    """``openapi_extra`` for a route that takes a labelled batch in every media type of
+    :mod:`app.api.labelled`: the JSON body ``json``, CSV, Parquet, an Arrow stream, or a
+    multipart upload with the fields of ``options`` beside its file."""
+    fields = {key: _form_field(key, schema) for key, schema in _properties(options).items()}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": json,
+                "text/csv": {"schema": {"type": "string"}, "example": _CSV_EXAMPLE},
+                PARQUET: {
+                    "schema": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": "A Parquet file: columns score (or "
+                        "score_0..score_{k-1}), label and optional weight, numbers without "
+                        "nulls.",
                     },
-                    "required": ["file"],
+                },
+                ARROW_STREAM: {
+                    "schema": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": "An Arrow IPC stream with the Parquet file's columns.",
+                    },
+                },
+                MULTIPART: {
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "file": {
+                                "type": "string",
+                                "format": "binary",
+                                "description": "CSV, or Parquet when the file name ends .parquet",
+                            },
+                            **fields,
+                        },
+                        "required": ["file"],
+                    },
                 },
             },
-        },
+        }
     }
-}
+
+
+def _properties(model: type[BaseModel]) -> dict[str, Any]:
+    properties: dict[str, Any] = model.model_json_schema()["properties"]
+    return properties
+
+
+def _form_field(key: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """An option's schema as a form field: text for a JSON object, and never null (a form
+    leaves out what it does not give)."""
+    if key in JSON_OPTIONS:
+        return {"type": "string", "description": "A JSON object."}
+    choices = [choice for choice in schema.get("anyOf", []) if choice != {"type": "null"}]
+    if len(choices) != 1:
+        return schema
+    return {**{k: v for k, v in schema.items() if k != "anyOf"}, **choices[0]}
+
+
+FIT_BODY = _batch_body(_json_choice(FitBody, TrafficFitBody), FitOptions)
+DIAGNOSTICS_BODY = _batch_body(_json_body(DiagnosticsBody), ReportFields)
+COMPARE_BODY = _batch_body(_json_body(CompareBody), CompareFields)
+
+BATCH_OPTIONS_TEXT = (
+    "\n\n**The batch**: JSON, or CSV (`text/csv`), Parquet (`application/vnd.apache.parquet`), "
+    "an Arrow IPC stream (`application/vnd.apache.arrow.stream`) or a multipart upload "
+    "(`file`: CSV, or Parquet when its name ends `.parquet`) in the columns `score` (or "
+    "`score_0..score_{k-1}`), `label` and optional `weight`. **Options**: a "
+    "JSON body's own fields win, then the multipart form's fields, then the query's "
+    "parameters; a list is one parameter (or form field) per item, repeated."
+)
+"""How a route that takes a labelled batch takes it and its options (its OpenAPI text)."""
 
 
 def body_doc(model: type[Any]) -> dict[str, Any]:
@@ -112,18 +158,18 @@ def body_doc(model: type[Any]) -> dict[str, Any]:
 
 
 PREDICT_BODY = body_doc(PredictBody)
-DIAGNOSTICS_BODY = body_doc(DiagnosticsBody)
 
 
 FIT_DESCRIPTION = (
-    "Fit `method` on a labelled batch (JSON, CSV or a multipart CSV upload) and store it as "
-    "the next version of `name`, creating `name` on first use. Answers 201 with the version "
-    "and its `Location`. Binary batches send one score per row and labels 0/1; multiclass "
-    "batches send an n x k matrix (k >= 3) and labels 0..k-1. Every version stores k-fold "
-    "out-of-fold metrics (`metrics.cv`) and the raw scores' (`metrics.raw`).\n\n"
-    "**From traffic**: instead of a batch, a JSON body with `from_traffic` (`since`, `until`, "
-    "`version`: all optional) fits on the predictions logged with `ids` that have outcomes; "
-    "the version records that range, the counts and its parent in `source`.\n\n"
+    "Fit `method` on a labelled batch and store it as the next version of `name`, creating "
+    "`name` on first use. Answers 201 with the version and its `Location`. Binary batches "
+    "send one score per row and labels 0/1; multiclass batches send an n x k matrix (k >= 3) "
+    "and labels 0..k-1. Every version stores k-fold out-of-fold metrics (`metrics.cv`) and "
+    "the raw scores' (`metrics.raw`)."
+    + BATCH_OPTIONS_TEXT
+    + "\n\n**From traffic**: instead of a batch, a JSON body with `from_traffic` (`since`, "
+    "`until`, `version`: all optional) fits on the predictions logged with `ids` that have "
+    "outcomes; the version records that range, the counts and its parent in `source`.\n\n"
     "**Methods and their `params`** (an unknown key is 422):\n\n" + params_markdown()
 )
 

@@ -14,7 +14,7 @@ from app.service import CalibrationService
 
 from .bodies import parse_compare
 from .calibrators import version_document
-from .contracts import AliasBody, CompareBody, PatchBody
+from .contracts import VERSIONS_TEXT, AliasBody, CompareFields, PatchBody
 from .deps import (
     SMALL_BODY_BYTES,
     AliasParam,
@@ -28,9 +28,9 @@ from .deps import (
     off_loop,
     parse_selector,
     read_body,
-    read_job_body,
 )
-from .openapi_docs import ERRORS, body_doc
+from .labelled import BatchSource, read_batch
+from .openapi_docs import BATCH_OPTIONS_TEXT, COMPARE_BODY, ERRORS, body_doc
 from .payloads import (
     JSON_TYPES,
     parse_json_object,
@@ -109,7 +109,10 @@ async def patch_version(
     "/calibrators/{name}/compare",
     response_model=CompareOut,
     summary="Compare versions on a labelled batch",
-    openapi_extra=body_doc(CompareBody),
+    description="Every selected version (default: all, newest first, at most 50) predicts the "
+    "batch; answers their metrics, best first, with each metric's gap to the best. Nothing is "
+    "stored." + BATCH_OPTIONS_TEXT,
+    openapi_extra=COMPARE_BODY,
     responses=ERRORS,
 )
 async def compare(
@@ -119,17 +122,25 @@ async def compare(
     by: Annotated[
         str, Query(description="Metric to rank by: log_loss, brier, ece, auc or accuracy.")
     ] = "log_loss",
+    versions: Annotated[
+        list[str] | None,
+        Query(
+            description=f"{VERSIONS_TEXT} One selector a parameter, repeated: "
+            "`?versions=1&versions=production`. A JSON body's `versions` field wins.",
+        ),
+    ] = None,
 ) -> Response:
-    """Every selected version (default: all, newest first, at most 50) predicts the batch;
-    answers their metrics, best first, with each metric's gap to the best. Nothing is stored."""
-    require_media_type(request.headers.get("content-type"), JSON_TYPES)
-    body = await read_job_body(request)
-    result = await off_loop(request, _compare, service, name, body, by)
+    """Rank the selected versions on a labelled batch in any media type a fit takes, the
+    selectors from the body's field, the form or the query. Nothing is stored."""
+    source = await read_batch(request, {"versions": versions}, CompareFields)
+    result = await off_loop(request, _compare, service, name, source, by)
     return json_response(result)
 
 
-def _compare(service: CalibrationService, name: str, body: bytes, by: str) -> dict[str, Any]:
-    batch, given = parse_compare(body, service.settings.max_batch_rows)
+def _compare(
+    service: CalibrationService, name: str, source: BatchSource, by: str
+) -> dict[str, Any]:
+    batch, given = parse_compare(source, service.settings.max_batch_rows)
     selectors = None if given is None else [parse_selector(name, str(s)) for s in given]
     return service.diagnosis.compare(name, batch, selectors, by=by)
 

@@ -12,10 +12,13 @@ from app.errors import FieldError, InvalidInput, describe_loc
 M = TypeVar("M", bound=BaseModel)
 
 
-def validated(model: type[M], data: dict[str, Any], source: str = "body") -> M:
-    """``data`` as ``model``, or one 422 naming every failure (located under ``source``)."""
+def validated(
+    model: type[M], data: dict[str, Any], source: str = "body", *, strict: bool | None = None
+) -> M:
+    """``data`` as ``model``, or one 422 naming every failure (located under ``source``);
+    ``strict=False`` reads text as the type it spells (a query's ``"5"`` as 5)."""
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, strict=strict)
     except ValidationError as exc:
         errors = [
             FieldError((source, *error["loc"]), sentence(model, error)) for error in exc.errors()
@@ -41,6 +44,7 @@ def sentence(model: type[BaseModel], error: ErrorDetails) -> str:
     words = {
         "string_type": "must be a string",
         "int_type": "must be an integer",
+        "int_parsing": "must be an integer",
         "bool_type": "must be true or false",
         "dict_type": "must be a JSON object",
         "list_type": "must be an array",

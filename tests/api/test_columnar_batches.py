@@ -33,6 +33,9 @@ def arrow(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
+ENCODINGS = [(PARQUET, parquet), (ARROW, arrow)]
+
+
 def table_of(batch: dict[str, Any], weights: list[float] | None = None) -> pa.Table:
     scores = np.array(batch["scores"])
     columns: dict[str, Any] = (
@@ -51,7 +54,7 @@ def fitted_state(client: TestClient, name: str) -> dict[str, Any]:
     return {k: version[k] for k in ("method", "n_samples", "fitted", "metrics", "class_counts")}
 
 
-@pytest.mark.parametrize(("media_type", "encode"), [(PARQUET, parquet), (ARROW, arrow)])
+@pytest.mark.parametrize(("media_type", "encode"), ENCODINGS)
 @pytest.mark.parametrize("multiclass", [False, True])
 def test_a_columnar_batch_fits_the_version_its_json_fits(
     client: TestClient, media_type: str, encode: Any, multiclass: bool
@@ -98,35 +101,49 @@ def test_booleans_integers_and_float32_are_numbers(client: TestClient) -> None:
     assert fitted_state(client, "t") == fitted_state(client, "t2")
 
 
+BAD_TABLES = [
+    (pa.table({"score": [0.1, None, 0.3], "label": [0, 1, 0]}), 422, ["row[2].score", "null"]),
+    (pa.table({"score": [0.1, 0.2], "label": ["a", "b"]}), 422, ["column.label", "string"]),
+    (pa.table({"score": [[0.1], [0.2]], "label": [0, 1]}), 422, ["column.score", "list"]),
+    (
+        pa.table({"score": pa.array([], pa.float64()), "label": pa.array([], pa.int8())}),
+        422,
+        ["no rows"],
+    ),
+    (pa.table({"score": [0.1, 0.2], "label": [0, 1], "extra": [1, 2]}), 422, ["extra"]),
+    (pa.table({"score": [0.1, 0.2]}), 422, ["label"]),
+]
+"""Tables every route that takes a batch refuses: (table, status, fragments of the detail)."""
+
+
 @pytest.mark.parametrize(
-    ("table", "status", "fragments"),
+    "url",
     [
-        (pa.table({"score": [0.1, None, 0.3], "label": [0, 1, 0]}), 422, ["row[2].score", "null"]),
-        (pa.table({"score": [0.1, 0.2], "label": ["a", "b"]}), 422, ["column.label", "string"]),
-        (pa.table({"score": [[0.1], [0.2]], "label": [0, 1]}), 422, ["column.score", "list"]),
-        (
-            pa.table({"score": pa.array([], pa.float64()), "label": pa.array([], pa.int8())}),
-            422,
-            ["no rows"],
-        ),
-        (pa.table({"score": [0.1, 0.2], "label": [0, 1], "extra": [1, 2]}), 422, ["extra"]),
-        (pa.table({"score": [0.1, 0.2]}), 422, ["label"]),
+        "/v1/calibrators/bad/fit",
+        "/v1/calibrators/churn/versions/latest/diagnostics",
+        "/v1/calibrators/churn/compare",
     ],
 )
-@pytest.mark.parametrize(("media_type", "encode"), [(PARQUET, parquet), (ARROW, arrow)])
+@pytest.mark.parametrize(("table", "status", "fragments"), BAD_TABLES)
+@pytest.mark.parametrize(("media_type", "encode"), ENCODINGS)
 def test_bad_columns_are_refused_by_name_and_row(
-    client: TestClient,
+    fitted: TestClient,
+    url: str,
     table: pa.Table,
     status: int,
     fragments: list[str],
     media_type: str,
     encode: Any,
 ) -> None:
-    r = client.post(
-        "/v1/calibrators/bad/fit", content=encode(table), headers={"content-type": media_type}
-    )
+    """By every route that takes a batch, alike (diagnostics and compare as a fit)."""
+    headers = {"content-type": media_type}
+    r = fitted.post(url, content=encode(table), headers=headers)
     assert_problem(r, status, *fragments)
-    assert client.get("/v1/calibrators/bad").status_code == 404  # nothing stored
+    assert (
+        r.json()
+        == fitted.post("/v1/calibrators/bad/fit", content=encode(table), headers=headers).json()
+    )
+    assert fitted.get("/v1/calibrators/bad").status_code == 404  # nothing stored
 
 
 @pytest.mark.parametrize("media_type", [PARQUET, ARROW])
@@ -139,7 +156,7 @@ def test_bytes_that_are_no_such_file_are_malformed(client: TestClient, media_typ
     assert_problem(r, 400, "not")
 
 
-@pytest.mark.parametrize(("media_type", "encode"), [(PARQUET, parquet), (ARROW, arrow)])
+@pytest.mark.parametrize(("media_type", "encode"), ENCODINGS)
 def test_rows_past_the_limit_are_refused_before_they_are_read(
     client: TestClient, media_type: str, encode: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -37,14 +37,34 @@ def test_every_route_is_documented_with_examples(client: TestClient) -> None:
         if path.startswith("/v1"):
             assert "422" in op["responses"] or method == "delete", (path, method)
             assert "application/problem+json" in op["responses"]["404"]["content"]
-    fit_body = paths["/v1/calibrators/{name}/fit"]["post"]["requestBody"]["content"]
-    assert {
+    batch_types = {
         "application/json",
         "text/csv",
         "application/vnd.apache.parquet",
         "application/vnd.apache.arrow.stream",
         "multipart/form-data",
-    } <= fit_body.keys()
+    }
+    for path, form_fields in (
+        ("/v1/calibrators/{name}/fit", {"method", "params", "description", "tags"}),
+        ("/v1/calibrators/{name}/versions/{selector}/diagnostics", {"n_bins", "strategy"}),
+        ("/v1/calibrators/{name}/compare", {"versions"}),
+    ):
+        body = paths[path]["post"]["requestBody"]["content"]
+        assert batch_types <= body.keys(), path
+        assert {"file", *form_fields} <= body["multipart/form-data"]["schema"]["properties"].keys()
+
+
+def test_reports_on_a_file_take_their_options_from_the_query(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    diagnostics = paths["/v1/calibrators/{name}/versions/{selector}/diagnostics"]["post"]
+    query = {p["name"]: p for p in diagnostics["parameters"] if p["in"] == "query"}
+    assert query.keys() == {"n_bins", "strategy", "class_index"}
+    assert "multipart form" in diagnostics["description"]
+    compare = paths["/v1/calibrators/{name}/compare"]["post"]
+    versions = next(p for p in compare["parameters"] if p["name"] == "versions")
+    assert versions["schema"]["anyOf"][0]["type"] == "array"
+    assert "?versions=1&versions=production" in versions["description"]
+    assert client.get("/docs").status_code == 200
 
 
 def test_the_predict_body_documents_intervals_and_fit_every_method(client: TestClient) -> None:
