@@ -74,5 +74,5 @@ bench-smoke: install-test  ## the quick run of the benchmarks (< 30 s, small siz
 bench-quality: install-test  ## the real-data calibration benchmark (papers' protocol; a few minutes)
 	$(PY) -m bench.quality
 
-bench-export: install-test  ## ONNX exports of every method on real classifiers' scores, run in ONNX Runtime (~1 min)
+bench-export: install-test  ## ONNX exports of every method on real classifiers' scores, run in ONNX Runtime (~2 min)
 	$(PY) -m bench.export

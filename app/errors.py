@@ -133,6 +133,14 @@ class StoredDataCorrupt(ServiceError):
     title = "Stored version is corrupt"
 
 
+class NotExportable(ServiceError):
+    """A version whose ONNX graph would not answer as its predict does (a defect of ours, so
+    no export is better than a wrong one), or a method without a graph."""
+
+    status = 501
+    title = "Not exportable"
+
+
 def invalid(loc: Sequence[str | int], msg: str) -> InvalidInput:
     """A 422 whose detail reads ``field[index] msg``."""
     where = describe_loc(loc)

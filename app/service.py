@@ -28,9 +28,9 @@ from app.calibration.diagnostics import headline, raw_as_probabilities
 from app.calibration.methods import CAPABILITIES
 from app.diagnosis import Diagnosis
 from app.errors import invalid, invalid_in
-from app.exports import Exports
 from app.loaded import LoadedVersion
 from app.observability import record_fit, record_predictions
+from app.onnx_models import OnnxModels
 from app.refit import traffic_batch
 from app.settings import Settings
 from app.store import (
@@ -59,7 +59,7 @@ class CalibrationService:
         self.settings = settings
         self.versions = VersionCache(database, settings.latest_refresh_seconds)
         self.diagnosis = Diagnosis(database, self.versions)
-        self.exports = Exports(database)
+        self.onnx_models = OnnxModels(database)
         self.work = WorkPool(
             settings.max_concurrent_fits, settings.max_queued_fits, settings.fit_timeout_seconds
         )

@@ -89,4 +89,4 @@ def test_the_export_bench_runs_every_method_within_its_bounds() -> None:
     for row in rows:
         assert int(row[1]) >= 1, row
         assert float(row[2]) <= 1e-12, row
-        assert float(row[3]) <= 2.0**-25, row
+        assert row[4] == "yes", row  # compared unrounded, in the bench

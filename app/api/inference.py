@@ -244,8 +244,9 @@ def _located(exc: InvalidInput) -> InvalidInput:
     found = exc.errors[0] if exc.errors else None
     if found is None or found.loc[:2] != ("body", "scores"):
         return exc
-    row = found.loc[2:3]
-    return invalid(("inputs", 0), f"{f'row {row[0]}: ' if row else ''}{found.msg}")
+    places = zip(("row", "column"), found.loc[2:], strict=False)  # a row, maybe a column
+    where = ", ".join(f"{what} {at}" for what, at in places)
+    return invalid(("inputs", 0), f"{f'{where}: ' if where else ''}{found.msg}")
 
 
 def _metadata(service: CalibrationService, name: str, version: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from app.calibration.base import (
     state_floats,
 )
 from app.calibration.bounds import BOUND_KEY, OutputBound
-from app.calibration.knots import Knots, interp
+from app.calibration.knots import Knots, interp, interp_slopes
 from app.calibration.pooling import pool_ties
 from app.calibration.trim_spec import TRIM_KEYS, TrimSpec, read_trim_state, trim_state
 from app.calibration.trimming import trim_batch
@@ -152,9 +152,8 @@ class IsotonicCalibrator:
         x, v = self.thresholds, self.values
         prepared = self._prepared_map
         if prepared is None or prepared.thresholds is not x or prepared.values is not v:
-            with np.errstate(over="ignore"):  # a subnormal gap's slope: inf, never used
-                slopes = (v[1:] - v[:-1]) / (x[1:] - x[:-1])
-            prepared = _PreparedMap(x, v, Knots(x), slopes, np_interp_is_exact(x, v))
+            slopes = interp_slopes(x, v)
+            prepared = _PreparedMap(x, v, Knots(x), slopes, linear_is_monotone(x, v, slopes))
             self._prepared_map = prepared
         return prepared
 
@@ -195,22 +194,31 @@ class _PreparedMap(NamedTuple):
     interp_is_exact: bool
 
 
-def np_interp_is_exact(x: FloatArray, v: FloatArray) -> bool:
-    """Whether ``np.interp(f, x, v)`` stays in [v[j], v[j + 1]] on every segment [x[j], x[j + 1]].
+def linear_is_monotone(x: FloatArray, v: FloatArray, slopes: FloatArray) -> bool:
+    """Whether np.interp's formula, v[j] + slopes[j] (f - x[j]), stays in [v[j], v[j + 1]] on
+    every segment [x[j], x[j + 1]], computed both by ``np.interp`` (small predicts) and by
+    :func:`~app.calibration.knots.interp` (large ones).
 
-    np.interp is about twice as fast as :func:`_interpolate` but computes
-    v[j] + (v[j + 1] - v[j]) / (x[j + 1] - x[j]) * (f - x[j]), which can overflow for thresholds
+    That formula is twice as fast as :func:`_interpolate` but can overflow for thresholds
     near +-1e308 and can round an ulp above v[j + 1] at a segment's right end: then the next
-    segment, starting at exactly v[j + 1], would step down. Within a segment that expression
-    is non-decreasing in f (each rounding is monotone and the slope is >= 0), so it is enough
-    to evaluate it at the largest float below each x[j + 1]; np.interp returns v[j] exactly at
-    f = x[j]. When every segment passes, np.interp is monotone and within [0, 1].
+    segment, starting at exactly v[j + 1], would step down. Within a segment it is
+    non-decreasing in f (each rounding is monotone and the slope is >= 0), so it is enough
+    to evaluate it at the largest float below each x[j + 1] (v[j] itself at a knot). Both
+    ways are checked, so a platform whose np.interp fused the multiply-add would be caught.
     """
     with np.errstate(all="ignore"):
         if not np.isfinite(x[-1] - x[0]):  # the widths, and so f - x[j], could overflow
             return False
-        ends = np.interp(np.nextafter(x[1:], -np.inf), x, v)
-    return bool(np.all(ends <= v[1:]))  # a NaN or an inf fails
+        ends = np.nextafter(x[1:], -np.inf)
+        formula = np.where(ends == x[:-1], v[:-1], slopes * (ends - x[:-1]) + v[:-1])
+        library = np.interp(ends, x, v)
+    return bool(np.all(formula <= v[1:]) and np.all(library <= v[1:]))  # NaN or inf fails
+
+
+def overflow_scale(x: FloatArray) -> float:
+    """0.5 when thresholds pass 2^1022 (their differences could overflow; halving is exact
+    there), else 1."""
+    return 0.5 if max(-x[0], x[-1]) > 2.0**1022 else 1.0
 
 
 def _interpolate(f: FloatArray, x: FloatArray, v: FloatArray, j: NDArray[np.intp]) -> FloatArray:
@@ -220,7 +228,7 @@ def _interpolate(f: FloatArray, x: FloatArray, v: FloatArray, j: NDArray[np.intp
     2^1022 are halved (exact) so differences stay finite, and each value is clipped into its
     segment's [v[j], v[j + 1]], which rounding could otherwise leave by an ulp.
     """
-    scale = 0.5 if max(-x[0], x[-1]) > 2.0**1022 else 1.0
+    scale = overflow_scale(x)
     x0, x1 = x[j] * scale, x[j + 1] * scale
     width = x1 - x0  # > 0 unless halving merged two subnormal thresholds
     t = np.divide(f * scale - x0, width, out=np.zeros_like(f), where=width > 0)

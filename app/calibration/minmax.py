@@ -51,12 +51,17 @@ class MinMaxScaling(WithoutParams):
         f = np.asarray(scores, dtype=np.float64)
         if not self.high > self.low:
             return np.full(f.shape, 0.5)
-        # halving is exact for numbers this large, and keeps f - min and max - min finite
-        scale = 0.5 if math.isinf(self.high - self.low) else 1.0  # Python floats: no warning
+        scale = self.scale
         width = self.high * scale - self.low * scale
         with np.errstate(over="ignore"):  # a quotient past 1.8e308 is inf, clipped to 1
             p: FloatArray = np.clip((f * scale - self.low * scale) / width, 0.0, 1.0)
         return p
+
+    @property
+    def scale(self) -> float:
+        """0.5 when max - min overflows (halving is exact for numbers this large, and keeps
+        f - min and max - min finite), else 1."""
+        return 0.5 if math.isinf(self.high - self.low) else 1.0  # Python floats: no warning
 
     def state(self) -> dict[str, JSONValue]:
         """``{"min", "max"}``."""

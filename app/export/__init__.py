@@ -7,17 +7,22 @@ same operations in the same order as the method's ``predict``, with standard ``a
 operators only (:mod:`app.export.graph`). skl2onnx's calibrators have shipped wrong isotonic
 outputs and a wrong sigmoid inside pipelines, so parity here is measured, not assumed: each
 export runs its graph in the ``onnx`` package's reference evaluator (the operators'
-semantics as the standard defines them) on the probes of :mod:`app.export.probes` and reports
-the largest absolute difference from ``predict``.
+semantics as the standard defines them) on the probes of :mod:`app.export.probes`, reports
+the largest absolute difference from ``predict``, and refuses the export
+(:class:`ExportError`) past :data:`PARITY_BOUND`. The evaluator is not a runtime's kernels:
+the tests run every method's graph in ONNX Runtime too, which is how its optimiser's habit of
+dropping a multiply by a float32 1 was found (:meth:`GraphBuilder.times`).
 
 ``dtype="float32"`` gives a graph with FLOAT inputs and outputs for FP32 pipelines: the
 scores are widened to DOUBLE exactly, the same double graph runs, and each output is rounded
-to the nearest float32, so it lies within 2^-25 (about 3.0e-8) of ``predict`` on the float32
+to the nearest float32, so it lies within :data:`FLOAT32_BOUND` of ``predict`` on the float32
 scores. Rounding the scores to float32 beforehand is the caller's change of input: near a
 step's knot it can move a score across it.
 
-Like ``predict``, the graph expects the scores ``predict`` accepts (finite; for Boström,
-probability rows); it has no error channel, so other inputs give numbers, not errors.
+The graph expects the scores ``predict`` accepts (finite; for Boström, probability rows); it
+has no error channel. A binary graph also answers +-inf (a float32 pipeline's logit of 0 or
+1) and NaN as the calibrator's own ``predict`` does (the probes include them); a k-class
+graph's answer to them is unspecified.
 """
 
 from __future__ import annotations
@@ -35,17 +40,28 @@ from app.calibration import Calibrator, FloatArray, IntervalCalibrator
 from app.calibration.multiclass import MulticlassCalibrator
 
 from .binary import binary_outputs
-from .graph import DOUBLE, FLOAT, GraphBuilder, tensor
+from .graph import DOUBLE, FLOAT, ExportError, GraphBuilder, tensor
 from .multiclass import multiclass_outputs
 from .probes import probe_scores
 
-__all__ = ["FLOAT32_BOUND", "Dtype", "OnnxExport", "export_onnx"]
+__all__ = [
+    "FLOAT32_BOUND",
+    "PARITY_BOUND",
+    "Dtype",
+    "ExportError",
+    "OnnxExport",
+    "export_onnx",
+    "largest_gap",
+]
 
 Dtype = Literal["float64", "float32"]
 
-FLOAT32_BOUND = 2.0**-25
-"""The largest difference of a FLOAT graph's outputs from ``predict`` on the same float32
-scores: half a float32 ulp at 1 (outputs lie in [0, 1])."""
+PARITY_BOUND = 1e-12
+"""The largest difference from ``predict`` a DOUBLE graph may show on its probes."""
+
+FLOAT32_BOUND = 2.0**-25 + PARITY_BOUND
+"""The same for a FLOAT graph on float32 scores: half a float32 ulp at 1 (outputs lie in
+[0, 1]) on top of the DOUBLE graph's own difference."""
 
 INPUT = "scores"
 
@@ -58,7 +74,7 @@ class OnnxExport:
     model: bytes
     sha256: str
     parity: float
-    probes: int
+    probes_checked: int
 
 
 def export_onnx(
@@ -69,7 +85,8 @@ def export_onnx(
     metadata: Mapping[str, str] | None = None,
 ) -> OnnxExport:
     """The ONNX model of a fitted calibrator of ``n_classes`` classes, checked against its
-    ``predict``. ``metadata`` and the parity figure become the model's metadata properties."""
+    ``predict`` (:class:`ExportError` past the bound, or for a method without a graph).
+    ``metadata`` and the parity figure become the model's metadata properties."""
     element = FLOAT if dtype == "float32" else DOUBLE
     shape: list[str | int] = ["n"] if n_classes == 2 else ["n", n_classes]
     g = GraphBuilder()
@@ -89,6 +106,12 @@ def export_onnx(
     probes = probe_scores(calibrator, n_classes)
     element_type = np.float32 if dtype == "float32" else np.float64
     parity, checked = _parity(model, calibrator, probes, element_type)
+    bound = FLOAT32_BOUND if dtype == "float32" else PARITY_BOUND
+    if not parity <= bound:
+        raise ExportError(
+            f"its ONNX graph differs from predict by {parity:.3g} on {checked} probes, past "
+            f"the bound {bound:.3g}"
+        )
     props = {**(metadata or {}), "parity_max_abs_diff": repr(parity), "parity_probes": str(checked)}
     onnx.helper.set_model_props(model, props)
     data = model.SerializeToString()
@@ -96,16 +119,21 @@ def export_onnx(
 
 
 def _parity(
-    model: onnx.ModelProto, calibrator: Any, probes: FloatArray, element: type[np.floating[Any]]
+    model: onnx.ModelProto,
+    calibrator: Calibrator | MulticlassCalibrator,
+    probes: FloatArray,
+    element: type[np.floating[Any]],
 ) -> tuple[float, int]:
     """The largest |graph - predict| over every output on ``probes`` (rounded to ``element``
-    first, and widened back for predict), and how many probes that is."""
+    first, and widened back for predict), and how many probes that is. NaN against NaN is no
+    difference; NaN against a number is an infinite one."""
     with np.errstate(over="ignore"):
         given = probes.astype(element)
-    finite = np.isfinite(given) if given.ndim == 1 else np.isfinite(given).all(axis=1)
-    given = given[finite]  # 1e308 has no float32
+    kept = np.isfinite(given) == np.isfinite(probes)  # 1e308 has no float32; inf stays inf
+    given = given[kept if given.ndim == 1 else kept.all(axis=1)]
     widened = given.astype(np.float64)
-    expected = {"probabilities": calibrator.predict(widened)}
+    with np.errstate(invalid="ignore", over="ignore"):  # +-inf through a sigmoid of A = 0
+        expected = {"probabilities": calibrator.predict(widened)}
     names = [output.name for output in model.graph.output]
     if "p0" in names:
         expected["p0"], expected["p1"] = cast(IntervalCalibrator, calibrator).predict_interval(
@@ -114,7 +142,17 @@ def _parity(
     with np.errstate(all="ignore"):  # masked branches (a division by an empty segment)
         answers = ReferenceEvaluator(model).run(None, {INPUT: given})
     gaps = [
-        np.max(np.abs(np.asarray(answer, dtype=np.float64) - expected[name]), initial=0.0)
+        largest_gap(np.asarray(answer, dtype=np.float64), expected[name])
         for name, answer in zip(names, answers, strict=True)
     ]
-    return float(max(gaps)), len(given)
+    return max(gaps), len(given)
+
+
+def largest_gap(got: FloatArray, want: FloatArray) -> float:
+    """max |got - want|, where NaN against NaN counts 0 and NaN against a number inf."""
+    with np.errstate(invalid="ignore"):
+        gap = np.abs(got - want)
+    both = np.isnan(got) & np.isnan(want)
+    gap[np.isnan(gap) & ~both] = np.inf
+    gap[both] = 0.0
+    return float(np.max(gap, initial=0.0))

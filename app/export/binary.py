@@ -1,9 +1,10 @@
 """Each binary method's predict as ONNX nodes: a vector of scores to a vector of probabilities.
 
 One function per method, each the formula of that method's ``predict`` in
-:mod:`app.calibration`, step by step and in the same order, so that the graph computes the
-same doubles: ``np.clip`` is Clip (or Max then Min against tensors), scipy's ``expit`` is
-Sigmoid, ``np.searchsorted`` is :func:`~app.export.steps.count_at_most`. Every function
+:mod:`app.calibration`, step by step and in the same order: ``np.clip`` is Clip (or Max then
+Min against tensors), scipy's ``expit`` is :func:`expit`, ``np.searchsorted`` is
+:func:`~app.export.steps.count_at_most`. Arithmetic and comparisons then give the same
+doubles; a runtime's Exp and Log may differ from the C library's by an ulp. Every function
 takes the fitted calibrator and the name of the DOUBLE score vector, and returns its outputs
 by name: ``probabilities``, and ``p0``, ``p1`` for Venn-ABERS.
 """
@@ -29,15 +30,19 @@ from app.calibration.beta import EPS
 from app.calibration.bounds import OutputBound
 from app.calibration.logistic import SATURATION
 
-from .graph import GraphBuilder
+from .graph import ExportError, GraphBuilder
 from .steps import count_at_most, interp, interp_clipped, lookup
 
 Outputs = dict[str, str]
 
 
 def binary_outputs(g: GraphBuilder, calibrator: Calibrator, f: str) -> Outputs:
-    """The outputs of a fitted binary ``calibrator`` on the score vector ``f``."""
-    return _EMITTERS[type(calibrator)](g, calibrator, f)
+    """The outputs of a fitted binary ``calibrator`` on the score vector ``f``
+    (:class:`ExportError` for a method without a graph)."""
+    emitter = EMITTERS.get(type(calibrator))
+    if emitter is None:
+        raise ExportError(f"no ONNX graph for {type(calibrator).__name__}")
+    return emitter(g, calibrator, f)
 
 
 def clipped(g: GraphBuilder, bound: OutputBound, p: str) -> str:
@@ -85,7 +90,7 @@ def _beta(g: GraphBuilder, c: BetaCalibrator, f: str) -> Outputs:
 def _minmax(g: GraphBuilder, c: MinMaxScaling, f: str) -> Outputs:
     if not c.high > c.low:  # a constant training batch: 0.5 everywhere
         return {"probabilities": g.full_like(f, 0.5)}
-    scale = 0.5 if c.high - c.low == float("inf") else 1.0
+    scale = c.scale
     width = c.high * scale - c.low * scale
     scaled = f if scale == 1.0 else g.times(f, scale)
     ratio = g.divided(g.minus(scaled, c.low * scale), width)
@@ -117,7 +122,7 @@ def _venn_abers(g: GraphBuilder, c: VennAbersCalibrator, f: str) -> Outputs:
     }
 
 
-_EMITTERS: dict[type, Callable[[GraphBuilder, Any, str], Outputs]] = {
+EMITTERS: dict[type, Callable[[GraphBuilder, Any, str], Outputs]] = {
     PlattCalibrator: _platt,
     LogisticCorrection: _logistic,
     BetaCalibrator: _beta,

@@ -27,6 +27,10 @@ DOUBLE = TensorProto.DOUBLE
 FLOAT = TensorProto.FLOAT
 
 
+class ExportError(ValueError):
+    """A calibrator that has no ONNX graph, or whose graph does not match its predict."""
+
+
 class GraphBuilder:
     """The nodes and constants of one graph, in the order they are added."""
 

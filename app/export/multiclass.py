@@ -17,7 +17,7 @@ from app.calibration.multiclass import MulticlassCalibrator, OneVsRest
 from app.calibration.temperature import FLOOR, SMALLEST_P
 
 from .binary import Outputs, binary_outputs, expit
-from .graph import GraphBuilder
+from .graph import ExportError, GraphBuilder
 
 
 def multiclass_outputs(
@@ -30,7 +30,7 @@ def multiclass_outputs(
         return _temperature(g, calibrator, s)
     if isinstance(calibrator, BostromCalibrator):
         return _bostrom(g, calibrator, s, k)
-    raise TypeError(f"no ONNX export for {type(calibrator).__name__}")
+    raise ExportError(f"no ONNX graph for {type(calibrator).__name__}")
 
 
 def _row_sums(g: GraphBuilder, p: str) -> str:

@@ -1,5 +1,6 @@
 """The scores an exported graph is checked on: every knot of the fitted map, the floats on
-either side of it, the points between knots, values outside the fitted range, +-1e6 and ties.
+either side of it, the points between knots, values outside the fitted range, +-1e6, and
+for binary maps +-inf and NaN, and ties.
 
 A map with knots (isotonic thresholds, histogram edges, Venn-ABERS cells) can only differ
 from its graph at or next to a knot, where a comparison decides the step, or inside a
@@ -11,13 +12,14 @@ gets the same parity figure.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 import numpy as np
 
 from app.calibration import (
     BetaCalibrator,
     BostromCalibrator,
+    Calibrator,
     FloatArray,
     HistogramBinning,
     IsotonicCalibrator,
@@ -29,19 +31,24 @@ from app.calibration import (
 from app.calibration.beta import EPS
 from app.calibration.multiclass import MulticlassCalibrator, OneVsRest
 
+from .graph import ExportError
+
 _SEED = 20141013  # any fixed seed: the probes are part of what the parity figure means
-_WIDE = np.array([-1e6, -1e3, -100.0, -10.0, -1.0, -1e-12, 0.0, 1e-300, 1e-12, 1.0, 10.0, 1e6])
+_WIDE = np.array(
+    [-1e300, -1e6, -1e3, -100.0, -10.0, -1.0, -1e-12, 0.0, 1e-300, 1e-12, 1.0, 10.0, 1e6, 1e300]
+)
+_NON_FINITE = np.array([-np.inf, np.inf, np.nan])  # a float32 logit of 0 or 1; a NaN
 _UNIT = np.concatenate([np.linspace(0.0, 1.0, 201), [EPS, 1.0 - EPS, 1e-300, 1e-12, 1 - 1e-12]])
 
 
-def probe_scores(calibrator: Any, n_classes: int) -> FloatArray:
+def probe_scores(calibrator: Calibrator | MulticlassCalibrator, n_classes: int) -> FloatArray:
     """The probe grid of a fitted calibrator: a vector (binary) or an n x k matrix."""
     if n_classes == 2:
         return _with_ties(_binary_probes(calibrator))
-    return _with_ties(_matrix_probes(calibrator, n_classes))
+    return _with_ties(_matrix_probes(cast(MulticlassCalibrator, calibrator), n_classes))
 
 
-def _binary_probes(calibrator: Any) -> FloatArray:
+def _binary_probes(calibrator: Calibrator | MulticlassCalibrator) -> FloatArray:
     knots = _knots(calibrator)
     around = [knots, np.nextafter(knots, -np.inf), np.nextafter(knots, np.inf)]
     if knots.size > 1:  # halves and quarters of each gap, which cannot overflow
@@ -50,10 +57,10 @@ def _binary_probes(calibrator: Any) -> FloatArray:
     if knots.size:
         around += [knots[:1] - 1.0, knots[-1:] + 1.0]
     grid = np.concatenate([*around, _WIDE, np.linspace(-8.0, 8.0, 161), _UNIT])
-    return np.sort(grid[np.isfinite(grid)])
+    return np.concatenate([np.sort(grid[np.isfinite(grid)]), _NON_FINITE])
 
 
-def _knots(calibrator: Any) -> FloatArray:
+def _knots(calibrator: Calibrator | MulticlassCalibrator) -> FloatArray:
     """Where the fitted map bends or steps (for a sigmoid: around its midpoint)."""
     if isinstance(calibrator, IsotonicCalibrator):
         return calibrator.thresholds
@@ -86,7 +93,7 @@ def _matrix_probes(calibrator: MulticlassCalibrator, k: int) -> FloatArray:
         return np.vstack([normal, extremes, np.log(np.maximum(probabilities, 1e-300))])
     if isinstance(calibrator, TemperatureScaling | BostromCalibrator):
         return probabilities
-    raise TypeError(f"no probes for {type(calibrator).__name__}")
+    raise ExportError(f"no ONNX graph for {type(calibrator).__name__}")
 
 
 def _probability_rows(rng: np.random.Generator, k: int) -> FloatArray:

@@ -2,42 +2,44 @@
 
 ONNX has no ``searchsorted``; a comparison of every score with every knot would cost n x m
 memory (10^4 scores against 10^4 isotonic thresholds: 10^8 booleans). Instead the graph
-unrolls a branchless binary search over the knots padded with +inf to 2^K - 1 entries:
-K rounds of Gather, LessOrEqual and Where give, for each score, the number of knots <= it
+unrolls a branchless binary search over the knots padded to 2^K - 1 entries: K rounds of
+Gather, LessOrEqual and Where give, for each score, the number of knots <= it
 (``np.searchsorted(knots, f, side="right")``) in O(n log m), with standard operators only.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
+
+from app.calibration import FloatArray
+from app.calibration.isotonic import overflow_scale
+from app.calibration.knots import interp_slopes
 
 from .graph import GraphBuilder
-
-FloatArray = NDArray[np.float64]
 
 
 def count_at_most(g: GraphBuilder, knots: FloatArray, f: str) -> str:
     """INT64 tensor shaped like ``f``: how many ``knots`` (sorted ascending) are <= each value.
 
-    The knots are padded with +inf to 2^K - 1 entries (2^K > m); from position 0, round
-    s = 2^(K-1), ..., 1 moves to position + s when the knot at position + s - 1 is <= f.
-    That finds the largest position whose knots before it are all <= f, which for sorted
-    knots is their count. A NaN score compares false everywhere and counts 0.
+    The knots are padded with NaN to 2^K - 1 entries (2^K > m): NaN <= f is false for every
+    f, +inf included, so the search never passes the m-th knot. From position 0, round
+    s = 2^(K-1), ..., 1 moves to position + s when the knot at position + s - 1 is <= f:
+    that finds the largest position whose knots before it are all <= f, which for sorted
+    knots is their count. A NaN score counts m, as searchsorted sorts NaN last.
     """
     m = knots.size
     position = g.full_like(f, 0)
     if m == 0:
         return position
     rounds = m.bit_length()  # 2^rounds > m
-    padded = np.full(2**rounds - 1, np.inf)
+    padded = np.full(2**rounds - 1, np.nan)
     padded[:m] = knots
     table = g.const(padded, "knots")
     for step in (2**r for r in reversed(range(rounds))):
         probe = g.op("Gather", table, g.op("Add", position, g.const(step - 1)))
         moved = g.op("Add", position, g.const(step))
         position = g.op("Where", g.op("LessOrEqual", probe, f), moved, position)
-    return position
+    return g.op("Where", g.op("IsNaN", f), g.const(m), position)
 
 
 def lookup(g: GraphBuilder, values: FloatArray, index: str) -> str:
@@ -49,17 +51,18 @@ def interp(g: GraphBuilder, x: FloatArray, v: FloatArray, f: str) -> str:
     """``np.interp(f, x, v)`` for m >= 2 knots, as numpy computes it (``arr_interp``): the end
     value outside [x[0], x[-1]] and at x[-1], v[j] at a knot, else
     slope[j] * (f - x[j]) + v[j] with slope[j] = (v[j+1] - v[j]) / (x[j+1] - x[j]), the same
-    operations in the same order, so the same double."""
+    operations in the same order, so the same double; NaN for NaN.
+    """
     m = x.size
     seen = count_at_most(g, x, f)
     j = g.op("Clip", g.op("Sub", seen, g.const(1)), g.const(0), g.const(m - 2))
-    with np.errstate(over="ignore"):  # a subnormal gap: inf, used only at f == x[j], masked
-        slopes = (v[1:] - v[:-1]) / (x[1:] - x[:-1])
+    slopes = interp_slopes(x, v)  # inf on a gap no float fits in: used only at f == x[j]
     x0, v0 = lookup(g, x, j), lookup(g, v, j)
     inside = g.op("Add", g.op("Mul", lookup(g, slopes, j), g.op("Sub", f, x0)), v0)
     at_knot = g.op("Where", g.op("Equal", f, x0), v0, inside)
     below = g.op("Where", g.op("Equal", seen, g.const(0)), g.const(float(v[0])), at_knot)
-    return g.op("Where", g.op("Equal", seen, g.const(m)), g.const(float(v[-1])), below)
+    ends = g.op("Where", g.op("Equal", seen, g.const(m)), g.const(float(v[-1])), below)
+    return g.op("Where", g.op("IsNaN", f), f, ends)
 
 
 def interp_clipped(g: GraphBuilder, x: FloatArray, v: FloatArray, f: str) -> str:
@@ -68,7 +71,7 @@ def interp_clipped(g: GraphBuilder, x: FloatArray, v: FloatArray, f: str) -> str
     thresholds halved past 2^1022, t = (f - x[j]) / (x[j+1] - x[j]) (0 on an empty segment),
     and v[j] + t (v[j+1] - v[j]) clipped into [v[j], v[j+1]]."""
     m = x.size
-    scale = 0.5 if max(-x[0], x[-1]) > 2.0**1022 else 1.0
+    scale = overflow_scale(x)
     xs = x * scale  # the products predict computes, to the same bits
     widths = xs[1:] - xs[:-1]
     seen = count_at_most(g, x, f)

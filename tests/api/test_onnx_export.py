@@ -13,8 +13,9 @@ import onnxruntime as ort
 import pytest
 from fastapi.testclient import TestClient
 
+import app.onnx_models
 from app.calibration import METHODS
-from app.export import FLOAT32_BOUND
+from app.export import FLOAT32_BOUND, ExportError
 
 from .helpers import assert_problem, sigmoid_batch
 from .test_every_method import batches_for
@@ -132,3 +133,18 @@ def test_bad_export_queries(client: TestClient) -> None:
     assert_problem(client.get(url, params={"dtype": "float32"}), 422, "dtype", "format=onnx")
     assert_problem(client.get(url.replace("/1/", "/7/"), params={"format": "onnx"}), 404, "7")
     assert_problem(client.get("/v1/calibrators/none/versions/1/artifact?format=onnx"), 404)
+
+
+def test_a_graph_that_would_not_match_predict_is_not_served(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client.post("/v1/calibrators/churn/fit", json={**sigmoid_batch(200, seed=5), "method": "platt"})
+
+    def mismatched(*args: Any, **kwargs: Any) -> Any:
+        raise ExportError("its ONNX graph differs from predict by 1e-09 on 900 probes")
+
+    monkeypatch.setattr(app.onnx_models, "export_onnx", mismatched)
+    r = client.get("/v1/calibrators/churn/versions/1/artifact?format=onnx")
+    assert_problem(r, 501, "'churn' v1 (platt) is not exported", "differs from predict")
+    # the JSON artifact is still there
+    assert client.get("/v1/calibrators/churn/versions/1/artifact").status_code == 200

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.calibration.isotonic import np_interp_is_exact
+from app.calibration.isotonic import linear_is_monotone
 from app.calibration.knots import MAX_SHARED, MIN_SCORES, Knots, interp
+from tests.calibration.batches import sigmoid_batch
 
 
 def scores_around(knots: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -64,10 +65,10 @@ def test_interp_equals_numpy_to_the_bit(knots: np.ndarray, seed: int) -> None:
     values = np.sort(rng.uniform(size=knots.size))
     values[rng.random(knots.size) < 0.3] = 0.5  # flat stretches
     values = np.maximum.accumulate(values)
-    if not np_interp_is_exact(knots, values):
-        return  # isotonic predict interpolates its own way there
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # numpy's own slopes, written out here
         slopes = (values[1:] - values[:-1]) / (knots[1:] - knots[:-1])
+    if not linear_is_monotone(knots, values, slopes):
+        return  # isotonic predict interpolates its own way there
     f = scores_around(knots, rng)
     got = interp(Knots(knots), values, slopes, f)
     want = np.interp(f, knots, values)
@@ -96,3 +97,55 @@ def test_count_at_most_on_large_knot_sets(m: int) -> None:
     f = scores_around(knots, rng)
     index = Knots(knots)
     np.testing.assert_array_equal(index.count_at_most(f), np.searchsorted(knots, f, "right"))
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "step"])
+def test_large_isotonic_predicts_equal_scikit_learn(interpolation: str) -> None:
+    """Past MIN_SCORES predict takes the index: the same numbers as scikit-learn's
+    IsotonicRegression (linear) and as the step rule written out with searchsorted."""
+    from sklearn.isotonic import IsotonicRegression
+
+    from app.calibration import make_calibrator
+
+    rng = np.random.default_rng(9)
+    f, y, _ = sigmoid_batch(rng, 5000)
+    scores = np.concatenate([rng.normal(scale=2.0, size=20 * MIN_SCORES), f, [-1e300, 1e300]])
+    ours = make_calibrator("isotonic", {"interpolation": interpolation}).fit(f, y, np.ones(f.size))
+    assert ours._prepared().knots.index(scores.size) is not None  # the index answers
+    if interpolation == "linear":
+        reference = IsotonicRegression(out_of_bounds="clip").fit(f, y).predict(scores)
+        np.testing.assert_allclose(ours.predict(scores), reference, rtol=0, atol=1e-12)
+    else:
+        x, v = ours.thresholds, ours.values
+        rule = v[np.maximum(np.searchsorted(x, scores, side="right") - 1, 0)]
+        np.testing.assert_array_equal(ours.predict(scores), rule)
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("isotonic", {}),
+        ("isotonic", {"interpolation": "step"}),
+        ("histogram_binning", {"n_bins": 50}),
+        ("venn_abers", {}),
+        ("venn_abers", {"mode": "cross"}),
+    ],
+)
+def test_large_predicts_equal_small_ones_also_after_a_refit(
+    method: str, params: dict[str, object]
+) -> None:
+    """A predict of many scores (the index) equals the same scores predicted in chunks under
+    MIN_SCORES (numpy's search), bit for bit; a refit replaces the index with the new map's."""
+    from app.calibration import make_calibrator
+
+    rng = np.random.default_rng(12)
+    calibrator = make_calibrator(method, params)
+    for seed in (1, 2):  # fit, predict, refit on another batch, predict
+        f, y, _ = sigmoid_batch(np.random.default_rng(seed), 3000, decimals=seed)
+        calibrator.fit(f, y, np.ones(f.size))
+        scores = rng.permutation(np.concatenate([rng.normal(scale=2.0, size=30000), f]))
+        whole = calibrator.predict(scores)
+        chunks = np.concatenate(
+            [calibrator.predict(part) for part in np.array_split(scores, 20)]  # < MIN_SCORES
+        )
+        np.testing.assert_array_equal(whole.view(np.int64), chunks.view(np.int64))
