@@ -147,10 +147,10 @@ def batch_columns(header: list[str], field: str) -> Mapping[str, list[int]]:
 
 
 def _class_column(name: str) -> int | None:
-    """j for a column named ``score_j`` (j of at most 6 digits: more classes are refused
-    anyway, and a longer run of digits is not worth converting), else None."""
+    """j for a column named ``score_j`` (j of at most 6 ASCII digits: more classes are refused
+    anyway, and "²" is a digit to ``str.isdigit``, not to ``int``), else None."""
     digits = name.removeprefix("score_")
-    if digits == name or not digits.isdigit() or len(digits) > 6:
+    if digits == name or not (digits.isascii() and digits.isdigit()) or len(digits) > 6:
         return None
     return int(digits)
 

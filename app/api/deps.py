@@ -18,6 +18,7 @@ from app.service import CalibrationService
 from app.store import Selector
 
 from .json_process import IN_PROCESS_BYTES
+from .payloads import byte_count
 from .schemas import NAME_PATTERN
 
 NameParam = Annotated[
@@ -92,8 +93,8 @@ async def read_body(request: Request, limit: int | None = None) -> bytes:
     ``max_body_bytes``)."""
     if limit is None:
         limit = request.app.state.settings.max_body_bytes
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    declared = byte_count(request.headers.get("content-length"))
+    if declared is not None and declared > limit:
         raise PayloadTooLarge(f"the body has {declared} bytes; the limit is {limit}")
     chunks: list[bytes] = []
     size = 0
@@ -139,8 +140,8 @@ async def answer_by_size(
     every request must not queue behind fits for), else as a job of the bounded pool
     (:func:`off_loop`: up to millions of rows, CPU-heavy work like any other). A body that
     ``inflates`` (compressed) is a job whatever its size: a small one may inflate to the limit."""
-    declared = request.headers.get("content-length", "")
-    if not inflates and declared.isdigit() and int(declared) < IN_PROCESS_BYTES:
+    declared = byte_count(request.headers.get("content-length"))
+    if not inflates and declared is not None and declared < IN_PROCESS_BYTES:
         return await run_in_threadpool(answer, await read_body(request))
     return await off_loop(request, answer, await read_job_body(request))
 

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.service import CalibrationService
 
 from .inference import Answer, answer_infer
+from .payloads import byte_count
 from .predictions import answer_predict
 from .schemas import NAME_PATTERN
 from .tensors import is_compressed
@@ -96,8 +97,8 @@ def _content_length(scope: Scope, *, json_only: bool) -> int | None:
     for key, value in scope["headers"]:
         if key == b"content-type":
             types.append(value.split(b";", 1)[0].strip().lower())
-        elif key == b"content-length" and value.isdigit():
-            length = int(value)
+        elif key == b"content-length":
+            length = byte_count(value)
     if json_only and types != [b"application/json"]:
         return None
     return length if len(types) <= 1 else None

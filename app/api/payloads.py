@@ -233,3 +233,12 @@ def require_media_type(content_type: str | None, allowed: tuple[str, ...]) -> st
             f"Content-Type {shown} is not supported here; send one of {', '.join(allowed)}"
         )
     return kind
+
+
+def byte_count(text: str | bytes | None) -> int | None:
+    """A header's count of bytes (Content-Length, Inference-Header-Content-Length): ASCII
+    digits only, at most 18 of them ("²" is a digit to ``str.isdigit`` and not to ``int``;
+    ``int`` refuses more than 4300 digits), else None."""
+    if text is None or not 0 < len(text) <= 18 or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)

@@ -246,6 +246,9 @@ def _cacheable(
     etag = f'"{sha256}"'
     headers = {"ETag": etag, "Cache-Control": "private, max-age=0, must-revalidate", **headers}
     wanted = request.headers.get("if-none-match", "")
-    if etag in (tag.strip() for tag in wanted.split(",")) or wanted.strip() == "*":
+    # RFC 9110 13.1.2: If-None-Match compares weakly, W/"x" matching "x"
+    if etag in (tag.strip().removeprefix("W/") for tag in wanted.split(",")) or (
+        wanted.strip() == "*"
+    ):
         return Response(status_code=304, headers=headers)
     return Response(data, media_type=media_type, headers=headers)

@@ -27,7 +27,7 @@ from app.errors import MalformedBody, PayloadTooLarge, UnsupportedMediaType, inv
 
 from .bodies import check_ids
 from .contracts import MAX_CLIENT_ID
-from .payloads import check_text
+from .payloads import byte_count, check_text
 
 HEADER_LENGTH = "inference-header-content-length"
 DATATYPES: dict[str, np.dtype[Any]] = {"FP64": np.dtype("<f8"), "FP32": np.dtype("<f4")}
@@ -56,10 +56,16 @@ def is_compressed(encoding: str | None) -> bool:
     return encoding is not None and encoding.strip().lower() not in ("", "identity")
 
 
+MAX_MEMBERS = 64
+"""The most gzip members one body may hold (each costs an inflater)."""
+
+
 def decompressed(body: bytes, encoding: str | None, limit: int) -> bytes:
     """``body`` as sent with ``Content-Encoding: encoding`` (gzip or deflate, which
     tritonclient's ``request_compression_algorithm`` uses), inflated to at most ``limit``
-    bytes (413 past it: a small body must not inflate without bound)."""
+    bytes (413 past it: a small body must not inflate without bound). A gzip body may be
+    several members one after another (RFC 1952 2.2: ``cat a.gz b.gz``, pigz); bytes after
+    the last that are not a member are refused, not dropped."""
     if encoding is None or not is_compressed(encoding):
         return body
     kind = encoding.strip().lower()
@@ -67,16 +73,26 @@ def decompressed(body: bytes, encoding: str | None, limit: int) -> bytes:
         raise UnsupportedMediaType(
             f"Content-Encoding {encoding[:32]!r}: send gzip, deflate or none"
         )
-    inflater = zlib.decompressobj(zlib.MAX_WBITS | (16 if kind == "gzip" else 0))
-    try:
-        data = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise MalformedBody(f"the body is not {kind} data: {exc}") from None
-    if len(data) > limit or inflater.unconsumed_tail:
-        raise PayloadTooLarge(f"the body inflates past {limit} bytes")
-    if not inflater.eof:
-        raise MalformedBody(f"the {kind} data ends early")
-    return data
+    parts: list[bytes] = []
+    size, rest = 0, body
+    while rest or not parts:  # a loop over gzip members, at most MAX_MEMBERS
+        if len(parts) == MAX_MEMBERS:
+            raise MalformedBody(f"the body has more than {MAX_MEMBERS} gzip members")
+        inflater = zlib.decompressobj(zlib.MAX_WBITS | (16 if kind == "gzip" else 0))
+        try:
+            data = inflater.decompress(rest, limit - size + 1)
+        except zlib.error as exc:
+            raise MalformedBody(f"the body is not {kind} data: {exc}") from None
+        size += len(data)
+        if size > limit or inflater.unconsumed_tail:
+            raise PayloadTooLarge(f"the body inflates past {limit} bytes")
+        if not inflater.eof:
+            raise MalformedBody(f"the {kind} data ends early")
+        parts.append(data)
+        rest = inflater.unused_data
+        if rest and kind == "deflate":
+            raise MalformedBody("the deflate data is followed by other bytes")
+    return b"".join(parts)
 
 
 def parse_infer(body: bytes, header_length: str | None, max_rows: int) -> InferRequest:
@@ -135,13 +151,13 @@ def _split(body: bytes, header_length: str | None) -> tuple[bytes, memoryview]:
     """The JSON header and the binary data after it."""
     if header_length is None:
         return body, memoryview(b"")
-    if not header_length.isdigit() or int(header_length) > len(body):
+    length = byte_count(header_length)
+    if length is None or length > len(body):
         raise invalid(
             ("header", "Inference-Header-Content-Length"),
             f"is {header_length[:32]!r}; expected the JSON header's length in bytes, at most "
             f"the body's {len(body)}",
         )
-    length = int(header_length)
     return body[:length], memoryview(body)[length:]
 
 

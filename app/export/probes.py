@@ -12,9 +12,11 @@ gets the same parity figure.
 
 from __future__ import annotations
 
+import itertools
 from typing import cast
 
 import numpy as np
+from scipy.special import expit
 
 from app.calibration import (
     BetaCalibrator,
@@ -28,7 +30,7 @@ from app.calibration import (
     TemperatureScaling,
     VennAbersCalibrator,
 )
-from app.calibration.beta import EPS
+from app.calibration.beta import EPS, beta_features
 from app.calibration.multiclass import MulticlassCalibrator, OneVsRest
 
 from .graph import ExportError
@@ -74,8 +76,31 @@ def _knots(calibrator: Calibrator | MulticlassCalibrator) -> FloatArray:
         middle, unit = -calibrator.B / calibrator.A, 1.0 / abs(calibrator.A)
         return middle + unit * np.linspace(-40.0, 40.0, 81)  # past saturation on both sides
     if isinstance(calibrator, BetaCalibrator):
-        return np.geomspace(1e-16, 0.5, 60)
+        return np.concatenate([np.geomspace(1e-16, 0.5, 60), _beta_transition(calibrator)])
     return np.zeros(0)
+
+
+def _beta_transition(calibrator: BetaCalibrator) -> FloatArray:
+    """Scores where the beta map's z = a ln f - b ln(1 - f) + c crosses -40, -39, ..., 40,
+    and 16 between each: where the sigmoid turns, however narrow (a = 1.7e5 squeezes it into
+    1e-12 of the score). z never decreases in f (a, b >= 0), so each is found by bisection
+    on the logit of f."""
+    targets = np.arange(-40.0, 41.0)
+    low, high = np.full(targets.size, -40.0), np.full(targets.size, 40.0)
+    for _ in range(80):  # a loop over halvings, not scores
+        middle = (low + high) / 2
+        below = _beta_z(calibrator, expit(middle)) < targets
+        low, high = np.where(below, middle, low), np.where(below, high, middle)
+    crossings = expit(high)
+    between = [np.linspace(a, b, 18)[1:-1] for a, b in itertools.pairwise(crossings)]
+    return np.concatenate([crossings, *between])
+
+
+def _beta_z(calibrator: BetaCalibrator, f: FloatArray) -> FloatArray:
+    log_f, log_1mf = beta_features(f)
+    with np.errstate(over="ignore", invalid="ignore"):
+        z: FloatArray = calibrator.a * log_f + calibrator.b * log_1mf + calibrator.c
+    return z
 
 
 def _matrix_probes(calibrator: MulticlassCalibrator, k: int) -> FloatArray:
@@ -97,9 +122,11 @@ def _matrix_probes(calibrator: MulticlassCalibrator, k: int) -> FloatArray:
 
 
 def _probability_rows(rng: np.random.Generator, k: int) -> FloatArray:
-    """Rows that are probability vectors: Dirichlet draws from flat to peaked, one-hot and
-    uniform rows, rows whose top two tie, and rows that sum to 1 only within 1e-7."""
-    draws = [rng.dirichlet(np.full(k, alpha), size=100) for alpha in (0.05, 0.5, 1.0, 10.0)]
+    """Rows that are probability vectors: Dirichlet draws from peaked to nearly uniform (where
+    a small temperature magnifies the logs' last bits), one-hot and uniform rows, rows whose
+    top two tie, and rows that sum to 1 only within 1e-7."""
+    alphas = (0.05, 0.5, 1.0, 10.0, 1e4, 1e8)
+    draws = [rng.dirichlet(np.full(k, alpha), size=100) for alpha in alphas]
     tied = np.zeros((1, k))
     tied[0, :2] = 0.5
     off = rng.dirichlet(np.ones(k), size=20) * (1.0 + 1e-7)

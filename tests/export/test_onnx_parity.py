@@ -7,6 +7,7 @@ side of it, points between knots, values outside the fitted range, +-1e6, and ti
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import app.export
 from app.calibration import (
     BetaCalibrator,
     HistogramBinning,
@@ -30,6 +32,7 @@ from app.calibration.methods import BINARY
 from app.calibration.multiclass import OneVsRest, make_multiclass
 from app.export import FLOAT32_BOUND, ExportError, export_onnx
 from app.export.binary import EMITTERS
+from app.export.probes import probe_scores
 from tests.calibration.batches import random_weights, sigmoid_batch
 
 PARITY = 1e-12
@@ -342,3 +345,47 @@ def test_a_graph_that_disagrees_with_predict_is_refused(monkeypatch: pytest.Monk
     monkeypatch.setitem(EMITTERS, PlattCalibrator, off_by_a_little)
     with pytest.raises(ExportError, match="differs from predict"):
         export_onnx(calibrator, 2)
+
+
+@pytest.mark.parametrize(
+    ("method", "state", "k"),
+    [
+        # a beta fit on 50,000 separable scores near 1e-10: a = 1.7e5 amplifies ln f's last bit
+        (
+            "beta",
+            {"a": 171446.24800837753, "b": 1.7166024670035215e-05, "c": 3947693.4357531364},
+            2,
+        ),
+        ("beta", {"a": 6282.107, "b": 0.0, "c": 144640.882}, 2),
+        # temperature at its lower bound on probability rows: the logs' last bits over T
+        ("temperature", {"T": 4.53999377861744e-05, "input": "probabilities"}, 20),
+    ],
+)
+def test_maps_that_magnify_a_runtimes_last_bits_are_refused(
+    method: str, state: dict[str, Any], k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calibrator = load_calibrator(method, {}, state, n_classes=k)
+    with pytest.raises(ExportError, match="differs from predict"):
+        export_onnx(calibrator, k)
+    # warranted: ONNX Runtime's own answer on the probes is past the bound
+    monkeypatch.setattr(app.export, "PARITY_BOUND", float("inf"))
+    export = export_onnx(calibrator, k)
+    scores = probe_scores(calibrator, k)
+    got = run(export.model, scores)["probabilities"]
+    assert largest_gap(got, expected(calibrator, scores)["probabilities"]) > PARITY
+
+
+def test_a_large_isotonic_export_stays_within_its_memory() -> None:
+    # 2 x 10^5 thresholds: 1.1 x 10^6 probes through 19 search rounds, evaluated in chunks
+    m = 200_000
+    x = np.sort(np.random.default_rng(0).normal(size=m))
+    state = {"thresholds": x.tolist(), "values": np.linspace(0.01, 0.99, m).tolist()}
+    calibrator = load_calibrator("isotonic", {}, state)
+    tracemalloc.start()
+    try:
+        export = export_onnx(calibrator, 2)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert export.parity == 0.0
+    assert peak < 40 * len(export.model), (peak >> 20, len(export.model) >> 20)
