@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import tracemalloc
 
 import numpy as np
 import onnxruntime as ort
@@ -18,9 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.api.tensors import parse_infer
-from app.calibration import load_calibrator
 from app.errors import InvalidInput
-from app.export import export_onnx
 from app.settings import Settings
 
 from .helpers import sigmoid_batch
@@ -118,25 +115,6 @@ def test_parquet_column_with_a_unicode_digit_is_422_unknown_column(client: TestC
 
 
 # --- memory ---------------------------------------------------------------------------------
-
-
-def test_isotonic_export_memory_is_bounded() -> None:
-    # 10^6 thresholds (a 2*10^6-row weighted Parquet fit): 9.9 s and +4.4 GB of RSS for one
-    # GET (the reference evaluator keeps every intermediate of 20 search rounds over 5.7e6
-    # probes). Here 2*10^5 thresholds: the model is ~6.5 MB.
-    m = 200_000
-    x = np.sort(np.random.default_rng(0).normal(size=m))
-    state = {"thresholds": x.tolist(), "values": np.linspace(0.01, 0.99, m).tolist()}
-    calibrator = load_calibrator("isotonic", {"interpolation": "linear"}, state)
-    tracemalloc.start()
-    try:
-        exported = export_onnx(calibrator, 2)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < 40 * len(exported.model), (
-        f"peak {peak >> 20} MiB for {len(exported.model) >> 20} MiB"
-    )
 
 
 def test_compressed_arrow_stream_rows_are_counted_before_decoding(
