@@ -15,8 +15,9 @@ from app.loaded import LoadedVersion
 from app.memo import Memo
 from app.store import Database, Selector, VersionRecord
 
-MODELS_KEPT = 32
-"""Models kept in memory; each is about the size of the version's artifact."""
+MODELS_KEPT = 16
+"""Models kept in memory; each is about the size of the version's artifact (kilobytes; 32 MB for
+10^6 isotonic thresholds)."""
 
 
 class OnnxModels:

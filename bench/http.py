@@ -63,7 +63,8 @@ INFER_THROUGHPUT = Target(0.8, at_least=True)
 LOGGED = Target(0.85, at_least=True)
 """The issue's bound: logging costs at most 15 % of one-score predict throughput."""
 LOGGED_PAIRS = 5
-"""Alternating pairs of runs (with ids, then without) whose median ratio the row reports."""
+"""Alternating pairs of runs (with ids and without; /v2 and /v1) whose median ratio a row
+reports."""
 LOGGED_SECONDS = 5
 """The length of each of those runs."""
 SERVE = (
@@ -193,10 +194,10 @@ def http_rows() -> list[Row]:
             progress("http: wrk on the service")
             rps, p50, p99 = wrk(url)
             progress("http: wrk on the service with ids (logged) and without, alternately")
-            logged_rps, plain_rps = _logged_pair(url)
-            progress("http: wrk on a one-score /v2 infer (JSON tensors)")
+            logged_rps, plain_rps = _alternating((url, LUA_IDS), (url, LUA))
+            progress("http: wrk on one-score /v2 infer (JSON tensors) and /v1, alternately")
             infer_url = f"{ours}/v2/models/bench/versions/{version}/infer"
-            infer_rps, _, _ = wrk(infer_url, LUA_INFER)
+            infer_rps, predict_rps = _alternating((infer_url, LUA_INFER), (url, LUA))
             rows += [
                 Row("http", "one-score predict p50 latency / bare", "1", p50, bare_p50, "ms", P50),
                 Row("http", "one-score predict p99 latency / bare", "1", p99, bare_p99, "ms"),
@@ -223,7 +224,7 @@ def http_rows() -> list[Row]:
                     "one-score /v2 infer (JSON) requests/s / /v1 predict",
                     "1",
                     infer_rps,
-                    rps,
+                    predict_rps,
                     "req/s",
                     INFER_THROUGHPUT,
                 ),
@@ -235,11 +236,12 @@ def http_rows() -> list[Row]:
     return rows
 
 
-def _logged_pair(url: str) -> tuple[float, float]:
-    """(logged, plain) requests/s: of :data:`LOGGED_PAIRS` alternating pairs, the one whose
-    ratio is the median."""
+def _alternating(ours: tuple[str, Path], theirs: tuple[str, Path]) -> tuple[float, float]:
+    """(ours, theirs) requests/s, each a (url, wrk script): of :data:`LOGGED_PAIRS`
+    alternating pairs of runs, the one whose ratio is the median (a single pair moves by
+    10% between runs on this machine)."""
     pairs = [
-        (wrk(url, LUA_IDS, LOGGED_SECONDS)[0], wrk(url, LUA, LOGGED_SECONDS)[0])
+        (wrk(*ours, LOGGED_SECONDS)[0], wrk(*theirs, LOGGED_SECONDS)[0])
         for _ in range(LOGGED_PAIRS)
     ]
     return sorted(pairs, key=lambda pair: pair[0] / pair[1])[LOGGED_PAIRS // 2]

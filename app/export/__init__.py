@@ -143,8 +143,8 @@ def _parity(
     turns mixed ulps of near-equal logs into 2e-12. So a graph with Exp or Log is also
     evaluated twice with their results moved :data:`RUNTIME_ULPS` ulps up, down or not,
     element by element (:func:`_nudged`), and the largest difference of the three is the
-    figure. Probes go through in chunks, so memory stays
-    bounded whatever their number (10^6 isotonic thresholds give 6 x 10^6 probes)."""
+    figure. Probes go through in chunks, so memory stays bounded whatever their number
+    (10^6 isotonic thresholds give 6 x 10^6 probes)."""
     with np.errstate(over="ignore"):
         given = probes.astype(element)
     kept = np.isfinite(given) == np.isfinite(probes)  # 1e308 has no float32; inf stays inf
