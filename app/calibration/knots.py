@@ -47,12 +47,11 @@ class Knots:
 
     def count_at_most(self, f: FloatArray) -> IntArray:
         """How many knots are <= each score: ``np.searchsorted(knots, f, side="right")``."""
-        f = np.asarray(f, dtype=np.float64)
-        index = self.index(f.size)
+        index = self.index(np.size(f))
         if index is None:
             found: IntArray = np.searchsorted(self.knots, f, side="right")
             return found
-        return index.count_at_most(f)
+        return index.count_at_most(np.asarray(f, dtype=np.float64))
 
     def index(self, scores: int) -> _BucketIndex | None:
         """The bucket index for a lookup of ``scores`` scores, None where searchsorted is
@@ -138,11 +137,11 @@ def interp(knots: Knots, values: FloatArray, slopes: FloatArray, f: FloatArray) 
     (no NaN from an infinite slope inside a segment): numpy's ``arr_interp`` formula
     slopes[j] * (f - x[j]) + values[j] on segment j, values[j] at a knot, the end values at
     and past the ends, NaN for NaN. ``slopes`` are numpy's, (v[j+1] - v[j]) / (x[j+1] - x[j])."""
-    f = np.asarray(f, dtype=np.float64)
-    index = knots.index(f.size)
-    if index is None:
+    index = knots.index(np.size(f))
+    if index is None:  # few scores (a one-score predict): numpy's own, nothing more
         found: FloatArray = np.interp(f, knots.knots, values)
         return found
+    f = np.asarray(f, dtype=np.float64)
     m = knots.knots.size
     count = index.count_at_most(f)
     j = np.clip(count - 1, 0, m - 2)

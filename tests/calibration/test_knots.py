@@ -149,3 +149,14 @@ def test_large_predicts_equal_small_ones_also_after_a_refit(
             [calibrator.predict(part) for part in np.array_split(scores, 20)]  # < MIN_SCORES
         )
         np.testing.assert_array_equal(whole.view(np.int64), chunks.view(np.int64))
+
+
+def test_float32_scores_are_counted_as_the_float64_values_they_are() -> None:
+    # float32 arithmetic would bucket them differently from the float64 knots
+    rng = np.random.default_rng(4)
+    knots = np.unique(rng.normal(size=700))
+    index = Knots(knots)
+    edges = knots[0] + (knots[-1] - knots[0]) * np.arange(1, 4096) / 4096  # bucket borders
+    f = np.concatenate([edges, knots, rng.normal(size=MIN_SCORES)]).astype(np.float32)
+    want = np.searchsorted(knots, f.astype(np.float64), "right")
+    np.testing.assert_array_equal(index.count_at_most(f), want)
