@@ -18,7 +18,9 @@ from numpy.typing import NDArray
 
 from app.batch import Batch
 from app.calibration import CalibrationError
-from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_report
+from app.calibration.bootstrap import RESAMPLES
+from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_reports
+from app.calibration.report import Report
 from app.comparison import COMPARABLE, MAX_COMPARED, rank
 from app.diagrams import render_reliability_diagram
 from app.errors import InvalidInput, NotFound, StoredDataCorrupt, invalid, invalid_in
@@ -44,13 +46,19 @@ PICTURES_KEPT = 128
 """Rendered diagrams kept (tens of kilobytes each)."""
 
 
+DEFAULT_BINS = 10
+"""The bins of a report that does not say (monitoring's windows, the live metrics)."""
+
+
 @dataclass(frozen=True)
 class ReportOptions:
-    """What a reliability report is asked for (the defaults of every route that asks)."""
+    """What a reliability report is asked for (the defaults of every route that asks):
+    ``n_bins`` may be ``"auto"``; ``bootstrap`` resamples give the intervals (0: none)."""
 
-    n_bins: int = 10
+    n_bins: int | Literal["auto"] = DEFAULT_BINS
     strategy: Strategy = "uniform"
     class_index: int | None = None
+    bootstrap: int = RESAMPLES
 
 
 DEFAULT_REPORT = ReportOptions()
@@ -64,8 +72,8 @@ class Reports:
     version: int
     method: str
     n_samples: int
-    calibrated: dict[str, Any]
-    raw: dict[str, Any]
+    calibrated: Report
+    raw: Report
 
 
 class Diagnosis:
@@ -236,18 +244,20 @@ def labelled_reports(
     weights: NDArray[np.float64] | None,
     query: ReportOptions,
     source: str,
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[Report, Report]:
     """The calibrated and the raw reliability reports of one labelled batch (a stored
-    version's, a posted one, the logged traffic's); errors in the query's options are located
-    in ``source`` (``"query"`` or ``"body"``)."""
-    options: dict[str, Any] = {
-        "n_bins": query.n_bins,
-        "strategy": query.strategy,
-        "class_index": query.class_index,
-    }
+    version's, a posted one, the logged traffic's), their intervals from the same resamples;
+    errors in the query's options are located in ``source`` (``"query"`` or ``"body"``)."""
     try:
-        calibrated = reliability_report(probabilities, labels, weights, **options)
-        raw = reliability_report(raw_as_probabilities(scores), labels, weights, **options)
+        calibrated, raw = reliability_reports(
+            [probabilities, raw_as_probabilities(scores)],
+            labels,
+            weights,
+            n_bins=query.n_bins,
+            strategy=query.strategy,
+            class_index=query.class_index,
+            resamples=query.bootstrap,
+        )
     except CalibrationError as exc:
         raise invalid_in(source, exc.loc, exc.reason) from None
     return calibrated, raw

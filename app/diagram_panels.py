@@ -4,7 +4,7 @@ intervals against the diagonal, and the histogram of predicted values beneath.""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
+
+from app.calibration.report import Report
 
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 
@@ -36,33 +38,20 @@ class Series:
     metrics: Mapping[str, Any]
 
 
-def series(report: Mapping[str, Any]) -> Series:
-    """The report's bins as arrays (one row per bin, at most 100)."""
-    bins: Sequence[Mapping[str, Any]] = report.get("bins") or []
-    filled = np.array(
-        [
-            (b.get("count") or 0) > 0
-            and b.get("mean_predicted") is not None
-            and b.get("fraction_positive") is not None
-            for b in bins
-        ],
-        dtype=np.bool_,
-    )
-
-    def column(key: str, fallback: str | None = None) -> FloatArray:
-        values = [b.get(key) if b.get(key) is not None else b.get(fallback or key) for b in bins]
-        return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
-
+def series(report: Report) -> Series:
+    """The report's bins as the panels draw them: an empty bin's interval is its (NaN)
+    fraction, and its count 0."""
+    bins = report.bins
     return Series(
-        lower=column("lower"),
-        upper=column("upper"),
-        count=np.nan_to_num(column("count")),
-        filled=filled,
-        mean=column("mean_predicted"),
-        fraction=column("fraction_positive"),
-        ci_low=column("ci_low", "fraction_positive"),
-        ci_high=column("ci_high", "fraction_positive"),
-        metrics=report.get("metrics") or {},
+        lower=bins.lower,
+        upper=bins.upper,
+        count=bins.count.astype(np.float64),
+        filled=bins.filled & (bins.count > 0),
+        mean=bins.mean_predicted,
+        fraction=bins.fraction_positive,
+        ci_low=bins.ci_low,
+        ci_high=bins.ci_high,
+        metrics=report.metrics,
     )
 
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 import io
 import math
 import threading
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from app.calibration.report import Report
 from app.diagram_panels import draw_histogram, draw_reliability, series
 
 # The SVG backend reads these from the global rcParams while it writes: a fixed salt makes the
@@ -35,8 +35,8 @@ _SVG_LOCK = threading.Lock()
 
 
 def render_reliability_diagram(
-    calibrated: Mapping[str, Any],
-    raw: Mapping[str, Any],
+    calibrated: Report,
+    raw: Report,
     *,
     title: str,
     image_format: Literal["png", "svg"],
@@ -49,9 +49,9 @@ def render_reliability_diagram(
     Parameters
     ----------
     calibrated, raw
-        ``{"bins": [...], "metrics": {...}}`` as :func:`~app.calibration.metrics.summarize`
-        returns, for the calibrated probabilities and for the (scaled) raw scores. Empty bins
-        (count 0, ``None`` statistics) are left out of the curves; no bins at all is fine.
+        The reports (:class:`~app.calibration.report.Report`) of the calibrated probabilities
+        and of the (scaled) raw scores. Empty bins (count 0, NaN statistics) are left out of
+        the curves.
     title
         The figure's title, drawn as given (no mathtext).
     image_format

@@ -48,7 +48,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.diagnosis import DEFAULT_REPORT
+from app.diagnosis import DEFAULT_BINS
 from app.errors import DatabaseUnavailable, NotFound
 from app.monitoring import WINDOW_SECONDS, Window, window_start
 from app.observability import Leadership, LiveSnapshot, LiveValues, publish_live
@@ -135,9 +135,7 @@ class LiveMetrics:
         """``name``'s numbers in [start, end); None when it has none (logged when that is
         not simply a delete since the listing)."""
         try:
-            rows = self.cases.monitoring(
-                name, self.window, start, end, n_bins=DEFAULT_REPORT.n_bins
-            )
+            rows = self.cases.monitoring(name, self.window, start, end, n_bins=DEFAULT_BINS)
         except NotFound:
             return None
         except DatabaseUnavailable:

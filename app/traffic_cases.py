@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from app.calibration.report import Report
 from app.diagnosis import DEFAULT_REPORT, Diagnosis, ImageFormat, ReportOptions, labelled_reports
 from app.errors import Conflict, NotFound
 from app.monitoring import Monitor, Window
@@ -28,8 +29,8 @@ class TrafficDiagnostics:
 
     version: int | None
     n_labelled: int
-    calibrated: dict[str, Any]
-    raw: dict[str, Any]
+    calibrated: Report
+    raw: Report
 
 
 class TrafficCases:

@@ -12,6 +12,8 @@ import pytest
 from PIL import Image
 
 from app.calibration.metrics import summarize
+from app.calibration.reliability import Bins
+from app.calibration.report import Report
 from app.diagrams import render_reliability_diagram
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -21,7 +23,7 @@ TITLE = "churn v3 · isotonic · n = 10000"
 
 def _reports(
     n: int = 10_000, n_bins: int = 10, strategy: str = "uniform", seed: int = 0
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[Report, Report]:
     """(calibrated, raw) reports: raw scores squeezed towards the centre, as boosting does."""
     rng = np.random.default_rng(seed)
     p = rng.beta(2.0, 5.0, n)
@@ -75,9 +77,21 @@ def test_svg_names_every_part_and_carries_the_title() -> None:
     assert any("ECE 0.0" in text for text in texts)
 
 
+def _emptied(report: Report) -> Report:
+    """The report with every bin empty (count 0, NaN statistics) and no metrics."""
+    bins = report.bins
+    nan = np.full(bins.lower.size, np.nan)
+    return Report(
+        Bins(
+            bins.lower, bins.upper, np.zeros_like(bins.count), 0 * bins.weight, nan, nan, nan, nan
+        ),
+        {},
+    )
+
+
 def test_the_curves_skip_empty_bins() -> None:
     calibrated, raw = _reports(n_bins=20)
-    empty = sum(row["count"] == 0 for row in calibrated["bins"])
+    empty = int((calibrated.bins.count == 0).sum())
     assert empty > 0  # beta(2, 5) leaves the top bins empty
     root = _svg_root(_render(calibrated, raw, image_format="svg"))
     curve = next(e for e in root.iter() if e.get("id") == "calibrated-curve")
@@ -86,14 +100,7 @@ def test_the_curves_skip_empty_bins() -> None:
 
 
 def test_all_empty_bins_render() -> None:
-    calibrated, raw = _reports()
-    for report in (calibrated, raw):
-        report["bins"] = [
-            {**row, "count": 0, "weight": 0.0}
-            | dict.fromkeys(("mean_predicted", "fraction_positive", "ci_low", "ci_high"))
-            for row in report["bins"]
-        ]
-        report["metrics"] = {}
+    calibrated, raw = (_emptied(report) for report in _reports())
     png = _render(calibrated, raw, width_px=640, height_px=480)
     with Image.open(io.BytesIO(png)) as image:
         assert image.size == (640, 480)
@@ -104,17 +111,18 @@ def test_all_empty_bins_render() -> None:
 
 
 def test_no_bins_at_all_render() -> None:
-    """The API answers ``"raw": {"bins": [], "metrics": {}}`` when there is no raw report."""
     calibrated, _ = _reports()
-    assert _render(calibrated, {"bins": [], "metrics": {}}).startswith(PNG_SIGNATURE)
-    assert _render({}, {}, "svg").lstrip().startswith(b"<?xml")
+    none = np.zeros(0)
+    nothing = Report(Bins(none, none, np.zeros(0, np.int64), none, none, none, none, none), {})
+    assert _render(calibrated, nothing).startswith(PNG_SIGNATURE)
+    assert _render(nothing, nothing, "svg").lstrip().startswith(b"<?xml")
 
 
 def test_a_single_non_empty_bin_renders() -> None:
     p = np.full(50, 0.42)
     y = (np.arange(50) < 20).astype(np.float64)
     report = summarize(p, y, n_bins=10)
-    assert sum(row["count"] > 0 for row in report["bins"]) == 1
+    assert int((report.bins.count > 0).sum()) == 1
     assert _render(report, report).startswith(PNG_SIGNATURE)
     root = _svg_root(_render(report, report, "svg"))
     curve = next(e for e in root.iter() if e.get("id") == "calibrated-curve")
@@ -123,7 +131,7 @@ def test_a_single_non_empty_bin_renders() -> None:
 
 def test_quantile_bins_of_unequal_and_zero_width_render() -> None:
     calibrated, raw = _reports(n_bins=20, strategy="quantile")
-    widths = {round(row["upper"] - row["lower"], 6) for row in calibrated["bins"]}
+    widths = set(np.round(calibrated.bins.upper - calibrated.bins.lower, 6))
     assert len(widths) > 5
     assert _render(calibrated, raw, width_px=640, height_px=480).startswith(PNG_SIGNATURE)
     # tied predictions (isotonic output is piecewise constant) give bins of zero width
@@ -131,7 +139,7 @@ def test_quantile_bins_of_unequal_and_zero_width_render() -> None:
     p = np.round(rng.beta(2.0, 5.0, 5000), 1)
     y = (rng.random(5000) < p).astype(np.float64)
     tied = summarize(p, y, n_bins=20, strategy="quantile")
-    assert any(row["upper"] == row["lower"] for row in tied["bins"])
+    assert np.any(tied.bins.upper == tied.bins.lower)
     root = _svg_root(_render(tied, raw, "svg"))
     assert any(e.get("id") == "calibrated-histogram" for e in root.iter())
 

@@ -109,7 +109,7 @@ def parse_outcomes(content_type: str | None, body: bytes, max_rows: int) -> list
 def parse_diagnostics(source: BatchSource, max_rows: int) -> tuple[Batch, ReportOptions]:
     """A POST diagnostics request: the labelled batch, and the report it asks for."""
     batch, given = judged_batch(source, ReportFields, DiagnosticsBody, max_rows)
-    return batch, ReportOptions(given.n_bins, given.strategy, given.class_index)
+    return batch, ReportOptions(given.n_bins, given.strategy, given.class_index, given.bootstrap)
 
 
 def parse_compare(source: BatchSource, max_rows: int) -> tuple[Batch, list[int | str] | None]:

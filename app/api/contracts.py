@@ -11,7 +11,7 @@ sentence (:func:`validated`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -19,11 +19,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     ValidationError,
     WithJsonSchema,
 )
 
 from app.calibration import METHODS
+from app.calibration.bootstrap import MAX_RESAMPLES
+from app.calibration.reliability import MAX_BINS, MIN_BINS
 from app.comparison import MAX_COMPARED
 from app.diagnosis import DEFAULT_REPORT, Strategy
 from app.errors import invalid
@@ -33,9 +36,41 @@ from .validation import sentence
 
 MAX_DESCRIPTION = 10_000
 
-MIN_BINS, MAX_BINS = 2, 100
 MAX_CLASS_INDEX = 100_000
-BINS_TEXT = "Number of bins."
+BINS_TEXT = (
+    "Number of bins, 2..100, or `auto`: the smallest k with k^3 >= the (effective) number of "
+    "rows, clipped to 2..100 (scikit-learn's cube_root rule)."
+)
+BOOTSTRAP_TEXT = (
+    "Bootstrap resamples behind the 95% intervals (0: no intervals). Seeded: the same request "
+    "gives the same intervals."
+)
+
+
+def _bin_count(value: object) -> int | Literal["auto"]:
+    """``n_bins``: an integer in 2..100 (a query's text too) or ``"auto"``; one message for
+    anything else, located at the field itself (a union's errors would name its members)."""
+    if value == "auto":
+        return "auto"
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and len(value) < 10:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_BINS <= value <= MAX_BINS:
+        raise ValueError(f"must be an integer in {MIN_BINS}..{MAX_BINS} or auto, not {value!r}")
+    return value
+
+
+BinCount = Annotated[
+    int | Literal["auto"],
+    PlainValidator(_bin_count),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": MIN_BINS, "maximum": MAX_BINS},
+                {"type": "string", "enum": ["auto"]},
+            ]
+        }
+    ),
+]
 STRATEGY_TEXT = "Equal widths or equal counts."
 CLASS_INDEX_TEXT = "One class against the rest (default: top label)."
 """The options of a reliability report, the same in a query (GET) as in a body (POST)."""
@@ -230,10 +265,11 @@ class ReportFields(_Body):
     """What a reliability report on a posted batch is asked for (a CSV, Parquet or Arrow
     body gives it in the query or the multipart form)."""
 
-    n_bins: int = Field(
-        default=DEFAULT_REPORT.n_bins, ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT
-    )
+    n_bins: BinCount = Field(default=DEFAULT_REPORT.n_bins, description=BINS_TEXT)
     strategy: Strategy = Field(default=DEFAULT_REPORT.strategy, description=STRATEGY_TEXT)
+    bootstrap: int = Field(
+        default=DEFAULT_REPORT.bootstrap, ge=0, le=MAX_RESAMPLES, description=BOOTSTRAP_TEXT
+    )
     class_index: int | None = Field(
         default=DEFAULT_REPORT.class_index, ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT
     )

@@ -7,6 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
+from app.calibration.bootstrap import MAX_RESAMPLES
+from app.calibration.reliability import MAX_BINS, MIN_BINS
+from app.calibration.report import Report
 from app.diagnosis import (
     DEFAULT_REPORT,
     MEDIA_TYPES,
@@ -21,11 +24,11 @@ from app.store import Selector
 from .bodies import parse_diagnostics
 from .contracts import (
     BINS_TEXT,
+    BOOTSTRAP_TEXT,
     CLASS_INDEX_TEXT,
-    MAX_BINS,
     MAX_CLASS_INDEX,
-    MIN_BINS,
     STRATEGY_TEXT,
+    BinCount,
     ReportFields,
 )
 from .deps import (
@@ -42,21 +45,25 @@ from .schemas import DiagnosticsOut
 
 router = APIRouter(prefix="/v1", tags=["predictions"])
 
-NBins = Annotated[int, Query(ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT)]
+NBins = Annotated[BinCount, Query(description=BINS_TEXT)]
+FixedBins = Annotated[int, Query(ge=MIN_BINS, le=MAX_BINS, description="Number of bins.")]
 StrategyQuery = Annotated[Strategy, Query(description=STRATEGY_TEXT)]
 ClassIndex = Annotated[int | None, Query(ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT)]
+Resamples = Annotated[int, Query(ge=0, le=MAX_RESAMPLES, description=BOOTSTRAP_TEXT)]
 # The same options of a POST, None where not given (a JSON body's own fields win).
-GivenBins = Annotated[int | None, Query(ge=MIN_BINS, le=MAX_BINS, description=BINS_TEXT)]
+GivenBins = Annotated[BinCount | None, Query(description=BINS_TEXT)]
 GivenStrategy = Annotated[Strategy | None, Query(description=STRATEGY_TEXT)]
+GivenResamples = Annotated[int | None, Query(ge=0, le=MAX_RESAMPLES, description=BOOTSTRAP_TEXT)]
 
 
 def report_query(
     n_bins: NBins = DEFAULT_REPORT.n_bins,
     strategy: StrategyQuery = DEFAULT_REPORT.strategy,
     class_index: ClassIndex = DEFAULT_REPORT.class_index,
+    bootstrap: Resamples = DEFAULT_REPORT.bootstrap,
 ) -> ReportOptions:
     """The report a GET asks for, from its query parameters."""
-    return ReportOptions(n_bins, strategy, class_index)
+    return ReportOptions(n_bins, strategy, class_index, bootstrap)
 
 
 ReportQuery = Annotated[ReportOptions, Depends(report_query)]
@@ -72,21 +79,23 @@ def diagnostics_document(
     name: str,
     version: int | None,
     n_samples: int,
-    calibrated: dict[str, Any],
-    raw: dict[str, Any],
+    calibrated: Report,
+    raw: Report,
     query: ReportOptions,
 ) -> dict[str, Any]:
     """The diagnostics shape (:class:`DiagnosticsOut`) every reliability report answers in:
-    a stored version's, a posted batch's, the logged traffic's."""
+    a stored version's, a posted batch's, the logged traffic's. ``n_bins`` is the count
+    used (``auto`` resolved)."""
     return {
         "name": name,
         "version": version,
-        "n_bins": query.n_bins,
+        "n_bins": calibrated.bins.lower.size,
         "strategy": query.strategy,
         "class_index": query.class_index,
+        "bootstrap": query.bootstrap,
         "n_samples": n_samples,
-        "calibrated": calibrated,
-        "raw": raw,
+        "calibrated": calibrated.as_json(),
+        "raw": raw.as_json(),
     }
 
 
@@ -143,12 +152,18 @@ async def batch_diagnostics(
     n_bins: GivenBins = None,
     strategy: GivenStrategy = None,
     class_index: ClassIndex = None,
+    bootstrap: GivenResamples = None,
 ) -> Response:
     """How the stored version does on a labelled batch in any media type a fit takes; the
     report's options from the body's fields, the form or the query. Nothing is stored."""
     picture = wanted_image(request.headers.get("accept"))
     found = parse_selector(name, selector)
-    query = {"n_bins": n_bins, "strategy": strategy, "class_index": class_index}
+    query = {
+        "n_bins": n_bins,
+        "strategy": strategy,
+        "class_index": class_index,
+        "bootstrap": bootstrap,
+    }
     source = await read_batch(request, query, ReportFields)
     if picture is not None:
         image = await off_loop(request, _batch_picture, service, name, found, source, picture)

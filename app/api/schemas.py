@@ -4,7 +4,7 @@ in :mod:`app.api.contracts`, which validates them too)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -95,9 +95,67 @@ class ReliabilityBinOut(BaseModel):
     ci_high: float | None
 
 
+Interval = Annotated[list[float], Field(min_length=2, max_length=2)]
+
+
+class MetricsOut(BaseModel):
+    """The measures of a report (METHODS.md, Measures); null where undefined (one class, a
+    separated batch). Multiclass top-label reports have `accuracy` and no `auc`, Murphy terms
+    or binned-only measures of the binary case."""
+
+    brier: float | None = Field(None, description="Mean squared error (multiclass: to one-hot).")
+    log_loss: float | None = Field(None, description="Mean negative log-likelihood, eps 1e-15.")
+    ece: float | None = Field(None, description="Binned expected calibration error (L1).")
+    mce: float | None = Field(None, description="Largest bin gap |fraction - mean|.")
+    auc: float | None = Field(None, description="ROC AUC, ties counted half (binary).")
+    accuracy: float | None = Field(None, description="Share of arg max = label (multiclass).")
+    reliability: float | None = Field(None, description="Murphy: reliability over the bins.")
+    resolution: float | None = Field(None, description="Murphy: resolution over the bins.")
+    uncertainty: float | None = Field(None, description="Murphy: base rate (1 - base rate).")
+    smooth_ece: float | None = Field(
+        None, description="Smooth ECE (Błasiok & Nakkiran 2024), automatic bandwidth."
+    )
+    ece_debiased: float | None = Field(
+        None,
+        description="Debiased L2 calibration error on n_bins equal-mass bins (Kumar et al. "
+        "2019); null for weighted batches.",
+    )
+    calibration_slope: float | None = Field(
+        None, description="b of logit P(y=1) = a + b logit(p): 1 when calibrated, < 1 too extreme."
+    )
+    calibration_intercept: float | None = Field(
+        None, description="Calibration-in-the-large: a with logit(p) as an offset; 0 is right."
+    )
+    spiegelhalter_z: float | None = Field(None, description="Spiegelhalter's z (1986).")
+    spiegelhalter_p: float | None = Field(None, description="Its two-sided p-value.")
+    ici: float | None = Field(
+        None, description="Integrated calibration index: mean |p - LOWESS(y on p)| (Austin 2019)."
+    )
+    intervals: dict[str, Interval] | None = Field(
+        None,
+        description="95% intervals [low, high] of log_loss, brier, ece, smooth_ece, auc, "
+        "accuracy, calibration_slope and calibration_intercept: percentile bootstrap over rows "
+        "(`bootstrap` Poisson resamples, seeded), shared by the calibrated and raw reports; "
+        "for ece and smooth_ece the basic bootstrap interval, reaching 0 unless a test of "
+        "perfect calibration rejects at 5%. Absent with `bootstrap=0`.",
+    )
+
+
+class SmoothOut(BaseModel):
+    """The kernel-smoothed reliability curve (relplot's), on a 200-point mesh of [0, 1]."""
+
+    sigma: float = Field(description="The kernel's bandwidth (smooth ECE's own).")
+    x: list[float]
+    y: list[float] = Field(description="Smoothed fraction of positives at each x.")
+    low: list[float] | None = Field(description="Pointwise 95% band (bootstrap); null without.")
+    high: list[float] | None
+    density: list[float] = Field(description="Kernel density of the predictions at each x.")
+
+
 class ReliabilityOut(BaseModel):
     bins: list[ReliabilityBinOut]
-    metrics: dict[str, float | None]
+    metrics: MetricsOut
+    smooth: SmoothOut | None = None
 
 
 class DiagnosticsOut(BaseModel):
@@ -106,6 +164,7 @@ class DiagnosticsOut(BaseModel):
     n_bins: int
     strategy: Literal["uniform", "quantile"]
     class_index: int | None
+    bootstrap: int = Field(description="Resamples behind the intervals (0: none).")
     n_samples: int
     calibrated: ReliabilityOut
     raw: ReliabilityOut

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
-from app.diagnosis import DEFAULT_REPORT, MEDIA_TYPES, ImageFormat
+from app.diagnosis import DEFAULT_BINS, MEDIA_TYPES, ImageFormat
 from app.errors import invalid
 from app.monitoring import MAX_WINDOWS, WINDOW_SECONDS, Window, in_utc, window_start
 from app.service import CalibrationService
@@ -19,7 +19,7 @@ from app.store import Selector
 from .bodies import parse_outcomes
 from .contracts import OutcomesBody
 from .deps import NameParam, ServiceDep, json_response, off_loop, parse_selector, read_job_body
-from .diagnostics import NBins, ReportQuery, diagnostics_document
+from .diagnostics import FixedBins, ReportQuery, diagnostics_document
 from .openapi_docs import ERRORS, add_picture_route, body_doc
 from .schemas import OutcomesOut, TrafficDiagnosticsOut
 
@@ -53,7 +53,7 @@ def monitoring_query(
         datetime | None, Query(description="End, exclusive (default: the current window's).")
     ] = None,
     version: VersionFilter = None,
-    n_bins: NBins = DEFAULT_REPORT.n_bins,
+    n_bins: FixedBins = DEFAULT_BINS,
 ) -> Monitored:
     """The query parameters of the monitoring JSON and pictures, one definition for all."""
     start, end = _range(window, since, until)

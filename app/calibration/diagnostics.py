@@ -7,18 +7,35 @@ many classes there are; this module picks :mod:`app.calibration.metrics` or
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration.base import CalibrationError, FloatArray
-from app.calibration.metrics import headline_metrics, scale_raw_scores, summarize
+from app.calibration.bootstrap import RESAMPLES, check_resamples
+from app.calibration.checks import check_probabilities
+from app.calibration.metrics import (
+    headline_metrics,
+    log_losses,
+    scale_raw_scores,
+    squared_errors,
+    summarize,
+)
 from app.calibration.multiclass_metrics import (
+    brier_distances,
+    check_multiclass_batch,
     headline_multiclass,
+    multiclass_log_losses,
     raw_probabilities,
     summarize_multiclass,
 )
+from app.calibration.reliability import MAX_BINS, MIN_BINS
+from app.calibration.report import Report, bootstrap, view_measures
+from app.calibration.resampled import View
+from app.calibration.weights import relative_weights
 
 
 def raw_as_probabilities(scores: FloatArray) -> FloatArray:
@@ -44,27 +61,143 @@ def reliability_report(
     n_bins: int,
     strategy: str,
     class_index: int | None = None,
-) -> dict[str, Any]:
-    """Reliability bins and metrics: binary, top-label (multiclass) or one class against the
-    rest (``class_index``)."""
+) -> Report:
+    """Reliability bins and measures without intervals: binary, top-label (multiclass) or one
+    class against the rest (``class_index``); see :func:`reliability_reports`."""
+    (report,) = reliability_reports(
+        [probabilities],
+        labels,
+        weights,
+        n_bins=n_bins,
+        strategy=strategy,
+        class_index=class_index,
+        resamples=0,
+    )
+    return report
+
+
+def reliability_reports(
+    probability_sets: Sequence[FloatArray],
+    labels: NDArray[np.int64],
+    weights: FloatArray | None,
+    *,
+    n_bins: int | str,
+    strategy: str,
+    class_index: int | None = None,
+    resamples: int = RESAMPLES,
+) -> list[Report]:
+    """The reports of several sets of probabilities for one labelled batch (a version's and
+    the raw scores', say), with intervals from one set of ``resamples`` bootstrap resamples
+    shared by all (0: no intervals). ``n_bins`` may be ``"auto"`` (:func:`auto_bins`)."""
+    check_resamples(resamples)
+    prepared = [_report_and_view(p, labels, weights, class_index) for p in probability_sets]
+    bins = _bins(n_bins, prepared[0][1].w) if prepared else MIN_BINS
+    out: list[Report] = []
+    views: list[View] = []
+    edges: list[FloatArray] = []
+    for summarise, view in prepared:
+        report = summarise(bins, strategy)
+        report.metrics.update(view_measures(view, bins))
+        out.append(report)
+        views.append(view)
+        edges.append(report.bins.upper[:-1])
+    intervals = bootstrap(views, edges, [r.metrics for r in out], resamples)
+    return [replace(r, intervals=i) for r, i in zip(out, intervals, strict=True)]
+
+
+def auto_bins(weights: FloatArray) -> int:
+    """``n_bins=auto``: the smallest k with k^3 >= the batch's effective size, clipped to
+    2..100 (scikit-learn's ``n_bins="cube_root"``, ceil(n^(1/3)); the cube root rule of Sun et
+    al., NeurIPS 2023). The effective size is Kish's (sum w)^2 / sum w^2, the row count for
+    equal weights."""
+    w, _ = relative_weights(weights)
+    size = float(w.sum()) ** 2 / float(w @ w)
+    size *= 1.0 - 1e-12  # a size of 27 computed as 27.000000000000004 is still 3^3
+    k = max(1, round(size ** (1.0 / 3.0)))  # within one of the answer: correct it
+    if k**3 < size:
+        k += 1
+    elif (k - 1) ** 3 >= size:
+        k -= 1
+    return int(min(max(k, MIN_BINS), MAX_BINS))
+
+
+def _bins(n_bins: int | str, weights: FloatArray) -> int:
+    if n_bins == "auto":
+        return auto_bins(weights)
+    if not isinstance(n_bins, int):
+        raise CalibrationError(f"must be an integer or auto, not {n_bins!r}", loc=("n_bins",))
+    return n_bins
+
+
+Summariser = Callable[[int, str], Report]
+
+
+def _report_and_view(
+    probabilities: FloatArray,
+    labels: NDArray[np.int64],
+    weights: FloatArray | None,
+    class_index: int | None,
+) -> tuple[Summariser, View]:
+    """How to summarise the probabilities for given bins, and the view the other measures
+    and the bootstrap read: binary, top-label, or one class against the rest."""
     if probabilities.ndim == 2:
-        k = probabilities.shape[1]
+        P, y, w = check_multiclass_batch(probabilities, labels, weights)
+        k = P.shape[1]
         if class_index is not None and not 0 <= class_index < k:
             raise CalibrationError(f"is {class_index}; expected 0..{k - 1}", loc=("class_index",))
-        return summarize_multiclass(
-            probabilities,
-            labels,
-            weights,
-            n_bins=n_bins,
-            strategy=strategy,
-            class_index=class_index,
+
+        def summarise_multiclass(bins: int, strategy: str) -> Report:
+            return summarize_multiclass(
+                P, y, w, n_bins=bins, strategy=strategy, class_index=class_index
+            )
+
+        top = np.argmax(P, axis=1)
+        correct = (top == y).astype(np.float64)
+        if class_index is None:
+            confidence = P[np.arange(y.size), top]
+
+            def top_terms() -> dict[str, FloatArray]:
+                return {
+                    "log_loss": multiclass_log_losses(P, y),
+                    "brier": brier_distances(P, y),
+                    "accuracy": correct,
+                }
+
+            return summarise_multiclass, _view(confidence, correct, w, top_terms)
+        column, rest = P[:, class_index], (y == class_index).astype(np.float64)
+
+        def column_terms() -> dict[str, FloatArray]:
+            return {**_binary_terms(column, rest)(), "accuracy": correct}
+
+        return summarise_multiclass, _view(column, rest, w, column_terms)
+    if class_index not in (None, 0, 1):
+        raise CalibrationError(
+            f"is {class_index}; a binary calibrator has classes 0, 1", loc=("class_index",)
         )
-    if class_index in (None, 1):
-        y = labels.astype(np.float64)
-        return summarize(probabilities, y, weights, n_bins=n_bins, strategy=strategy)
+    outcome = labels.astype(np.float64)
     if class_index == 0:
-        y = np.subtract(1.0, labels, dtype=np.float64)  # 1 - y, without a copy of y
-        return summarize(1.0 - probabilities, y, weights, n_bins=n_bins, strategy=strategy)
-    raise CalibrationError(
-        f"is {class_index}; a binary calibrator has classes 0, 1", loc=("class_index",)
-    )
+        probabilities, outcome = 1.0 - probabilities, 1.0 - outcome
+    p, positive, w = check_probabilities(probabilities, outcome, weights)
+
+    def summarise_binary(bins: int, strategy: str) -> Report:
+        return summarize(p, positive, w, n_bins=bins, strategy=strategy)
+
+    return summarise_binary, _view(p, positive, w, _binary_terms(p, positive))
+
+
+def _binary_terms(p: FloatArray, y: FloatArray) -> Callable[[], dict[str, FloatArray]]:
+    def terms() -> dict[str, FloatArray]:
+        return {"log_loss": log_losses(p, y), "brier": squared_errors(p, y)}
+
+    return terms
+
+
+def _view(
+    p: FloatArray, y: FloatArray, w: FloatArray, terms: Callable[[], dict[str, FloatArray]]
+) -> View:
+    """The view, its weights relative (:func:`relative_weights`; equal weights stay a
+    broadcast of 1, with no array of their own)."""
+    if w.min() == w.max():
+        return View(p, y, np.broadcast_to(1.0, w.shape), terms)
+    relative, _ = relative_weights(w)
+    return View(p, y, relative, terms)

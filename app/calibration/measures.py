@@ -37,6 +37,13 @@ EPS = 1e-15
 MAX_ITER = 100
 
 
+class Line(NamedTuple):
+    """The calibration line logit P(y = 1) = intercept + slope logit(p)."""
+
+    slope: float
+    intercept: float
+
+
 class SpiegelhalterTest(NamedTuple):
     z: float
     p_value: float
@@ -46,11 +53,19 @@ def calibration_slope(p: FloatArray, y: FloatArray, w: FloatArray | None = None)
     """b of logit P(y = 1) = a + b logit(p), by weighted maximum likelihood (Newton's method,
     :mod:`app.calibration.newton`); None where no finite maximum exists: one class, one
     logit, or classes that the logits separate (Newton then runs out of steps)."""
+    line = calibration_line(p, y, w)
+    return None if line is None else line.slope
+
+
+def calibration_line(p: FloatArray, y: FloatArray, w: FloatArray | None = None) -> Line | None:
+    """The fitted line logit P(y = 1) = a + b logit(p) of :func:`calibration_slope` (b, a)."""
     z, y, w = _logits(p, y, w)
     if not _two_classes(y, w) or _separated(z, y, w):
         return None
     fit = fit_logistic([z], w, w * y, np.array([1.0, 0.0]), max_iter=MAX_ITER)
-    return float(fit.theta[0]) if fit.n_iter < MAX_ITER else None
+    if fit.n_iter >= MAX_ITER:
+        return None
+    return Line(float(fit.theta[0]), float(fit.theta[1]))
 
 
 def calibration_intercept(
@@ -113,10 +128,11 @@ def ece_debiased(p: FloatArray, y: FloatArray, n_bins: int = 15) -> float:
 def _logits(
     p: FloatArray, y: FloatArray, w: FloatArray | None
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    q = np.clip(np.asarray(p, dtype=np.float64), EPS, 1.0 - EPS)
+    z = np.clip(np.asarray(p, dtype=np.float64), EPS, 1.0 - EPS)
+    logit(z, out=z)  # in place: one batch-sized array
     labels = np.asarray(y, dtype=np.float64)
-    weights = np.ones_like(q) if w is None else np.asarray(w, dtype=np.float64)
-    return logit(q), labels, weights
+    weights = np.broadcast_to(1.0, z.shape) if w is None else np.asarray(w, dtype=np.float64)
+    return z, labels, weights
 
 
 def _separated(z: FloatArray, y: FloatArray, w: FloatArray) -> bool:

@@ -26,10 +26,11 @@ from app.calibration.auc import roc_auc_checked
 from app.calibration.base import CalibrationError, FloatArray, JSONValue
 from app.calibration.checks import check_probabilities
 from app.calibration.reliability import (
-    ReliabilityBin,
+    Bins,
+    bin_table,
     check_bin_settings,
-    reliability_bins_checked,
 )
+from app.calibration.report import Report
 from app.calibration.weights import blockwise_mean, relative_weights, weighted_mean
 
 
@@ -48,21 +49,19 @@ def log_loss(
     return _log_loss(*check_probabilities(p, y, w), eps)
 
 
-def expected_calibration_error(bins: list[ReliabilityBin]) -> float:
+def expected_calibration_error(bins: Bins) -> float:
     """ECE = sum over bins of (bin weight / total weight) |fraction_positive - mean_predicted|."""
     share, gap, _, _ = _bin_arrays(bins)
     return float(share @ gap)
 
 
-def maximum_calibration_error(bins: list[ReliabilityBin]) -> float:
+def maximum_calibration_error(bins: Bins) -> float:
     """MCE = the largest |fraction_positive - mean_predicted| over the bins with weight."""
     _, gap, _, _ = _bin_arrays(bins)
     return float(gap.max())
 
 
-def murphy_decomposition(
-    bins: list[ReliabilityBin], base_rate: float
-) -> tuple[float, float, float]:
+def murphy_decomposition(bins: Bins, base_rate: float) -> tuple[float, float, float]:
     """(reliability, resolution, uncertainty) of the Brier score over the bins (Murphy 1973).
 
     reliability = sum_k s_k (mean_k - frac_k)^2, resolution = sum_k s_k (frac_k - base)^2,
@@ -105,15 +104,16 @@ def summarize(
     *,
     n_bins: int = 10,
     strategy: str = "uniform",
-) -> dict[str, JSONValue]:
-    """``{"bins": [...], "metrics": {...}}``: the diagnostics the API returns for a batch."""
+) -> Report:
+    """The reliability bins and binned measures of a batch (no intervals: see
+    :func:`app.calibration.diagnostics.reliability_reports`)."""
     p, y, w = check_probabilities(p, y, w)
     check_bin_settings(n_bins, strategy)
-    bins = reliability_bins_checked(p, y, w, n_bins, strategy)
+    bins = bin_table(p, y, w, n_bins, strategy)
     reliability, resolution, uncertainty = murphy_decomposition(bins, weighted_mean(y, w))
-    return {
-        "bins": [row.as_dict() for row in bins],
-        "metrics": {
+    return Report(
+        bins,
+        {
             "brier": _brier_score(p, y, w),
             "log_loss": _log_loss(p, y, w),
             "ece": expected_calibration_error(bins),
@@ -123,7 +123,7 @@ def summarize(
             "resolution": resolution,
             "uncertainty": uncertainty,
         },
-    }
+    )
 
 
 def headline_metrics(
@@ -134,7 +134,7 @@ def headline_metrics(
     return {
         "brier": _brier_score(p, y, w),
         "log_loss": _log_loss(p, y, w),
-        "ece": expected_calibration_error(reliability_bins_checked(p, y, w, 10, "uniform")),
+        "ece": expected_calibration_error(bin_table(p, y, w, 10, "uniform")),
         "auc": roc_auc_checked(p, y != 0.0, w),
     }
 
@@ -161,14 +161,11 @@ def log_losses(p: FloatArray, y: FloatArray, eps: float = 1e-15) -> FloatArray:
     return np.negative(terms, out=terms)
 
 
-def _bin_arrays(
-    bins: list[ReliabilityBin],
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def _bin_arrays(bins: Bins) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """(weight share, |frac - mean|, mean, frac) of the bins that hold weight."""
-    filled = [b for b in bins if b.mean_predicted is not None and b.fraction_positive is not None]
-    if not filled:
+    filled = bins.filled
+    if not filled.any():
         raise CalibrationError("no bin holds any weight")
-    weight, _ = relative_weights(np.array([b.weight for b in filled]))
-    mean = np.array([b.mean_predicted for b in filled], dtype=np.float64)
-    frac = np.array([b.fraction_positive for b in filled], dtype=np.float64)
+    weight, _ = relative_weights(bins.weight[filled])
+    mean, frac = bins.mean_predicted[filled], bins.fraction_positive[filled]
     return weight / weight.sum(), np.abs(frac - mean), mean, frac

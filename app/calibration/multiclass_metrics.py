@@ -15,9 +15,10 @@ from numpy.typing import NDArray
 from scipy.special import softmax
 
 from app.calibration.base import CalibrationError, FloatArray, JSONValue
-from app.calibration.checks import check_batch
+from app.calibration.checks import check_batch, check_probabilities
 from app.calibration.metrics import expected_calibration_error, maximum_calibration_error, summarize
-from app.calibration.reliability import reliability_bins
+from app.calibration.reliability import bin_table, check_bin_settings
+from app.calibration.report import Report
 from app.calibration.weights import blockwise_mean
 
 IntArray = NDArray[np.int64]
@@ -164,8 +165,8 @@ def summarize_multiclass(
     n_bins: int = 10,
     strategy: str = "uniform",
     class_index: int | None = None,
-) -> dict[str, JSONValue]:
-    """``{"bins": [...], "metrics": {...}}`` for a multiclass batch, shaped as ``summarize``'s.
+) -> Report:
+    """The report of a multiclass batch, as :func:`~app.calibration.metrics.summarize`'s.
 
     By default the top-label diagram (bins of :func:`top_label`) with the multiclass
     ``brier``, ``log_loss``, ``accuracy`` and the top-label ``ece`` and ``mce``. With
@@ -174,31 +175,34 @@ def summarize_multiclass(
     """
     P, y, w = _probability_batch(P, y, w)
     if class_index is not None:
-        k = P.shape[1]
-        if isinstance(class_index, bool) or not isinstance(class_index, int | np.integer):
-            raise CalibrationError(f"must be an integer, not {class_index!r}", loc=("class_index",))
-        if not 0 <= class_index < k:
-            raise CalibrationError(
-                f"must be in 0..{k - 1}, not {class_index}", loc=("class_index",)
-            )
+        check_class_index(class_index, P.shape[1])
         column = P[:, class_index]
         rest = (y == class_index).astype(np.float64)
         summary = summarize(column, rest, w, n_bins=n_bins, strategy=strategy)
-        summary["metrics"]["accuracy"] = _accuracy(np.argmax(P, axis=1), y, w)
+        summary.metrics["accuracy"] = _accuracy(np.argmax(P, axis=1), y, w)
         return summary
     top = np.argmax(P, axis=1)  # once, for the diagram and the accuracy
     confidence, correct = _top_label(P, top, y)
-    bins = reliability_bins(confidence, correct, n_bins, strategy, w)
-    return {
-        "bins": [row.as_dict() for row in bins],
-        "metrics": {
+    check_bin_settings(n_bins, strategy)
+    bins = bin_table(*check_probabilities(confidence, correct, w), n_bins, strategy)
+    return Report(
+        bins,
+        {
             "brier": _multiclass_brier(P, y, w),
             "log_loss": _multiclass_log_loss(P, y, w),
             "accuracy": _accuracy(top, y, w),
             "ece": expected_calibration_error(bins),
             "mce": maximum_calibration_error(bins),
         },
-    }
+    )
+
+
+def check_class_index(class_index: object, k: int) -> None:
+    """A :class:`CalibrationError` at ``class_index`` unless it is an integer in 0..k-1."""
+    if isinstance(class_index, bool) or not isinstance(class_index, int | np.integer):
+        raise CalibrationError(f"must be an integer, not {class_index!r}", loc=("class_index",))
+    if not 0 <= class_index < k:
+        raise CalibrationError(f"must be in 0..{k - 1}, not {class_index}", loc=("class_index",))
 
 
 def headline_multiclass(
@@ -212,7 +216,7 @@ def headline_multiclass(
         "brier": _multiclass_brier(P, y, w),
         "log_loss": _multiclass_log_loss(P, y, w),
         "accuracy": _accuracy(top, y, w),
-        "ece": expected_calibration_error(reliability_bins(confidence, correct, 10, "uniform", w)),
+        "ece": expected_calibration_error(bin_table(confidence, correct, w, 10, "uniform")),
     }
 
 

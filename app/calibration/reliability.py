@@ -20,6 +20,7 @@ from app.calibration.checks import check_probabilities
 from app.calibration.weights import relative_blocks, relative_weights
 
 STRATEGIES = ("uniform", "quantile")
+MIN_BINS, MAX_BINS = 2, 100
 WILSON_Z = 1.959963984540054  # the 0.975 quantile of the standard normal: a 95% interval
 GRID = 1 << 12
 """Cells of [0, 1] in the bin lookup table; a power of two, so p * GRID is exact."""
@@ -48,6 +49,50 @@ class ReliabilityBin:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Bins:
+    """A reliability diagram's bins as arrays, one entry per bin (:class:`ReliabilityBin`'s
+    fields); the statistics of an empty bin are NaN."""
+
+    lower: FloatArray
+    upper: FloatArray
+    count: NDArray[np.int64]
+    weight: FloatArray
+    mean_predicted: FloatArray
+    fraction_positive: FloatArray
+    ci_low: FloatArray
+    ci_high: FloatArray
+
+    @property
+    def filled(self) -> NDArray[np.bool_]:
+        """The bins that hold weight."""
+        filled: NDArray[np.bool_] = ~np.isnan(self.mean_predicted)
+        return filled
+
+    def rows(self) -> list[ReliabilityBin]:
+        """One :class:`ReliabilityBin` per bin (n_bins <= 100), ``None`` for NaN."""
+        columns = (
+            self.lower,
+            self.upper,
+            self.count,
+            self.weight,
+            self.mean_predicted,
+            self.fraction_positive,
+            self.ci_low,
+            self.ci_high,
+        )
+        return [
+            ReliabilityBin(
+                float(lo),
+                float(up),
+                int(c),
+                float(wt),
+                *(None if v != v else float(v) for v in stats),
+            )
+            for lo, up, c, wt, *stats in zip(*columns, strict=True)
+        ]
+
+
 def reliability_bins(
     p: FloatArray,
     y: FloatArray,
@@ -62,15 +107,32 @@ def reliability_bins(
     non-empty bins equal ``calibration_curve``'s. The interval is Wilson's with the Kish
     effective size (sum w)^2 / sum w^2, which is the count when unweighted.
     """
+    return reliability_table(p, y, n_bins, strategy, w).rows()
+
+
+def reliability_table(
+    p: FloatArray,
+    y: FloatArray,
+    n_bins: int = 10,
+    strategy: str = "uniform",
+    w: FloatArray | None = None,
+) -> Bins:
+    """:func:`reliability_bins` as arrays (:class:`Bins`)."""
     check_bin_settings(n_bins, strategy)
     p, y, w = check_probabilities(p, y, w)
-    return reliability_bins_checked(p, y, w, n_bins, strategy)
+    return bin_table(p, y, w, n_bins, strategy)
 
 
 def check_bin_settings(n_bins: int, strategy: str) -> None:
     """A :class:`CalibrationError` unless ``n_bins`` is in 2..100 and ``strategy`` known."""
-    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or not 2 <= n_bins <= 100:
-        raise CalibrationError(f"must be an integer in 2..100, not {n_bins!r}", loc=("n_bins",))
+    if (
+        isinstance(n_bins, bool)
+        or not isinstance(n_bins, int)
+        or not MIN_BINS <= n_bins <= MAX_BINS
+    ):
+        raise CalibrationError(
+            f"must be an integer in {MIN_BINS}..{MAX_BINS}, not {n_bins!r}", loc=("n_bins",)
+        )
     if strategy not in STRATEGIES:
         raise CalibrationError(
             f"must be one of {', '.join(STRATEGIES)}, not {strategy!r}", loc=("strategy",)
@@ -81,6 +143,11 @@ def reliability_bins_checked(
     p: FloatArray, y: FloatArray, w: FloatArray, n_bins: int, strategy: str
 ) -> list[ReliabilityBin]:
     """:func:`reliability_bins` of a batch and settings already checked."""
+    return bin_table(p, y, w, n_bins, strategy).rows()
+
+
+def bin_table(p: FloatArray, y: FloatArray, w: FloatArray, n_bins: int, strategy: str) -> Bins:
+    """The bins of :func:`reliability_bins` as arrays, for a batch and settings checked."""
     if strategy == "uniform":
         edges = np.linspace(0.0, 1.0, n_bins + 1)
     else:
@@ -105,18 +172,17 @@ def reliability_bins_checked(
     _, exponent = relative_weights(w.max(keepdims=True))
     with np.errstate(over="ignore"):  # reported in the caller's units, which may overflow
         reported = np.minimum(np.ldexp(weight, exponent), np.finfo(np.float64).max)
-    rows = zip(edges[:-1], edges[1:], count, reported, filled, mean, frac, low, high, strict=True)
-    # one row per bin (n_bins <= 100), not per sample
-    return [
-        ReliabilityBin(
-            float(lo),
-            float(up),
-            int(c),
-            float(wt),
-            *((float(m), float(fr), float(a), float(b)) if ok else (None, None, None, None)),
-        )
-        for lo, up, c, wt, ok, m, fr, a, b in rows
-    ]
+    empty = np.where(filled, 1.0, np.nan)  # an empty bin's statistics are NaN
+    return Bins(
+        edges[:-1],
+        edges[1:],
+        count,
+        reported,
+        mean * empty,
+        frac * empty,
+        low * empty,
+        high * empty,
+    )
 
 
 def _bin_sums(

@@ -114,7 +114,9 @@ def test_means_across_blocks(weighted: bool) -> None:
 @pytest.mark.parametrize("strategy", ["uniform", "quantile"])
 def test_a_report_allocates_a_few_batch_sized_arrays(weights: str, strategy: str) -> None:
     """A report on a decoded batch (int64 labels, uniform weights as a broadcast) allocates
-    about 2.5 float arrays of the batch's size at its peak; it took about 10 before."""
+    at most about 11 float arrays of the batch's size at its peak: the calibration slope's
+    Newton solver holds its logits and six working arrays (the binned measures alone take
+    about 2.5)."""
     n = 10**6
     rng = np.random.default_rng(6)
     p = rng.beta(0.8, 1.3, n)
@@ -126,7 +128,7 @@ def test_a_report_allocates_a_few_batch_sized_arrays(weights: str, strategy: str
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 4 * 8 * n
+    assert peak < 12 * 8 * n
 
 
 @dataclass

@@ -23,7 +23,7 @@ from app.calibration.metrics import (
     scale_raw_scores,
     summarize,
 )
-from app.calibration.reliability import WILSON_Z, reliability_bins
+from app.calibration.reliability import WILSON_Z, reliability_bins, reliability_table
 from tests.calibration.batches import random_weights
 
 
@@ -153,7 +153,7 @@ def test_ece_and_mce_against_a_reference_loop(weighted: bool) -> None:
         )
         ece += w[in_bin].sum() / w.sum() * gap
         mce = max(mce, gap)
-    bins = reliability_bins(p, y, 10, "uniform", w)
+    bins = reliability_table(p, y, 10, "uniform", w)
     assert expected_calibration_error(bins) == pytest.approx(ece, rel=1e-12)
     assert maximum_calibration_error(bins) == pytest.approx(mce, rel=1e-12)
 
@@ -164,18 +164,18 @@ def test_murphy_decomposition_is_exact_for_binned_predictions(weighted: bool) ->
     p = rng.choice([0.05, 0.23, 0.5, 0.61, 0.97], size=3000)  # constant within each bin
     y = (rng.random(3000) < p).astype(np.float64)
     w = random_weights(rng, 3000) if weighted else np.ones(3000)
-    bins = reliability_bins(p, y, 10, "uniform", w)
+    bins = reliability_table(p, y, 10, "uniform", w)
     reliability, resolution, uncertainty = murphy_decomposition(bins, float(w @ y / w.sum()))
     assert reliability - resolution + uncertainty == pytest.approx(brier_score(p, y, w), rel=1e-12)
     # with spread within bins the identity no longer holds exactly
     q, z, _ = _batch(7)
-    rel, res, unc = murphy_decomposition(reliability_bins(q, z), float(z.mean()))
+    rel, res, unc = murphy_decomposition(reliability_table(q, z), float(z.mean()))
     assert rel - res + unc != pytest.approx(brier_score(q, z), rel=1e-6)
 
 
 def test_summarize_is_json_ready() -> None:
     p, y, w = _batch(8, weighted=True)
-    summary = summarize(p, y, w, n_bins=12, strategy="quantile")
+    summary = summarize(p, y, w, n_bins=12, strategy="quantile").as_json()
     assert len(summary["bins"]) == 12
     metrics = summary["metrics"]
     assert set(metrics) == {
@@ -196,8 +196,8 @@ def test_summarize_is_json_ready() -> None:
     )
     headline = headline_metrics(p, y, w)
     assert set(headline) == {"brier", "log_loss", "ece", "auc"}
-    assert headline["ece"] == expected_calibration_error(reliability_bins(p, y, 10, "uniform", w))
-    assert summarize(p, np.ones_like(y))["metrics"]["auc"] is None
+    assert headline["ece"] == expected_calibration_error(reliability_table(p, y, 10, "uniform", w))
+    assert summarize(p, np.ones_like(y)).metrics["auc"] is None
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ def test_top_label_bins_match_calibration_curve(strategy: str) -> None:
     np.testing.assert_array_equal(confidence, P.max(axis=1))
     np.testing.assert_array_equal(correct, (P.argmax(axis=1) == y).astype(float))
     prob_true, prob_pred = calibration_curve(correct, confidence, n_bins=10, strategy=strategy)
-    summary = summarize_multiclass(P, y, n_bins=10, strategy=strategy)
+    summary = summarize_multiclass(P, y, n_bins=10, strategy=strategy).as_json()
     filled = [b for b in summary["bins"] if b["count"] > 0]
     np.testing.assert_allclose([b["fraction_positive"] for b in filled], prob_true, atol=1e-12)
     np.testing.assert_allclose([b["mean_predicted"] for b in filled], prob_pred, atol=1e-12)
@@ -76,8 +76,8 @@ def test_top_label_bins_match_calibration_curve(strategy: str) -> None:
 
 def test_class_index_summary_is_one_vs_rest() -> None:
     P, y, w = _batch(4)
-    summary = summarize_multiclass(P, y, w, class_index=2)
-    binary = summarize(P[:, 2], (y == 2).astype(float), w)
+    summary = summarize_multiclass(P, y, w, class_index=2).as_json()
+    binary = summarize(P[:, 2], (y == 2).astype(float), w).as_json()
     assert summary["bins"] == binary["bins"]
     assert summary["metrics"] == {**binary["metrics"], "accuracy": accuracy(P, y, w)}
     with pytest.raises(CalibrationError, match="class_index"):
@@ -91,7 +91,7 @@ def test_headline_and_raw_probabilities() -> None:
         "brier": multiclass_brier(P, y, w),
         "log_loss": multiclass_log_loss(P, y, w),
         "accuracy": accuracy(P, y, w),
-        "ece": summarize_multiclass(P, y, w)["metrics"]["ece"],
+        "ece": summarize_multiclass(P, y, w).metrics["ece"],
     }
     np.testing.assert_array_equal(raw_probabilities(P), P)
     z = np.array([[1000.0, 0.0, -1000.0], [1.0, 2.0, 3.0]])

@@ -107,7 +107,7 @@ def test_no_nan_and_no_warning(method: str, matrix: bool, pattern: str) -> None:
     labels = y.astype(np.int64)
     assert _finite_numbers(headline(outcome.out_of_fold, labels, w))
     report = reliability_report(outcome.out_of_fold, labels, w, n_bins=10, strategy="quantile")
-    assert _finite_numbers(report)
+    assert _finite_numbers(report.as_json())
 
 
 # Scale-invariant configurations: the fit on c * w is the fit on w. Platt needs hard targets
@@ -255,8 +255,8 @@ def test_measures_are_the_same_for_weights_times_a_power_of_two(
     assert headline(p, y, scaled) == headline(p, y, weights)
     assert effective_size(scaled) == effective_size(weights)
     for strategy in ("uniform", "quantile"):
-        plain = reliability_report(p, y, weights, n_bins=5, strategy=strategy)
-        times = reliability_report(p, y, scaled, n_bins=5, strategy=strategy)
+        plain = reliability_report(p, y, weights, n_bins=5, strategy=strategy).as_json()
+        times = reliability_report(p, y, scaled, n_bins=5, strategy=strategy).as_json()
         assert times["metrics"] == plain["metrics"]
         for a, b in zip(times["bins"], plain["bins"], strict=True):
             assert a["weight"] == np.ldexp(b["weight"], exponent)
