@@ -7,8 +7,13 @@ multiclass) and here its difference from the best version on each metric.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
+from app.calibration.bootstrap import percentile_interval
 from app.errors import invalid
 
 MAX_COMPARED = 50
@@ -37,3 +42,28 @@ def rank(rows: list[dict[str, Any]], by: str) -> None:
         for row, v in zip(rows, values, strict=True):
             finite = abs(v) != float("inf") and abs(best) != float("inf")
             row.setdefault("delta", {})[metric] = v - best if finite else None
+
+
+def paired_differences(
+    rows: list[dict[str, Any]], by: str, resampled: Mapping[int, NDArray[np.float64]]
+) -> None:
+    """Add to each ranked row (best first) its difference from the best in ``by``, with the
+    paired bootstrap 95% interval of that difference (the same resamples for every version:
+    ``resampled`` holds each version's ``by`` on each), and whether it is significant: the
+    interval excludes 0. The best row differs from itself by 0, never significantly."""
+    if not rows:
+        return
+    best = resampled.get(rows[0]["version"])
+    for row in rows:
+        value = row["delta"].get(by)
+        mine = resampled.get(row["version"])
+        interval = None
+        if best is not None and mine is not None and row is not rows[0]:
+            interval = percentile_interval(mine - best)
+        elif row is rows[0] and value is not None:
+            interval = (0.0, 0.0)
+        row["difference"] = {
+            "value": value,
+            "interval": None if interval is None else list(interval),
+        }
+        row["significant"] = interval is not None and (interval[0] > 0.0 or interval[1] < 0.0)

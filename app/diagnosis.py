@@ -19,10 +19,15 @@ from numpy.typing import NDArray
 from app.batch import Batch
 from app.calibration import CalibrationError
 from app.calibration.bootstrap import RESAMPLES
-from app.calibration.diagnostics import headline, raw_as_probabilities, reliability_reports
-from app.calibration.report import Report
-from app.comparison import COMPARABLE, MAX_COMPARED, rank
-from app.diagrams import render_reliability_diagram
+from app.calibration.diagnostics import (
+    headline_resampled,
+    raw_as_probabilities,
+    reliability_reports,
+    with_intervals,
+)
+from app.calibration.report import Report, Resampled
+from app.comparison import COMPARABLE, MAX_COMPARED, paired_differences, rank
+from app.diagrams import render_comparison_diagram, render_reliability_diagram
 from app.errors import InvalidInput, NotFound, StoredDataCorrupt, invalid, invalid_in
 from app.memo import Memo
 from app.store import (
@@ -38,6 +43,7 @@ from app.version_cache import VersionCache
 
 Strategy = Literal["uniform", "quantile"]
 ImageFormat = Literal["png", "svg"]
+Curve = Literal["binned", "smooth", "both"]
 MEDIA_TYPES: dict[ImageFormat, str] = {"png": "image/png", "svg": "image/svg+xml"}
 
 REPORTS_KEPT = 512
@@ -53,12 +59,14 @@ DEFAULT_BINS = 10
 @dataclass(frozen=True)
 class ReportOptions:
     """What a reliability report is asked for (the defaults of every route that asks):
-    ``n_bins`` may be ``"auto"``; ``bootstrap`` resamples give the intervals (0: none)."""
+    ``n_bins`` may be ``"auto"``; ``bootstrap`` resamples give the intervals (0: none);
+    ``curve`` is what a diagram draws (the JSON holds both)."""
 
     n_bins: int | Literal["auto"] = DEFAULT_BINS
     strategy: Strategy = "uniform"
     class_index: int | None = None
     bootstrap: int = RESAMPLES
+    curve: Curve = "binned"
 
 
 DEFAULT_REPORT = ReportOptions()
@@ -186,10 +194,90 @@ class Diagnosis:
 
     # -- compare ---------------------------------------------------------------------------
     def compare(
-        self, name: str, batch: Batch, selectors: Sequence[Selector] | None, *, by: str
+        self,
+        name: str,
+        batch: Batch,
+        selectors: Sequence[Selector] | None,
+        *,
+        by: str,
+        resamples: int = RESAMPLES,
     ) -> dict[str, Any]:
         """Rank the selected versions (default: every version, newest first, at most 50) on
-        one labelled batch. The versions (and their artifacts) are read in one snapshot."""
+        one labelled batch, each with its difference from the best and that difference's
+        paired bootstrap interval (``resamples`` shared by all versions). The versions (and
+        their artifacts) are read in one snapshot."""
+        rows, probability_sets = self._compared(name, batch, selectors, by)
+        try:
+            points, resampled = headline_resampled(
+                [*probability_sets, raw_as_probabilities(batch.scores)],
+                batch.labels,
+                batch.weights,
+                resamples,
+            )
+        except CalibrationError as exc:
+            raise invalid_in("body", exc.loc, exc.reason) from None
+        by_version: dict[int, Resampled] = {}
+        for row, metrics, found in zip(rows, points, resampled, strict=False):  # raw last
+            row["metrics"] = metrics
+            by_version[row["version"]] = found
+        rank(rows, by)
+        values = {v: found.values[by] for v, found in by_version.items() if by in found.values}
+        paired_differences(rows, by, values)
+        for row in rows:
+            row["metrics"] = with_intervals(row["metrics"], by_version[row["version"]])
+        raw = with_intervals(points[-1], resampled[-1])
+        return {
+            "name": name,
+            "n_samples": batch.n_samples,
+            "by": by,
+            "bootstrap": resamples,
+            "versions": rows,
+            "raw": raw,
+        }
+
+    def compare_picture(
+        self,
+        name: str,
+        batch: Batch,
+        selectors: Sequence[Selector] | None,
+        *,
+        by: str,
+        image_format: ImageFormat,
+        curve: Curve = "binned",
+    ) -> bytes:
+        """The compared versions' reliability curves on the batch, overlaid, best (by ``by``)
+        first: 10 uniform bins with their Wilson intervals, and the smooth curves."""
+        rows, probability_sets = self._compared(name, batch, selectors, by)
+        try:
+            reports = reliability_reports(
+                probability_sets,
+                batch.labels,
+                batch.weights,
+                n_bins=DEFAULT_BINS,
+                strategy="uniform",
+                resamples=0,
+            )
+        except CalibrationError as exc:
+            raise invalid_in("body", exc.loc, exc.reason) from None
+        for row, report in zip(rows, reports, strict=True):
+            row["metrics"] = report.metrics
+            row["report"] = report
+        rank(rows, by)
+        named = [
+            (
+                f"v{row['version']} {row['method']}  {by} {_figure(row['metrics'].get(by))}",
+                row["report"],
+            )
+            for row in rows
+        ]
+        title = f"{name} · {len(rows)} versions on n = {batch.n_samples}"
+        return render_comparison_diagram(named, title=title, image_format=image_format, curve=curve)
+
+    def _compared(
+        self, name: str, batch: Batch, selectors: Sequence[Selector] | None, by: str
+    ) -> tuple[list[dict[str, Any]], list[NDArray[np.float64]]]:
+        """The selected versions (each once, in the given order) and their probabilities on
+        the batch, read in one snapshot."""
         if by not in COMPARABLE:
             raise invalid(("query", "by"), f"is {by!r}; expected one of {', '.join(COMPARABLE)}")
         generation = self.versions.generation(name)
@@ -200,6 +288,7 @@ class Diagnosis:
                 records = [repo.get_version(name, selector) for selector in selectors]
             versions = {r.version: self.versions.load(r, repo, generation) for r in records}
         rows: list[dict[str, Any]] = []
+        probability_sets: list[NDArray[np.float64]] = []
         seen: set[int] = set()
         for i, record in enumerate(records):
             if record.version in seen:
@@ -211,16 +300,13 @@ class Diagnosis:
             except InvalidInput as exc:
                 where = ("body", "versions", i) if selectors is not None else ("body", "scores")
                 raise invalid(where, f"(v{loaded.version}): {exc.detail}") from None
-            rows.append(
-                {
-                    "version": loaded.version,
-                    "method": loaded.method,
-                    "metrics": headline(probabilities, batch.labels, batch.weights),
-                }
-            )
-        raw = headline(raw_as_probabilities(batch.scores), batch.labels, batch.weights)
-        rank(rows, by)
-        return {"name": name, "n_samples": batch.n_samples, "by": by, "versions": rows, "raw": raw}
+            rows.append({"version": loaded.version, "method": loaded.method})
+            probability_sets.append(probabilities)
+        return rows, probability_sets
+
+
+def _figure(value: object) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else "n/a"
 
 
 def _key(record: VersionRecord) -> tuple[str, int]:
@@ -233,7 +319,11 @@ def _draw(reports: Reports, query: ReportOptions, image_format: ImageFormat) -> 
     which = "" if query.class_index is None else f" · class {query.class_index}"
     title = f"{reports.name} v{reports.version} · {reports.method} · n = {reports.n_samples}"
     return render_reliability_diagram(
-        reports.calibrated, reports.raw, title=title + which, image_format=image_format
+        reports.calibrated,
+        reports.raw,
+        title=title + which,
+        image_format=image_format,
+        curve=query.curve,
     )
 
 

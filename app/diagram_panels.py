@@ -4,7 +4,7 @@ intervals against the diagonal, and the histogram of predicted values beneath.""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 
-from app.calibration.report import Report
+from app.calibration.report import Report, SmoothCurve
 
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 
@@ -21,6 +21,9 @@ CALIBRATED_COLOUR = "#1f77b4"
 RAW_COLOUR = "#ff7f0e"
 LOG_SCALE_SPAN = 1000.0  # histogram on a log scale when max count / min positive count exceeds
 MIN_BAR_WIDTH = 0.004  # quantile bins of tied predictions can have zero width; keep them visible
+SPARSE_DENSITY = 0.01
+"""The smooth curve is drawn where the density of predictions is at least this share of its
+peak: elsewhere the kernel has no rows to average and the curve is the kernel's tail."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Series:
     ci_low: FloatArray
     ci_high: FloatArray
     metrics: Mapping[str, Any]
+    smooth: SmoothCurve | None = None
 
 
 def series(report: Report) -> Series:
@@ -52,21 +56,27 @@ def series(report: Report) -> Series:
         ci_low=bins.ci_low,
         ci_high=bins.ci_high,
         metrics=report.metrics,
+        smooth=report.smooth,
     )
 
 
-def draw_reliability(ax: Axes, cal: Series, raw: Series) -> None:
-    """The diagonal, both curves with their Wilson intervals, the legend and the metrics."""
+def draw_reliability(ax: Axes, cal: Series, raw: Series, curve: str = "binned") -> None:
+    """The diagonal, both curves (``curve``: the bins with their Wilson intervals, the smooth
+    curves with their bands, or both), the legend and the metrics."""
     (diagonal,) = ax.plot([0, 1], [0, 1], "--", color="0.5", lw=1, label="perfectly calibrated")
     diagonal.set_gid("diagonal")
     for series, name, colour, marker in (
         (raw, "raw", RAW_COLOUR, "s"),
         (cal, "calibrated", CALIBRATED_COLOUR, "o"),
     ):
+        label = "raw scores" if name == "raw" else "calibrated"
+        if curve in ("smooth", "both"):
+            draw_smooth(ax, series.smooth, name, colour, label if curve == "smooth" else None)
+        if curve == "smooth":
+            continue
         f = series.filled
         x, y = series.mean[f], series.fraction[f]
         errors = np.vstack([y - series.ci_low[f], series.ci_high[f] - y]).clip(min=0.0)
-        label = "raw scores" if name == "raw" else "calibrated"
         bars = ax.errorbar(
             x,
             y,
@@ -104,6 +114,62 @@ def draw_reliability(ax: Axes, cal: Series, raw: Series) -> None:
             bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9},
         )
         box.set_gid("metrics")
+
+
+def draw_smooth(
+    ax: Axes, smooth: SmoothCurve | None, name: str, colour: str, label: str | None
+) -> None:
+    """One report's smoothed curve where its predictions are (:data:`SPARSE_DENSITY`), with
+    its pointwise 95% band when it has one; ids ``{name}-smooth`` and ``{name}-band``."""
+    if smooth is None:
+        return
+    where = smooth.density >= SPARSE_DENSITY * max(float(smooth.density.max()), 1e-300)
+    x = np.where(where, smooth.x, np.nan)
+    if smooth.low is not None and smooth.high is not None:
+        band = ax.fill_between(
+            smooth.x, smooth.low, smooth.high, where=where, color=colour, alpha=0.2, lw=0
+        )
+        band.set_gid(f"{name}-band")
+    (line,) = ax.plot(x, smooth.y, color=colour, lw=2, label=label or f"_{name} smooth")
+    line.set_gid(f"{name}-smooth")
+
+
+def draw_versions(ax: Axes, named: Sequence[tuple[str, Series]], curve: str) -> None:
+    """The diagonal and each version's curve (binned points with Wilson intervals, smooth
+    curve, or both), one colour each from matplotlib's ten, with a legend."""
+    (diagonal,) = ax.plot([0, 1], [0, 1], "--", color="0.5", lw=1, label="perfectly calibrated")
+    diagonal.set_gid("diagonal")
+    for i, (label, series) in enumerate(named):
+        colour = f"C{i % 10}"
+        if curve in ("smooth", "both"):
+            draw_smooth(ax, series.smooth, f"version-{i}", colour, label)
+        if curve == "smooth":
+            continue
+        f = series.filled
+        y = series.fraction[f]
+        errors = np.vstack([y - series.ci_low[f], series.ci_high[f] - y]).clip(min=0.0)
+        bars = ax.errorbar(
+            series.mean[f],
+            y,
+            yerr=errors,
+            color=colour,
+            marker="o",
+            ms=4,
+            lw=1.2 if curve == "both" else 1.5,
+            ls=":" if curve == "both" else "-",
+            capsize=2,
+            elinewidth=0.8,
+            label=f"_{label}" if curve == "both" else label,
+            clip_on=False,
+        )
+        bars.lines[0].set_gid(f"version-{i}-curve")
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xlabel("mean predicted value")
+    ax.set_ylabel("fraction of positives")
+    ax.grid(True, color="0.92")
+    ax.legend(loc="upper left", fontsize="small")
+    ax.set_gid("reliability")
 
 
 def draw_histogram(ax: Axes, cal: Series, raw: Series) -> None:
@@ -144,12 +210,13 @@ def rectangles(series: Series, base: float) -> list[FloatArray]:
 
 
 def _metrics_text(reports: Mapping[str, Mapping[str, Any]]) -> str:
-    """One line per report with its ECE and Brier score, the ones it has; "" if none."""
+    """One line per report with its ECE, smooth ECE and Brier score, the ones it has; "" if
+    none."""
     lines = []
     for name, metrics in reports.items():
         parts = [
             f"{label} {float(metrics[key]):.4f}"
-            for key, label in (("ece", "ECE"), ("brier", "Brier"))
+            for key, label in (("ece", "ECE"), ("smooth_ece", "smECE"), ("brier", "Brier"))
             if isinstance(metrics.get(key), int | float) and math.isfinite(metrics[key])
         ]
         if parts:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import math
 import threading
+from collections.abc import Sequence
 from typing import Literal
 
 import matplotlib
@@ -25,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from app.calibration.report import Report
-from app.diagram_panels import draw_histogram, draw_reliability, series
+from app.diagram_panels import draw_histogram, draw_reliability, draw_versions, series
 
 # The SVG backend reads these from the global rcParams while it writes: a fixed salt makes the
 # ids of markers and clip paths reproducible (uuid4 otherwise) and fonttype "none" writes the
@@ -43,6 +44,7 @@ def render_reliability_diagram(
     width_px: int = 800,
     height_px: int = 900,
     dpi: int = 100,
+    curve: Literal["binned", "smooth", "both"] = "binned",
 ) -> bytes:
     """Draw the reliability diagram of two diagnostics reports as PNG or SVG bytes.
 
@@ -58,9 +60,14 @@ def render_reliability_diagram(
         ``"png"``: exactly ``width_px`` x ``height_px`` pixels. ``"svg"``: the same size at
         72 points per inch, with ids ``diagonal``, ``calibrated-curve``, ``raw-curve``,
         ``calibrated-interval``, ``raw-interval``, ``histogram`` (the lower panel),
-        ``calibrated-histogram``, ``raw-histogram`` and ``metrics``.
+        ``calibrated-histogram``, ``raw-histogram`` and ``metrics``; with the smooth curves,
+        ``calibrated-smooth``, ``raw-smooth`` and their bands ``calibrated-band``,
+        ``raw-band``.
     width_px, height_px, dpi
         The size of the image and the pixels per inch that scale its text and lines.
+    curve
+        ``"binned"``: the bins' fractions with their Wilson intervals; ``"smooth"``: the
+        kernel-smoothed curves (Błasiok & Nakkiran) with their bootstrap bands; ``"both"``.
     """
     cal_bins, raw_bins = series(calibrated), series(raw)
     fig = new_figure(image_format, width_px, height_px, dpi)
@@ -68,8 +75,28 @@ def render_reliability_diagram(
         2, 1, sharex=True, height_ratios=[3, 1], gridspec_kw=margins(fig, rows=2)
     )
     fig.suptitle(title, parse_math=False)
-    draw_reliability(top, cal_bins, raw_bins)
+    draw_reliability(top, cal_bins, raw_bins, curve)
     draw_histogram(bottom, cal_bins, raw_bins)
+    return figure_bytes(fig, image_format)
+
+
+def render_comparison_diagram(
+    reports: Sequence[tuple[str, Report]],
+    *,
+    title: str,
+    image_format: Literal["png", "svg"],
+    curve: Literal["binned", "smooth", "both"] = "binned",
+    width_px: int = 800,
+    height_px: int = 700,
+    dpi: int = 100,
+) -> bytes:
+    """Several versions' reliability curves on one batch, overlaid, best first: ``reports``
+    are (legend label, report) pairs. SVG ids: ``diagonal``, ``version-{i}-curve``,
+    ``version-{i}-smooth`` (i from 0, in the given order)."""
+    fig = new_figure(image_format, width_px, height_px, dpi)
+    ax = fig.subplots(1, 1, gridspec_kw=margins(fig, rows=1))
+    fig.suptitle(title, parse_math=False)
+    draw_versions(ax, [(label, series(report)) for label, report in reports], curve)
     return figure_bytes(fig, image_format)
 
 

@@ -24,7 +24,12 @@ from app.calibration import (
     fit_calibrator,
 )
 from app.calibration.budget import checkpoint
-from app.calibration.diagnostics import headline, raw_as_probabilities
+from app.calibration.diagnostics import (
+    fit_resamples,
+    headline_resampled,
+    raw_as_probabilities,
+    with_intervals,
+)
 from app.calibration.methods import CAPABILITIES
 from app.diagnosis import Diagnosis
 from app.errors import invalid, invalid_in
@@ -104,9 +109,16 @@ class CalibrationService:
         except CalibrationError as exc:  # ParamError included: loc is ("params", name)
             raise invalid_in("body", exc.loc, exc.reason) from None
         state = outcome.calibrator.state()
+        resamples = fit_resamples(batch.n_samples)
+        (cv, raw), (cv_resampled, raw_resampled) = headline_resampled(
+            [outcome.out_of_fold, raw_as_probabilities(batch.scores)],
+            batch.labels,
+            batch.weights,
+            resamples,
+        )
         metrics = {
-            "cv": headline(outcome.out_of_fold, batch.labels, batch.weights),
-            "raw": headline(raw_as_probabilities(batch.scores), batch.labels, batch.weights),
+            "cv": with_intervals(cv, cv_resampled),
+            "raw": with_intervals(raw, raw_resampled),
         }
         new = NewVersion(
             method=outcome.method,

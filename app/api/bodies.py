@@ -109,10 +109,13 @@ def parse_outcomes(content_type: str | None, body: bytes, max_rows: int) -> list
 def parse_diagnostics(source: BatchSource, max_rows: int) -> tuple[Batch, ReportOptions]:
     """A POST diagnostics request: the labelled batch, and the report it asks for."""
     batch, given = judged_batch(source, ReportFields, DiagnosticsBody, max_rows)
-    return batch, ReportOptions(given.n_bins, given.strategy, given.class_index, given.bootstrap)
+    return batch, ReportOptions(
+        given.n_bins, given.strategy, given.class_index, given.bootstrap, given.curve
+    )
 
 
-def parse_compare(source: BatchSource, max_rows: int) -> tuple[Batch, list[int | str] | None]:
-    """A compare request: the labelled batch, and the selectors to compare (None: every one)."""
+def parse_compare(source: BatchSource, max_rows: int) -> tuple[Batch, CompareFields]:
+    """A compare request: the labelled batch, the selectors to compare (None: every one) and
+    the resamples behind the paired intervals."""
     batch, given = judged_batch(source, CompareFields, CompareBody, max_rows)
-    return batch, given.versions
+    return batch, given

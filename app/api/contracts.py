@@ -28,7 +28,7 @@ from app.calibration import METHODS
 from app.calibration.bootstrap import MAX_RESAMPLES
 from app.calibration.reliability import MAX_BINS, MIN_BINS
 from app.comparison import MAX_COMPARED
-from app.diagnosis import DEFAULT_REPORT, Strategy
+from app.diagnosis import DEFAULT_REPORT, Curve, Strategy
 from app.errors import invalid
 from app.store.records import MAX_TAGS
 
@@ -44,6 +44,11 @@ BINS_TEXT = (
 BOOTSTRAP_TEXT = (
     "Bootstrap resamples behind the 95% intervals (0: no intervals). Seeded: the same request "
     "gives the same intervals."
+)
+CURVE_TEXT = (
+    "What the diagram draws: `binned` (the bins' fractions with their Wilson intervals), "
+    "`smooth` (the kernel-smoothed curve of the smooth ECE with its bootstrap band) or `both`. "
+    "JSON answers hold both."
 )
 
 
@@ -273,6 +278,7 @@ class ReportFields(_Body):
     class_index: int | None = Field(
         default=DEFAULT_REPORT.class_index, ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT
     )
+    curve: Curve = Field(default=DEFAULT_REPORT.curve, description=CURVE_TEXT)
 
 
 class DiagnosticsBody(ReportFields, LabelledBody):
@@ -302,6 +308,10 @@ class CompareFields(_Body):
     versions: list[Selector] | None = Field(
         default=None, max_length=MAX_COMPARED, description=VERSIONS_TEXT
     )
+    bootstrap: int = Field(
+        default=DEFAULT_REPORT.bootstrap, ge=0, le=MAX_RESAMPLES, description=BOOTSTRAP_TEXT
+    )
+    curve: Curve = Field(default=DEFAULT_REPORT.curve, description=CURVE_TEXT)
 
 
 class CompareBody(CompareFields, LabelledBody):

@@ -13,6 +13,7 @@ from app.calibration.report import Report
 from app.diagnosis import (
     DEFAULT_REPORT,
     MEDIA_TYPES,
+    Curve,
     ImageFormat,
     ReportOptions,
     Reports,
@@ -26,6 +27,7 @@ from .contracts import (
     BINS_TEXT,
     BOOTSTRAP_TEXT,
     CLASS_INDEX_TEXT,
+    CURVE_TEXT,
     MAX_CLASS_INDEX,
     STRATEGY_TEXT,
     BinCount,
@@ -50,10 +52,12 @@ FixedBins = Annotated[int, Query(ge=MIN_BINS, le=MAX_BINS, description="Number o
 StrategyQuery = Annotated[Strategy, Query(description=STRATEGY_TEXT)]
 ClassIndex = Annotated[int | None, Query(ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT)]
 Resamples = Annotated[int, Query(ge=0, le=MAX_RESAMPLES, description=BOOTSTRAP_TEXT)]
+CurveQuery = Annotated[Curve, Query(description=CURVE_TEXT)]
 # The same options of a POST, None where not given (a JSON body's own fields win).
 GivenBins = Annotated[BinCount | None, Query(description=BINS_TEXT)]
 GivenStrategy = Annotated[Strategy | None, Query(description=STRATEGY_TEXT)]
 GivenResamples = Annotated[int | None, Query(ge=0, le=MAX_RESAMPLES, description=BOOTSTRAP_TEXT)]
+GivenCurve = Annotated[Curve | None, Query(description=CURVE_TEXT)]
 
 
 def report_query(
@@ -61,9 +65,10 @@ def report_query(
     strategy: StrategyQuery = DEFAULT_REPORT.strategy,
     class_index: ClassIndex = DEFAULT_REPORT.class_index,
     bootstrap: Resamples = DEFAULT_REPORT.bootstrap,
+    curve: CurveQuery = DEFAULT_REPORT.curve,
 ) -> ReportOptions:
     """The report a GET asks for, from its query parameters."""
-    return ReportOptions(n_bins, strategy, class_index, bootstrap)
+    return ReportOptions(n_bins, strategy, class_index, bootstrap, curve)
 
 
 ReportQuery = Annotated[ReportOptions, Depends(report_query)]

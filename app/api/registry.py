@@ -9,9 +9,11 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 from starlette.responses import Response
 
+from app.diagnosis import MEDIA_TYPES, ImageFormat
 from app.errors import invalid
 from app.export import Dtype
 from app.service import CalibrationService
+from app.store import Selector
 
 from .bodies import parse_compare
 from .calibrators import version_document
@@ -30,6 +32,7 @@ from .deps import (
     parse_selector,
     read_body,
 )
+from .diagnostics import IMAGE_RESPONSES, GivenCurve, GivenResamples, wanted_image
 from .labelled import BatchSource, read_batch
 from .openapi_docs import BATCH_OPTIONS_TEXT, COMPARE_BODY, ERRORS, body_doc
 from .payloads import (
@@ -111,10 +114,15 @@ async def patch_version(
     response_model=CompareOut,
     summary="Compare versions on a labelled batch",
     description="Every selected version (default: all, newest first, at most 50) predicts the "
-    "batch; answers their metrics, best first, with each metric's gap to the best. Nothing is "
-    "stored." + BATCH_OPTIONS_TEXT,
+    "batch; answers their metrics with 95% intervals, best first, with each metric's gap to "
+    "the best, and the paired bootstrap interval of the gap in the ranking metric "
+    "(`difference`: the same resamples for every version) and whether it is `significant` "
+    "(the interval excludes 0): promote a version only on a significant improvement. Nothing "
+    "is stored. With `Accept: image/png` or `image/svg+xml` the answer is a picture: the "
+    "versions' reliability curves on the batch, overlaid, best first (`curve`)."
+    + BATCH_OPTIONS_TEXT,
     openapi_extra=COMPARE_BODY,
-    responses=ERRORS,
+    responses={**ERRORS, **IMAGE_RESPONSES},
 )
 async def compare(
     name: NameParam,
@@ -130,10 +138,18 @@ async def compare(
             "`?versions=1&versions=production`. A JSON body's `versions` field wins.",
         ),
     ] = None,
+    bootstrap: GivenResamples = None,
+    curve: GivenCurve = None,
 ) -> Response:
     """Rank the selected versions on a labelled batch in any media type a fit takes, the
     selectors from the body's field, the form or the query. Nothing is stored."""
-    source = await read_batch(request, {"versions": versions}, CompareFields)
+    picture = wanted_image(request.headers.get("accept"))
+    source = await read_batch(
+        request, {"versions": versions, "bootstrap": bootstrap, "curve": curve}, CompareFields
+    )
+    if picture is not None:
+        image = await off_loop(request, _compare_picture, service, name, source, by, picture)
+        return Response(image, media_type=MEDIA_TYPES[picture])
     result = await off_loop(request, _compare, service, name, source, by)
     return json_response(result)
 
@@ -142,8 +158,31 @@ def _compare(
     service: CalibrationService, name: str, source: BatchSource, by: str
 ) -> dict[str, Any]:
     batch, given = parse_compare(source, service.settings.max_batch_rows)
-    selectors = None if given is None else [parse_selector(name, str(s)) for s in given]
-    return service.diagnosis.compare(name, batch, selectors, by=by)
+    selectors = _selectors(name, given)
+    return service.diagnosis.compare(name, batch, selectors, by=by, resamples=given.bootstrap)
+
+
+def _compare_picture(
+    service: CalibrationService,
+    name: str,
+    source: BatchSource,
+    by: str,
+    image_format: ImageFormat,
+) -> bytes:
+    batch, given = parse_compare(source, service.settings.max_batch_rows)
+    return service.diagnosis.compare_picture(
+        name,
+        batch,
+        _selectors(name, given),
+        by=by,
+        image_format=image_format,
+        curve=given.curve,
+    )
+
+
+def _selectors(name: str, given: CompareFields) -> list[Selector] | None:
+    versions = given.versions
+    return None if versions is None else [parse_selector(name, str(s)) for s in versions]
 
 
 ONNX_MEDIA_TYPE = "application/onnx"

@@ -113,7 +113,13 @@ class MetricsOut(BaseModel):
     resolution: float | None = Field(None, description="Murphy: resolution over the bins.")
     uncertainty: float | None = Field(None, description="Murphy: base rate (1 - base rate).")
     smooth_ece: float | None = Field(
-        None, description="Smooth ECE (Błasiok & Nakkiran 2024), automatic bandwidth."
+        None,
+        description="Smooth ECE (Błasiok & Nakkiran 2024) at its automatic bandwidth: the mean "
+        "|kernel-smoothed p - y| under the smoothed density of p, the bandwidth the fixed point "
+        "sigma = smooth ECE(sigma); relplot's numbers.",
+    )
+    smooth_ece_sigma: float | None = Field(
+        None, description="That bandwidth (the smooth diagram's kernel width)."
     )
     ece_debiased: float | None = Field(
         None,
@@ -129,8 +135,14 @@ class MetricsOut(BaseModel):
     spiegelhalter_z: float | None = Field(None, description="Spiegelhalter's z (1986).")
     spiegelhalter_p: float | None = Field(None, description="Its two-sided p-value.")
     ici: float | None = Field(
-        None, description="Integrated calibration index: mean |p - LOWESS(y on p)| (Austin 2019)."
+        None,
+        description="Integrated calibration index (Austin & Steyerberg 2019): the mean of "
+        "|p - LOWESS(y on p)|, span 0.75, local linear, the fit clipped to [0, 1]; null "
+        "below three rows or for a single distinct p.",
     )
+    ici_e50: float | None = Field(None, description="The median of those distances.")
+    ici_e90: float | None = Field(None, description="Their 90th percentile.")
+    ici_emax: float | None = Field(None, description="Their largest.")
     intervals: dict[str, Interval] | None = Field(
         None,
         description="95% intervals [low, high] of log_loss, brier, ece, smooth_ece, auc, "
@@ -195,19 +207,33 @@ class Health(BaseModel):
     status: str
 
 
+class Difference(BaseModel):
+    value: float | None = Field(description="This version's ranking metric minus the best's.")
+    interval: Interval | None = Field(
+        description="Its paired bootstrap 95% interval (the same resamples for every "
+        "version); [0, 0] for the best; null without resamples."
+    )
+
+
 class ComparedVersion(BaseModel):
     version: int
     method: str
-    metrics: dict[str, float | None]
+    metrics: MetricsOut = Field(description="Headline metrics, with their 95% intervals.")
     delta: dict[str, float | None] = Field(description="Each metric minus the best one's.")
+    difference: Difference
+    significant: bool = Field(
+        description="Whether `difference.interval` excludes 0: the gap to the best is real, "
+        "not resampling noise. Promote only on a significant improvement."
+    )
 
 
 class CompareOut(BaseModel):
     name: str
     n_samples: int
     by: str
+    bootstrap: int = Field(description="Resamples behind the intervals (0: none).")
     versions: list[ComparedVersion] = Field(description="Best first.")
-    raw: dict[str, float | None] = Field(description="The raw scores' own metrics.")
+    raw: MetricsOut = Field(description="The raw scores' own metrics.")
 
 
 class OutcomesOut(BaseModel):

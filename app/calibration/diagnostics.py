@@ -33,7 +33,14 @@ from app.calibration.multiclass_metrics import (
     summarize_multiclass,
 )
 from app.calibration.reliability import MAX_BINS, MIN_BINS
-from app.calibration.report import Report, bootstrap, view_measures
+from app.calibration.report import (
+    Report,
+    Resampled,
+    SmoothCurve,
+    bootstrap,
+    smooth_curve_of,
+    view_measures,
+)
 from app.calibration.resampled import View
 from app.calibration.weights import relative_weights
 
@@ -101,8 +108,55 @@ def reliability_reports(
         out.append(report)
         views.append(view)
         edges.append(report.bins.upper[:-1])
-    intervals = bootstrap(views, edges, [r.metrics for r in out], resamples)
-    return [replace(r, intervals=i) for r, i in zip(out, intervals, strict=True)]
+    resampled = bootstrap(views, edges, [r.metrics for r in out], resamples)
+    return [
+        replace(r, intervals=s.intervals, smooth=_smooth(view, r.metrics, s))
+        for r, view, s in zip(out, views, resampled, strict=True)
+    ]
+
+
+def _smooth(view: View, metrics: dict[str, Any], resampled: Resampled) -> SmoothCurve | None:
+    sigma = metrics.get("smooth_ece_sigma")
+    return None if sigma is None else smooth_curve_of(view, sigma, resampled.band)
+
+
+HEADLINE_EDGES = np.linspace(0.0, 1.0, 11)[1:-1]
+"""The headline ECE's bins: 10 of equal width."""
+
+
+def headline_resampled(
+    probability_sets: Sequence[FloatArray],
+    labels: NDArray[np.int64],
+    weights: FloatArray | None,
+    resamples: int = RESAMPLES,
+) -> tuple[list[dict[str, Any]], list[Resampled]]:
+    """The :func:`headline` metrics of several sets of probabilities for one labelled batch,
+    and their intervals and values on one set of shared resamples (paired: a difference
+    between two sets' values on the same resample is the difference on that resample)."""
+    check_resamples(resamples)
+    points = [headline(p, labels, weights) for p in probability_sets]
+    views = [_report_and_view(p, labels, weights, None)[1] for p in probability_sets]
+    edges = [HEADLINE_EDGES] * len(views)
+    return points, bootstrap(views, edges, points, resamples)
+
+
+FIT_ENTRIES = 2 * 10**8
+"""Resamples x rows behind a new version's ``metrics.cv`` intervals at most, above a floor of
+:data:`FIT_MIN_RESAMPLES`: 1000 resamples up to 2 x 10^5 rows, 200 at 10^6, 50 from 4 x 10^6
+(measured here: 1.6 s for both reports of 10^6 rows, ... of 10^7)."""
+FIT_MIN_RESAMPLES = 50
+
+
+def fit_resamples(n: int) -> int:
+    """The resamples behind a version's stored intervals for a batch of ``n`` rows."""
+    return max(FIT_MIN_RESAMPLES, min(RESAMPLES, FIT_ENTRIES // max(n, 1)))
+
+
+def with_intervals(metrics: dict[str, Any], resampled: Resampled) -> dict[str, Any]:
+    """The metrics with their intervals beside them, as every metrics object carries them."""
+    if not resampled.intervals:
+        return metrics
+    return {**metrics, "intervals": {k: list(v) for k, v in resampled.intervals.items()}}
 
 
 def auto_bins(weights: FloatArray) -> int:

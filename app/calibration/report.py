@@ -24,6 +24,7 @@ from threadpoolctl import threadpool_limits
 
 from app.calibration.base import FloatArray, JSONValue
 from app.calibration.bootstrap import (
+    LEVEL,
     Interval,
     Resamples,
     calibration_error_interval,
@@ -31,6 +32,7 @@ from app.calibration.bootstrap import (
     percentile_interval,
 )
 from app.calibration.budget import checkpoint, in_context
+from app.calibration.ici import ici
 from app.calibration.measures import (
     calibration_intercept,
     calibration_line,
@@ -39,9 +41,14 @@ from app.calibration.measures import (
 )
 from app.calibration.reliability import Bins
 from app.calibration.resampled import View, ViewResampler
+from app.calibration.smooth_ece import SmoothEceResampler, smooth_curve, smooth_ece
 
 CALIBRATION_ERRORS = ("ece", "smooth_ece")
 """Measures whose interval is :func:`~app.calibration.bootstrap.calibration_error_interval`."""
+SMOOTH_NULL_RESAMPLES = 200
+"""Consistency resamples behind the smooth ECE's test at 0 (the first chunks' only): its
+values there need grids finer than the bootstrap's (a calibrated model's width is small), and
+a 95% quantile of 200 draws is within a few percent of that of 1000."""
 PERCENTILE = ("log_loss", "brier", "accuracy", "auc", "calibration_slope", "calibration_intercept")
 """Measures whose interval is the percentile interval."""
 
@@ -102,17 +109,48 @@ class Report:
 def view_measures(view: View, n_bins: int) -> dict[str, float | None]:
     """The measures beyond the binned ones, for one view: the debiased L2 error on ``n_bins``
     equal-mass bins (unweighted batches only: Kumar et al.'s estimator counts rows), the
-    calibration slope and intercept, and Spiegelhalter's test."""
+    smooth ECE (:mod:`app.calibration.smooth_ece`, at its own width), the calibration slope
+    and intercept, Spiegelhalter's test, and the integrated calibration index with its
+    quantiles (:mod:`app.calibration.ici`)."""
     p, y, w = view.p, view.y, view.w
     unweighted = bool(w.min() == w.max())
     test = spiegelhalter(p, y, w)
+    smooth = smooth_ece(p, y, w)
+    index = ici(p, y, None if unweighted else w)
     return {
         "ece_debiased": ece_debiased(p, y, n_bins) if unweighted else None,
+        "smooth_ece": smooth.value,
+        "smooth_ece_sigma": smooth.sigma,
         "calibration_slope": None if (line := calibration_line(p, y, w)) is None else line.slope,
         "calibration_intercept": calibration_intercept(p, y, w),
         "spiegelhalter_z": None if test is None else test.z,
         "spiegelhalter_p": None if test is None else test.p_value,
+        "ici": None if index is None else index.ici,
+        "ici_e50": None if index is None else index.e50,
+        "ici_e90": None if index is None else index.e90,
+        "ici_emax": None if index is None else index.emax,
     }
+
+
+def smooth_curve_of(view: View, sigma: float, band: Band | None) -> SmoothCurve:
+    """The view's smoothed reliability curve at width ``sigma`` (relplot's diagram), with the
+    pointwise 95% band of its bootstrap resamples when there is one."""
+    curve = smooth_curve(view.p, view.y, view.w, sigma)
+    low, high = (None, None) if band is None else band
+    return SmoothCurve(sigma, curve.t, curve.mu, low, high, curve.density)
+
+
+Band = tuple[FloatArray, FloatArray]
+
+
+@dataclass(frozen=True)
+class Resampled:
+    """A view's intervals, each measure's values on the resamples (for paired differences
+    between views of one batch), and the band of its smoothed curve."""
+
+    intervals: dict[str, Interval]
+    values: dict[str, FloatArray]
+    band: Band | None = None
 
 
 def bootstrap(
@@ -122,26 +160,46 @@ def bootstrap(
     resamples: int,
     seed: int | None = None,
     n_jobs: int = 2,
-) -> list[dict[str, Interval]]:
-    """The 95% interval of each headline measure of each view, from one set of ``resamples``
-    Poisson resamples of the batch's rows shared by all views (and as many consistency
-    resamples for the calibration errors' test at 0). ``points`` holds each view's measured
-    values; a measure without one (None) gets no interval."""
+) -> list[Resampled]:
+    """The 95% interval of each measure of each view that has one, and its values on the
+    resamples, from one set of ``resamples`` Poisson resamples of the batch's rows shared by
+    all views (and as many consistency resamples for the calibration errors' test at 0).
+    ``points`` holds each view's measured values: a measure without one (None or absent)
+    gets no interval; the slope, intercept and smooth ECE are resampled only where measured,
+    and the smoothed curve (its band) where ``smooth_ece_sigma`` is given."""
     if resamples == 0 or not views:
-        return [{} for _ in views]
+        return [Resampled({}, {}) for _ in views]
     n = views[0].p.size
     draws = Resamples(n, resamples) if seed is None else Resamples(n, resamples, seed)
     samplers = []
     for view, edges, point in zip(views, inner_edges, points, strict=True):
-        line = calibration_line(view.p, view.y, view.w)
-        intercept = point.get("calibration_intercept")
-        samplers.append(ViewResampler(view, edges, line=line, offset_intercept=intercept))
+        measured = point.get("calibration_slope") is not None
+        line = calibration_line(view.p, view.y, view.w) if measured else None
+        smooth = (
+            SmoothEceResampler(view.p, view.y, view.w)
+            if point.get("smooth_ece") is not None
+            else None
+        )
+        samplers.append(
+            ViewResampler(
+                view,
+                edges,
+                line=line,
+                offset_intercept=point.get("calibration_intercept"),
+                smooth=smooth,
+                smooth_sigma=point.get("smooth_ece_sigma"),
+            )
+        )
 
     def chunk(start: int, stop: int) -> list[tuple[dict[str, FloatArray], dict[str, FloatArray]]]:
         checkpoint()
         counts, uniforms = draws.counts(start, stop), draws.uniforms(start, stop)
+        smooth = start < SMOOTH_NULL_RESAMPLES
         return [
-            (sampler.statistics(counts), sampler.consistent(consistent_labels(uniforms, view.p)))
+            (
+                sampler.statistics(counts),
+                sampler.consistent(consistent_labels(uniforms, view.p), smooth=smooth),
+            )
             for sampler, view in zip(samplers, views, strict=True)
         ]
 
@@ -158,7 +216,21 @@ def bootstrap(
         for into, null, (statistics, on_null) in zip(values, consistent, per_view, strict=True):
             _append(into, statistics, resamples, start)
             _append(null, on_null, resamples, start)
-    return [_intervals(*found) for found in zip(points, values, consistent, strict=True)]
+    out = []
+    for point, found, null in zip(points, values, consistent, strict=True):
+        curves = found.pop("smooth_curve", None)
+        out.append(Resampled(_intervals(point, found, null), found, _band(curves)))
+    return out
+
+
+def _band(curves: FloatArray | None) -> Band | None:
+    """The pointwise 2.5% and 97.5% quantiles of the resampled curves (resamples x mesh),
+    relplot's band; None without curves."""
+    if curves is None:
+        return None
+    with np.errstate(invalid="ignore"):
+        low, high = np.nanquantile(curves, [(1.0 - LEVEL) / 2.0, (1.0 + LEVEL) / 2.0], axis=0)
+    return low, high
 
 
 def _intervals(
@@ -187,5 +259,5 @@ def _append(
 ) -> None:
     for name, values in chunk.items():
         if name not in into:
-            into[name] = np.full(total, np.nan)
-        into[name][start : start + values.size] = values
+            into[name] = np.full((total, *values.shape[1:]), np.nan)
+        into[name][start : start + values.shape[0]] = values

@@ -35,7 +35,7 @@ from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.sparse import csr_matrix
+from scipy.sparse import csc_matrix
 from scipy.special import expit, logit
 
 from app.calibration.base import FloatArray
@@ -48,13 +48,20 @@ NEWTON_STEPS = 3
 rows; larger batches take the first only (its error shrinks as 1/n, the spread as 1/sqrt(n):
 measured, under 7% of the spread at 5000 rows)."""
 STEPPED_ROWS = 20_000
+SCATTER_ROWS = 1 << 20
+"""Rows per slice of a scatter, which holds the GIL (about 15 ms each)."""
 EPS = 1e-15
 
 
 class SmoothResampler(Protocol):
-    """What the bootstrap needs of the smooth ECE: its value per resample."""
+    """What the bootstrap needs of the smooth ECE (:class:`~app.calibration.smooth_ece.
+    SmoothEceResampler`): its value per resample, and the smoothed curve per resample."""
 
-    def values(self, weights: Float32Array, labels: Float32Array | None = None) -> FloatArray: ...
+    def values(
+        self, weights: Float32Array | None, labels: Float32Array | None = None
+    ) -> FloatArray: ...
+
+    def curves(self, weights: Float32Array, sigma: float) -> FloatArray: ...
 
 
 @dataclass(frozen=True)
@@ -81,57 +88,87 @@ class ViewResampler:
         line: Line | None,
         offset_intercept: float | None,
         smooth: SmoothResampler | None = None,
+        smooth_sigma: float | None = None,
     ) -> None:
-        by_p = np.argsort(view.p, kind="stable")
+        by_p = np.argsort(view.p)  # ties in any order: atoms are cut only where p changes
         p_sorted = view.p[by_p]
-        atoms = _atoms(p_sorted, np.searchsorted(p_sorted, inner_edges, side="right"))
-        atom_of_row = np.empty(p_sorted.size, dtype=np.intp)
-        atom_of_row[by_p] = np.repeat(
-            np.arange(atoms.size), np.diff(np.append(atoms, p_sorted.size))
-        )
+        atoms, distinct = _atoms(p_sorted, np.searchsorted(p_sorted, inner_edges, side="right"))
+        # each row's atom: a running count of atom starts in sorted order, scattered back to
+        # the batch's order a slice at a time (one scatter of 10^7 rows holds the GIL for
+        # 0.15 s, stalling the event loop; a search by p releases it but costs 1 s)
+        starts = np.zeros(p_sorted.size, dtype=np.int32)
+        starts[atoms[1:]] = 1
+        sorted_atoms = np.cumsum(starts, dtype=np.int32)
+        atom_of_row = np.empty(p_sorted.size, dtype=np.int32)
+        for first in range(0, p_sorted.size, SCATTER_ROWS):
+            rows = slice(first, first + SCATTER_ROWS)
+            atom_of_row[by_p[rows]] = sorted_atoms[rows]
         p, y, w = view.p, view.y, view.w
         self.p, self.y, self.w = p, y, w
         self.unit_weights = bool(w.min() == w.max() == 1.0)
-        self.smooth = smooth
+        self.smooth, self.smooth_sigma = smooth, smooth_sigma
         terms = view.terms()
         self.names = list(terms)
         self.n_atoms = atoms.size
         # each atom's negative and positive weight: a sparse product with the rows' (atom,
-        # label) cell, in the batch's order (no gather of the counts)
-        cell = atom_of_row * 2 + (y > 0)
-        # and each bin's sum of p - y, for the ECE: rows 2 x atoms + bin of one sparse matrix
+        # label) cell, in the batch's order (no gather of the counts); and each bin's sum of
+        # p - y, for the ECE: two entries per row (column) of one sparse matrix, built as CSC
+        # directly (no sort; its product with the counts is also the fastest, measured)
         bins = np.searchsorted(inner_edges, p)  # a point on an edge belongs to the lower bin
-        rows = np.arange(p.size)
-        self.cells_by_row = csr_matrix(
-            (
-                np.concatenate([np.ones(p.size), p - y]).astype(np.float32),
-                (np.concatenate([cell, 2 * atoms.size + bins]), np.concatenate([rows, rows])),
-            ),
-            shape=(2 * atoms.size + inner_edges.size + 1, p.size),
+        n_cells = 2 * atoms.size + inner_edges.size + 1
+        values = np.ones(2 * p.size, dtype=np.float32)
+        np.subtract(p, y, out=values[1::2], casting="same_kind")
+        index = np.int32 if 2 * p.size < np.iinfo(np.int32).max else np.int64  # scipy's own
+        cells = np.empty(2 * p.size, dtype=index)
+        np.add(atom_of_row * 2, y > 0, out=cells[0::2], casting="unsafe")
+        np.add(bins, 2 * atoms.size, out=cells[1::2], casting="unsafe")
+        self.cells_by_row = csc_matrix(
+            (values, cells, np.arange(0, 2 * p.size + 1, 2, dtype=index)), shape=(n_cells, p.size)
         )
         z = logit(np.clip(p, EPS, 1.0 - EPS))
         self.z = z
-        columns = [np.ones_like(p), y, *(np.asarray(terms[k]) for k in self.names)]
+        # the per-row terms as the rows of one float32 matrix, written row by row (a
+        # column_stack of ten batch-long columns costs more than everything else here)
+        k = 2 + len(self.names) + 5 * (line is not None) + 2 * (offset_intercept is not None)
+        self.terms = np.empty((k, p.size), dtype=np.float32)
+        self.terms[0] = 1.0
+        self.terms[1] = y
+        for j, name in enumerate(self.names):
+            self.terms[2 + j] = terms[name]
+        k = 2 + len(self.names)
         self.line = line
         if line is not None:
             mu = expit(line.intercept + line.slope * z)
             h = mu * (1.0 - mu)
-            columns += [y - mu, (y - mu) * z, h, h * z, h * z * z]
+            residual = y - mu
+            self.terms[k] = residual
+            self.terms[k + 1] = residual * z
+            self.terms[k + 2] = h
+            h *= z
+            self.terms[k + 3] = h
+            h *= z
+            self.terms[k + 4] = h
+            k += 5
         self.offset_intercept = offset_intercept
         if offset_intercept is not None:
             mu = expit(offset_intercept + z)
-            columns += [y - mu, mu * (1.0 - mu)]
-        self.columns = np.column_stack(columns).astype(np.float32)
+            self.terms[k] = y - mu
+            mu *= 1.0 - mu
+            self.terms[k + 1] = mu
         # the consistency resamples' bin sums: sum w y* per bin, against the fixed sum w p
-        self.bin_weights = np.zeros((p.size, inner_edges.size + 1), dtype=np.float32)
-        self.bin_weights[np.arange(p.size), bins] = w
-        self.bin_predicted = p @ self.bin_weights.astype(np.float64)
-        self.within_auc = _within_atoms_auc(p_sorted, (y * w)[by_p], ((1.0 - y) * w)[by_p], atoms)
+        self.bin_weights = csc_matrix(
+            (w.astype(np.float32), bins.astype(index), np.arange(p.size + 1, dtype=index)),
+            shape=(inner_edges.size + 1, p.size),
+        )
+        self.bin_predicted = np.bincount(bins, w * p, minlength=inner_edges.size + 1)
+        self.within_auc = _within_atoms_auc(
+            p_sorted, (y * w)[by_p], ((1.0 - y) * w)[by_p], atoms, distinct
+        )
 
     def statistics(self, counts: Float32Array) -> dict[str, FloatArray]:
         """Each measure on each resample of ``counts`` (rows x resamples, batch order)."""
         c = counts if self.unit_weights else counts * self.w[:, None].astype(np.float32)
-        sums = (self.columns.T @ c).T.astype(np.float64)
+        sums = (self.terms @ c).T.astype(np.float64)
         total, positive = sums[:, 0], sums[:, 1]
         out: dict[str, FloatArray] = {}
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -149,17 +186,18 @@ class ViewResampler:
             out["auc"] = self._auc(cells[:, 1:atoms:2], cells[:, 0:atoms:2], positive, total)
         if self.smooth is not None:
             out["smooth_ece"] = self.smooth.values(c)
+            if self.smooth_sigma is not None:  # the curve at the batch's own width, per resample
+                out["smooth_curve"] = self.smooth.curves(c, self.smooth_sigma)
         return out
 
-    def consistent(self, labels: NDArray[np.bool_]) -> dict[str, FloatArray]:
-        """The binned and smooth ECE on consistency resamples (labels rows x resamples, batch
-        order, drawn from p), with the view's own weights."""
+    def consistent(self, labels: NDArray[np.bool_], smooth: bool = True) -> dict[str, FloatArray]:
+        """The binned and (if ``smooth``) smooth ECE on consistency resamples (labels rows x
+        resamples, batch order, drawn from p), with the view's own weights."""
         y = labels.astype(np.float32)
-        gap = self.bin_predicted - (self.bin_weights.T @ y).T.astype(np.float64)
+        gap = self.bin_predicted - np.asarray(self.bin_weights @ y, dtype=np.float64).T
         out = {"ece": np.abs(gap).sum(axis=1) / self.w.sum()}
-        if self.smooth is not None:
-            weights = np.broadcast_to(self.w[:, None], y.shape)
-            out["smooth_ece"] = self.smooth.values(np.ascontiguousarray(weights), y)
+        if self.smooth is not None and smooth:
+            out["smooth_ece"] = self.smooth.values(None, y)
         return out
 
     def _slope(self, c: Float32Array, s: FloatArray) -> FloatArray:
@@ -211,26 +249,38 @@ class ViewResampler:
         return auc
 
 
-def _atoms(p: FloatArray, bin_starts: NDArray[np.intp]) -> NDArray[np.intp]:
+def _atoms(p: FloatArray, bin_starts: NDArray[np.intp]) -> tuple[NDArray[np.intp], int]:
     """Starts of at most AUC_ATOMS + bins runs of sorted rows, cut only where p changes, and at
-    every bin's start."""
+    every bin's start; and the number of distinct p. Every change is a cut when there are at
+    most AUC_ATOMS of them; else the cuts are the first change at or after AUC_ATOMS evenly
+    spaced rows, found by search (an index of every change would hold the GIL for 50 ms on
+    10^7 rows)."""
     n = p.size
-    changes = np.flatnonzero(p[1:] != p[:-1]) + 1
-    if changes.size > AUC_ATOMS:
-        wanted = np.linspace(0, n, AUC_ATOMS + 1)[1:-1]
-        changes = changes[np.minimum(np.searchsorted(changes, wanted), changes.size - 1)]
+    distinct = 1 + int(np.count_nonzero(p[1:] != p[:-1]))
+    if distinct - 1 <= AUC_ATOMS:
+        changes = np.flatnonzero(p[1:] != p[:-1]) + 1
+    else:
+        wanted = np.ceil(np.linspace(0, n, AUC_ATOMS + 1)[1:-1]).astype(np.intp)
+        changes = np.searchsorted(p, p[np.maximum(wanted, 1) - 1], side="right")
+        changes = changes[changes < n]
     starts = np.unique(np.concatenate([[0], changes, bin_starts]))
     atoms: NDArray[np.intp] = starts[starts < n]
-    return atoms
+    return atoms, distinct
 
 
 def _within_atoms_auc(
-    p: FloatArray, wy: FloatArray, wn: FloatArray, atoms: NDArray[np.intp]
+    p: FloatArray, wy: FloatArray, wn: FloatArray, atoms: NDArray[np.intp], distinct: int
 ) -> float:
     """The exact Mann-Whitney sum minus its atom-level reading, on the batch: what the pairs
-    within atoms whose p differ add beyond half their weight."""
-    groups = np.concatenate([[0], np.flatnonzero(p[1:] != p[:-1]) + 1])
-    exact = _pairs(np.add.reduceat(wy, groups), np.add.reduceat(wn, groups))
+    within atoms whose p differ add beyond half their weight. Nothing when every change of p
+    is a cut; over rows when every p is distinct."""
+    if distinct - 1 <= AUC_ATOMS:
+        return 0.0
+    if distinct == p.size:
+        exact = _pairs(wy, wn)
+    else:
+        groups = np.concatenate([[0], np.flatnonzero(p[1:] != p[:-1]) + 1])
+        exact = _pairs(np.add.reduceat(wy, groups), np.add.reduceat(wn, groups))
     return exact - _pairs(np.add.reduceat(wy, atoms), np.add.reduceat(wn, atoms))
 
 

@@ -98,3 +98,90 @@ def test_posted_diagnostics_bad_input(client: TestClient, fitted: dict[str, obje
     )
     good = {"scores": [0.1, 0.2], "labels": [0, 1]}
     assert_problem(client.post(f"{BASE}/versions/7/diagnostics", json=good), 404, "7")
+
+
+def test_posted_diagnostics_new_measures_match_their_references(
+    client: TestClient, fitted: dict[str, object]
+) -> None:
+    """smooth ECE and its width against relplot, ICI against statsmodels' LOWESS, slope and
+    intercept against statsmodels' GLM, Spiegelhalter's z by its closed form, all through the
+    API on a fresh batch."""
+    import relplot
+    import statsmodels.api as sm
+    from statsmodels.nonparametric.smoothers_lowess import lowess
+
+    fresh = sigmoid_batch(1500, seed=5, a=3.0, b=1.0)  # miscalibrated for version 1
+    r = client.post(f"{BASE}/versions/1/diagnostics?bootstrap=200", json=fresh)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert d["bootstrap"] == 200
+    p = np.array(
+        client.post(f"{BASE}/predict", json={"scores": fresh["scores"], "version": 1}).json()[
+            "probabilities"
+        ]
+    )
+    y = np.array(fresh["labels"], dtype=float)
+    m = d["calibrated"]["metrics"]
+    value, width = relplot.smECE(p, y, eps=0.001, return_width=True)
+    assert m["smooth_ece"] == pytest.approx(value, abs=1e-9)
+    assert m["smooth_ece_sigma"] == width
+    assert d["calibrated"]["smooth"]["sigma"] == width
+    smoothed = np.clip(lowess(y, p, frac=0.75, it=0, delta=0.0, return_sorted=False), 0, 1)
+    assert m["ici"] == pytest.approx(np.abs(p - smoothed).mean(), abs=1e-6)
+    assert m["ici_emax"] == pytest.approx(np.abs(p - smoothed).max(), abs=1e-4)
+    z = np.log(p / (1 - p))
+    glm = sm.GLM(y, sm.add_constant(z), family=sm.families.Binomial()).fit()
+    assert m["calibration_slope"] == pytest.approx(glm.params[1], abs=1e-6)
+    offset = sm.GLM(y, np.ones_like(z), family=sm.families.Binomial(), offset=z).fit()
+    assert m["calibration_intercept"] == pytest.approx(offset.params[0], abs=1e-6)
+    spiegelhalter = np.sum((y - p) * (1 - 2 * p)) / np.sqrt(np.sum((1 - 2 * p) ** 2 * p * (1 - p)))
+    assert m["spiegelhalter_z"] == pytest.approx(spiegelhalter, abs=1e-9)
+    # every headline measure has its interval, around its value (ECE's may end below it)
+    intervals = m["intervals"]
+    for name in ("log_loss", "brier", "auc", "calibration_slope", "calibration_intercept"):
+        low, high = intervals[name]
+        assert low <= m[name] <= high, name
+    for name in ("ece", "smooth_ece"):
+        low, high = intervals[name]
+        assert 0 <= low <= high, name
+    assert intervals["smooth_ece"][0] > 0  # this batch is visibly miscalibrated
+    curve = d["calibrated"]["smooth"]
+    assert len(curve["x"]) == len(curve["y"]) == len(curve["low"]) == len(curve["density"]) == 200
+    inside = np.array(curve["density"]) > 0.5  # where the predictions are, the band holds y
+    assert np.all(np.array(curve["low"])[inside] <= np.array(curve["y"])[inside] + 1e-3)
+    assert np.all(np.array(curve["y"])[inside] <= np.array(curve["high"])[inside] + 1e-3)
+
+
+def test_bootstrap_is_seeded_and_zero_turns_it_off(
+    client: TestClient, fitted: dict[str, object]
+) -> None:
+    url = f"{BASE}/versions/1/diagnostics"
+    first, again = (client.get(f"{url}?bootstrap=100").json() for _ in range(2))
+    assert (
+        first["calibrated"]["metrics"]["intervals"] == again["calibrated"]["metrics"]["intervals"]
+    )
+    off = client.get(f"{url}?bootstrap=0").json()
+    assert off["bootstrap"] == 0
+    assert (
+        "intervals" not in off["calibrated"]["metrics"]
+        or not off["calibrated"]["metrics"]["intervals"]
+    )
+    assert off["calibrated"]["smooth"]["low"] is None
+    assert (
+        off["calibrated"]["metrics"]["smooth_ece"] == first["calibrated"]["metrics"]["smooth_ece"]
+    )
+    assert_problem(client.get(f"{url}?bootstrap=10001"), 422, "bootstrap")
+    assert_problem(client.get(f"{url}?bootstrap=-1"), 422, "bootstrap")
+
+
+def test_n_bins_auto_is_the_cube_root_rule(client: TestClient, fitted: dict[str, object]) -> None:
+    d = client.get(f"{BASE}/versions/1/diagnostics?n_bins=auto&bootstrap=0").json()
+    assert d["n_bins"] == 9  # 600 rows: 8^3 = 512 < 600 <= 729 = 9^3
+    assert len(d["calibrated"]["bins"]) == 9
+    fresh = sigmoid_batch(1000, seed=3)
+    posted = client.post(
+        f"{BASE}/versions/1/diagnostics?bootstrap=0", json={**fresh, "n_bins": "auto"}
+    )
+    assert posted.status_code == 200, posted.text
+    assert posted.json()["n_bins"] == 10  # 1000 = 10^3
+    assert_problem(client.get(f"{BASE}/versions/1/diagnostics?n_bins=many"), 422, "n_bins")

@@ -73,3 +73,61 @@ def test_multiclass_picture_and_errors(client: TestClient) -> None:
     assert_problem(
         client.get("/v1/calibrators/digits/versions/1/diagnostics.png?n_bins=1"), 422, "n_bins"
     )
+
+
+def test_smooth_curves_and_their_bands(client: TestClient) -> None:
+    assert (
+        client.post(f"{BASE}/fit", json={**sigmoid_batch(600), "method": "platt"}).status_code
+        == 201
+    )
+    url = f"{BASE}/versions/1/diagnostics.svg"
+    binned = ids(client.get(f"{url}?bootstrap=50").content)
+    assert "calibrated-curve" in binned
+    assert "calibrated-smooth" not in binned
+    smooth = ids(client.get(f"{url}?bootstrap=50&curve=smooth").content)
+    assert {"calibrated-smooth", "raw-smooth", "calibrated-band", "raw-band"} <= smooth
+    assert "calibrated-curve" not in smooth
+    both = ids(client.get(f"{url}?bootstrap=50&curve=both").content)
+    assert {"calibrated-smooth", "calibrated-band", "calibrated-curve", "raw-curve"} <= both
+    unbanded = ids(client.get(f"{url}?bootstrap=0&curve=smooth").content)
+    assert "calibrated-smooth" in unbanded
+    assert "calibrated-band" not in unbanded  # no resamples, no band
+    fresh = sigmoid_batch(400, seed=8)
+    posted = client.post(
+        f"{BASE}/versions/1/diagnostics?bootstrap=50",
+        json={**fresh, "curve": "both"},
+        headers={"accept": "image/svg+xml"},
+    )
+    assert {"calibrated-smooth", "calibrated-curve"} <= ids(posted.content)
+    assert_problem(client.get(f"{url}?curve=wiggly"), 422, "curve")
+
+
+def test_compare_picture_overlays_the_versions_best_first(client: TestClient) -> None:
+    batch = sigmoid_batch(500)
+    for method in ("platt", "isotonic", "histogram_binning"):
+        assert client.post(f"{BASE}/fit", json={**batch, "method": method}).status_code == 201
+    fresh = sigmoid_batch(600, seed=4)
+    r = client.post(f"{BASE}/compare?curve=both", json=fresh, headers={"accept": "image/svg+xml"})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("image/svg+xml")
+    found = ids(r.content)
+    for i in range(3):
+        assert {f"version-{i}-curve", f"version-{i}-smooth"} <= found
+    ranked = client.post(f"{BASE}/compare?bootstrap=0", json=fresh).json()["versions"]
+    best = ranked[0]
+    assert f"v{best['version']} {best['method']}".encode() in r.content
+    text = r.content.decode()
+    positions = [text.index(f"v{row['version']} {row['method']}") for row in ranked]
+    assert positions == sorted(positions)  # the legend lists them best first
+    png = client.post(
+        f"{BASE}/compare", json={**fresh, "versions": [1, 2]}, headers={"accept": "image/png"}
+    )
+    assert png.headers["content-type"] == "image/png"
+    assert matplotlib.image.imread(io.BytesIO(png.content), format="png").shape[:2] == (700, 800)
+    assert_problem(
+        client.post(
+            f"{BASE}/compare", json={**fresh, "versions": [9]}, headers={"accept": "image/png"}
+        ),
+        404,
+        "9",
+    )
