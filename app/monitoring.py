@@ -8,7 +8,9 @@ For each time window (``1h``, ``1d`` or ``7d``) and each version that answered i
   :func:`app.calibration.metrics.summarize` defines them;
 - a shift of the raw scores against the version's fitting batch that needs no labels: the
   population stability index over the batch's deciles and the two-sample
-  Kolmogorov-Smirnov statistic (:class:`~app.monitoring_sums.Reference`).
+  Kolmogorov-Smirnov statistic (:class:`~app.monitoring_sums.Reference`);
+- 95% intervals on the window's log loss, Brier score and ECE (``resamples`` draws), from
+  sums too (:meth:`~app.monitoring_sums.CalibrationSums.intervals`).
 
 A window without traffic is one row of zeros and nulls, as an empty reliability bin is.
 A k-class version's window has the multiclass log loss and Brier score, the top-label ECE,
@@ -95,6 +97,7 @@ class Monitor:
         *,
         version: int | None = None,
         n_bins: int = 10,
+        resamples: int = 0,
     ) -> None:
         self.since, self.until = since, until
         self.width = WINDOW_SECONDS[window]
@@ -102,6 +105,7 @@ class Monitor:
         self.references = references
         self.version = version
         self.n_bins = n_bins
+        self.resamples = resamples
         self.sums: dict[tuple[int, int], _WindowSums] = {}
         self.open_shifts: dict[tuple[int, int], ShiftSums] = {}  # of the window being read
         self.saw_k_class = False  # whether some rows are of k-class versions
@@ -169,7 +173,7 @@ class Monitor:
             wanted = [self.version] if self.version is not None else answered.get(w) or [None]
             for version in wanted:
                 sums = self.sums.get((w, version)) if version is not None else None
-                rows.append(_row(sums or _WindowSums(), begin, end, version))
+                rows.append(_row(sums or _WindowSums(), begin, end, version, self.resamples))
         return rows
 
     def _windows(self, seconds: FloatArray) -> NDArray[np.int64]:
@@ -202,7 +206,9 @@ def _by_window_and_version(
         yield (int(windows[part[0]]), int(versions[part[0]])), part
 
 
-def _row(sums: _WindowSums, start: datetime, end: datetime, version: int | None) -> dict[str, Any]:
+def _row(
+    sums: _WindowSums, start: datetime, end: datetime, version: int | None, resamples: int
+) -> dict[str, Any]:
     row: dict[str, Any] = {
         "start": start,
         "end": end,
@@ -219,5 +225,8 @@ def _row(sums: _WindowSums, start: datetime, end: datetime, version: int | None)
     }
     if sums.calibration is not None:
         row.update(sums.calibration.result())
+        intervals = sums.calibration.intervals(resamples)
+        if intervals:
+            row["intervals"] = {k: list(v) for k, v in intervals.items()}
     row.update(sums.shift)
     return row

@@ -8,6 +8,8 @@ chunk by chunk and reads their results once the window has been read.
   loss, Brier score and the binned ECE of the labelled predictions, as
   :func:`app.calibration.metrics.summarize` defines them (binary), or their top-label
   readings (k-class: :func:`app.calibration.multiclass_metrics.top_label`);
+  with 95% intervals on the log loss, Brier score and ECE from second moments per bin
+  (:meth:`CalibrationSums.intervals`);
 - :class:`ShiftSums`: the population stability index over the fitting batch's deciles and the
   two-sample Kolmogorov-Smirnov statistic of the raw scores against the batch
   (:class:`Reference`).
@@ -19,7 +21,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration.base import FloatArray
+from app.calibration.bootstrap import SEED, calibration_error_interval, percentile_interval
 
+TERMS = 4
+"""The per-row terms whose sums make a window's measures: 1, p - y, loss, Brier."""
 PSI_BINS = 10
 PSI_FLOOR = 1e-4
 """Bin shares are floored at this before the logarithm (an empty bin would be infinite)."""
@@ -65,13 +70,18 @@ class Reference:
 class CalibrationSums:
     """Sums over labelled predictions: the count, the predicted and observed sums, the
     losses, and the reliability bins' (uniform, ``n_bins``). Binary rows add p and y;
-    k-class rows their top-label confidence and correctness."""
+    k-class rows their top-label confidence and correctness.
+
+    For the intervals, each bin also keeps the second moments of its rows' terms
+    x = (1, p - y, loss, Brier) and the sum of p (1 - p): :meth:`intervals`."""
 
     def __init__(self, n_bins: int) -> None:
         self.inner = np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
         self.n = 0
         self.predicted = self.observed = self.loss = self.brier = 0.0
         self.bins = np.zeros((3, n_bins))  # count, sum predicted, sum observed
+        self.moments = np.zeros((n_bins, TERMS, TERMS))  # sum x x^T per bin (x[0] = 1)
+        self.spread = np.zeros(n_bins)  # sum p (1 - p) per bin
 
     def add(
         self, predicted: FloatArray, observed: FloatArray, loss: FloatArray, brier: FloatArray
@@ -83,8 +93,17 @@ class CalibrationSums:
         self.loss += float(loss.sum())
         self.brier += float(brier.sum())
         which = np.searchsorted(self.inner, predicted)  # the bins of reliability_bins
+        size = self.spread.size
         for sums, values in zip(self.bins, (None, predicted, observed), strict=True):
-            sums += np.bincount(which, values, minlength=sums.size)
+            sums += np.bincount(which, values, minlength=size)
+        terms = (np.ones_like(predicted), predicted - observed, loss, brier)
+        for j in range(TERMS):  # a loop over the ten pairs of terms, not over rows
+            for k in range(j, TERMS):
+                summed = np.bincount(which, terms[j] * terms[k], minlength=size)
+                self.moments[:, j, k] += summed
+                if k != j:
+                    self.moments[:, k, j] += summed
+        self.spread += np.bincount(which, predicted * (1.0 - predicted), minlength=size)
 
     def result(self) -> dict[str, float]:
         """mean_predicted, observed_rate, log_loss, brier and ece: the ECE is sum over bins of
@@ -100,6 +119,46 @@ class CalibrationSums:
             "brier": self.brier / self.n,
             "ece": float(count[filled] / self.n @ gaps),
         }
+
+    def intervals(self, resamples: int, seed: int = SEED) -> dict[str, tuple[float, float]]:
+        """95% intervals of the log loss, Brier score and ECE from ``resamples`` draws (0:
+        none), in time that does not grow with the traffic.
+
+        A Poisson bootstrap resample's sums over a bin, T = sum c_i x_i with independent
+        c_i ~ Poisson(1), have mean sum x_i and covariance sum x_i x_i^T, the bins being
+        independent; here each bin's T is drawn from the Gaussian with that mean and
+        covariance (the bootstrap's own first two moments; the central limit theorem over
+        the bin's rows), and each draw gives the measures as the sums give them. The ECE's
+        interval is :func:`~app.calibration.bootstrap.calibration_error_interval`, its
+        consistency draws the bins' sum of p - y* for labels y* ~ Bernoulli(p): mean 0,
+        variance sum p (1 - p)."""
+        if resamples == 0 or self.n < 2:
+            return {}
+        rng = np.random.default_rng(seed)
+        means, covariance = self.moments[:, :, 0], self.moments  # sum x = sum x x[0]
+        draws = np.empty((resamples, self.spread.size, TERMS))
+        for b in range(self.spread.size):  # a loop over bins: a Gaussian of four terms each
+            draws[:, b] = rng.multivariate_normal(
+                means[b], covariance[b], size=resamples, method="eigh"
+            )
+        count = np.maximum(draws[:, :, 0].sum(axis=1), 1e-300)
+        values = {
+            "log_loss": draws[:, :, 2].sum(axis=1) / count,
+            "brier": draws[:, :, 3].sum(axis=1) / count,
+            "ece": np.abs(draws[:, :, 1]).sum(axis=1) / count,
+        }
+        consistent = np.abs(rng.normal(size=(resamples, self.spread.size)) * np.sqrt(self.spread))
+        point = self.result()
+        found: dict[str, tuple[float, float]] = {}
+        for name in ("log_loss", "brier"):
+            interval = percentile_interval(values[name])
+            if interval is not None:
+                found[name] = interval
+        null = consistent.sum(axis=1) / self.n
+        ece = calibration_error_interval(point["ece"], values["ece"], null)
+        if ece is not None:
+            found["ece"] = ece
+        return found
 
 
 class ShiftSums:

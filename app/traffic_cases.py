@@ -58,6 +58,7 @@ class TrafficCases:
         selector: Selector | None = None,
         *,
         n_bins: int = 10,
+        resamples: int = 0,
     ) -> list[dict[str, Any]]:
         """Live calibration of ``name``'s logged traffic per window and version
         (:mod:`app.monitoring`); with ``selector``, of that version's traffic only. Read as
@@ -71,7 +72,15 @@ class TrafficCases:
             version = None if selector is None else repo.get_version(name, selector).version
             versions = list(repo.traffic_counts(name, since, until, version))
             references = self._references(repo, name, versions)
-            monitor = Monitor(since, until, window, references, version=version, n_bins=n_bins)
+            monitor = Monitor(
+                since,
+                until,
+                window,
+                references,
+                version=version,
+                n_bins=n_bins,
+                resamples=resamples,
+            )
             for chunk in repo.traffic_chunks(name, since, until, version):
                 monitor.add_traffic(chunk)
             if monitor.saw_k_class:

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
+from app.calibration.bootstrap import RESAMPLES
 from app.diagnosis import DEFAULT_BINS, MEDIA_TYPES, ImageFormat
 from app.errors import invalid
 from app.monitoring import MAX_WINDOWS, WINDOW_SECONDS, Window, in_utc, window_start
@@ -19,7 +20,7 @@ from app.store import Selector
 from .bodies import parse_outcomes
 from .contracts import OutcomesBody
 from .deps import NameParam, ServiceDep, json_response, off_loop, parse_selector, read_job_body
-from .diagnostics import FixedBins, ReportQuery, diagnostics_document
+from .diagnostics import FixedBins, ReportQuery, Resamples, diagnostics_document
 from .openapi_docs import ERRORS, add_picture_route, body_doc
 from .schemas import OutcomesOut, TrafficDiagnosticsOut
 
@@ -42,6 +43,7 @@ class Monitored:
     until: datetime
     version: str | None
     n_bins: int
+    bootstrap: int = 0
 
 
 def monitoring_query(
@@ -54,10 +56,11 @@ def monitoring_query(
     ] = None,
     version: VersionFilter = None,
     n_bins: FixedBins = DEFAULT_BINS,
+    bootstrap: Resamples = RESAMPLES,
 ) -> Monitored:
     """The query parameters of the monitoring JSON and pictures, one definition for all."""
     start, end = _range(window, since, until)
-    return Monitored(window, start, end, version, n_bins)
+    return Monitored(window, start, end, version, n_bins, bootstrap)
 
 
 MonitoringQuery = Annotated[Monitored, Depends(monitoring_query)]
@@ -98,9 +101,10 @@ async def monitoring(
     name: NameParam, request: Request, service: ServiceDep, query: MonitoringQuery
 ) -> Response:
     """One row per window and version that answered in it: traffic, calibration on the
-    labelled predictions (mean predicted against observed rate, log loss, Brier, ECE), and
-    the raw scores' shift from the version's fitting batch (PSI, KS). Empty windows have
-    nulls."""
+    labelled predictions (mean predicted against observed rate, log loss, Brier, ECE, and
+    their 95% `intervals` from `bootstrap` draws of the Gaussian with the Poisson bootstrap's
+    moments per bin, kept as sums so the cost does not grow with the traffic), and the raw
+    scores' shift from the version's fitting batch (PSI, KS). Empty windows have nulls."""
     rows = await off_loop(
         request,
         service.live.monitoring,
@@ -110,6 +114,7 @@ async def monitoring(
         query.until,
         _selector(name, query.version),
         n_bins=query.n_bins,
+        resamples=query.bootstrap,
     )
     return json_response(
         {

@@ -97,7 +97,12 @@ def test_each_window_against_numpy_scikit_learn_and_scipy(
         assert row["ks"] == pytest.approx(ks_2samp(traffic["reference"], seen).statistic, rel=1e-12)
         assert row["psi"] == pytest.approx(psi(traffic["reference"], seen), rel=1e-9)
         assert row["psi"] > 0.1  # the traffic was drawn shifted
+        for name in ("log_loss", "brier"):  # the default bootstrap's intervals
+            low, high = row["intervals"][name]
+            assert low < row[name] < high
+        assert 0.0 <= row["intervals"]["ece"][0] <= row["intervals"]["ece"][1]
     empty = rows[2]
+    assert "intervals" not in empty
     assert empty["n_predictions"] == 0
     assert {k: empty[k] for k in ("log_loss", "brier", "ece", "psi", "ks")} == dict.fromkeys(
         ("log_loss", "brier", "ece", "psi", "ks")

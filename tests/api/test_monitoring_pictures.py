@@ -179,7 +179,7 @@ def test_diagnostics_of_every_version_against_scikit_learn(
     assert metrics["log_loss"] == pytest.approx(log_loss(y, p), rel=1e-9)
     assert metrics["ece"] == pytest.approx(ece(p, y), rel=1e-9)
     assert sum(b["count"] for b in got["calibrated"]["bins"]) == 150
-    assert {"bins", "metrics"} == got["raw"].keys()
+    assert {"bins", "metrics", "smooth"} == got["raw"].keys()
 
 
 def test_the_default_range_is_the_last_30_days(fitted: TestClient) -> None:
