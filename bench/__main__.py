@@ -6,6 +6,7 @@ import argparse
 import time
 
 from bench.columnar import columnar_rows
+from bench.diagnostics import diagnostics_rows
 from bench.fits import sklearn_rows, variant_rows
 from bench.kernels import kernel_rows
 from bench.memory import memory_rows
@@ -25,12 +26,14 @@ def main() -> None:
         rows += kernel_rows(10**5, 5)
         rows += memory_rows(10**5)
         rows += columnar_rows(10**4)
+        rows += diagnostics_rows([10**4])
     else:
         rows += sklearn_rows([10**4, 10**5, 10**6, 10**7])
         rows += variant_rows([10**4, 10**5])
         rows += kernel_rows(10**6, 7)
         rows += memory_rows(10**7)
         rows += columnar_rows(10**7)
+        rows += diagnostics_rows([10**5, 10**6])
         from bench.http import http_rows  # needs wrk; imported only for the full run
         from bench.traffic import traffic_rows  # needs PostgreSQL's server
 

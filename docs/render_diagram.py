@@ -1,4 +1,5 @@
-"""Render the README's reliability diagram from a real fit: ``python docs/render_diagram.py``.
+"""Render the README's reliability diagrams from a real fit: ``python docs/render_diagram.py``
+(the binned diagram, and the smooth curves with their bands over the bins).
 
 Scores are a naive-Bayes-like distortion of the true probability (pushed towards 0 and 1), the
 case Predicting Good Probabilities With Supervised Learning shows isotonic regression fixing.
@@ -30,11 +31,16 @@ def main() -> None:
         with TestClient(create_app(Settings(database_url=url))) as client:
             body = {"scores": scores.tolist(), "labels": y.tolist(), "method": "isotonic"}
             assert client.post("/v1/calibrators/naive-bayes/fit", json=body).status_code == 201
-            image = client.get("/v1/calibrators/naive-bayes/versions/1/diagnostics.png")
-            image.raise_for_status()
-    target = Path(__file__).with_name("reliability-diagram.png")
-    target.write_bytes(image.content)
-    print(f"wrote {target} ({len(image.content)} bytes)")
+            url = "/v1/calibrators/naive-bayes/versions/1/diagnostics.png"
+            images = {
+                "reliability-diagram.png": client.get(url),
+                "smooth-diagram.png": client.get(f"{url}?curve=both"),
+            }
+    for name, image in images.items():
+        image.raise_for_status()
+        target = Path(__file__).with_name(name)
+        target.write_bytes(image.content)
+        print(f"wrote {target} ({len(image.content)} bytes)")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ EXPECTED = {
     ("columnar", "isotonic fit wall time, Parquet / JSON", "1e4"),
     ("columnar", "server peak RSS, Parquet / JSON", "1e4"),
     ("columnar", "server + children peak RSS, Parquet / JSON", "1e4"),
+    ("diagnostics", "both reports, 1000 resamples / bootstrap=0", "1e4"),
+    ("diagnostics", "both reports, 1000 resamples / relplot smECE x 1000", "1e4"),
 }
 
 

@@ -70,7 +70,8 @@ def test_the_readme_loop_runs_as_written(served: str, tmp_path: Path) -> None:
     assert lineage["traffic"]["version"] == 1
     assert (lineage["n_samples"], lineage["parent_version"]) == (2000, 1)
     order = ast.literal_eval(ranking)
-    assert [version for version, _ in order] == [2, 1]  # the refit wins on held-out pairs
+    assert [version for version, *_ in order] == [2, 1]  # the refit wins on held-out pairs
+    assert [significant for *_, significant in order] == [False, True]  # and clearly so
     assert promoted == "200"
     alias = httpx.get(f"{served}/v1/calibrators/fraud/versions/production", timeout=10)
     assert alias.json()["version"] == 2

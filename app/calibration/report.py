@@ -45,10 +45,10 @@ from app.calibration.smooth_ece import SmoothEceResampler, smooth_curve, smooth_
 
 CALIBRATION_ERRORS = ("ece", "smooth_ece")
 """Measures whose interval is :func:`~app.calibration.bootstrap.calibration_error_interval`."""
-SMOOTH_NULL_RESAMPLES = 200
-"""Consistency resamples behind the smooth ECE's test at 0 (the first chunks' only): its
-values there need grids finer than the bootstrap's (a calibrated model's width is small), and
-a 95% quantile of 200 draws is within a few percent of that of 1000."""
+CONSISTENCY_RESAMPLES = 200
+"""Consistency resamples behind the calibration errors' test at 0 at most (the first chunks'):
+a 95% quantile of 200 draws is within a few percent of that of 1000, and the smooth ECE's
+values there cost the most (a calibrated model's width is small: finer grids)."""
 PERCENTILE = ("log_loss", "brier", "accuracy", "auc", "calibration_slope", "calibration_intercept")
 """Measures whose interval is the percentile interval."""
 
@@ -163,7 +163,8 @@ def bootstrap(
 ) -> list[Resampled]:
     """The 95% interval of each measure of each view that has one, and its values on the
     resamples, from one set of ``resamples`` Poisson resamples of the batch's rows shared by
-    all views (and as many consistency resamples for the calibration errors' test at 0).
+    all views (and, in the first chunks, up to CONSISTENCY_RESAMPLES consistency resamples for
+    the calibration errors' test at 0).
     ``points`` holds each view's measured values: a measure without one (None or absent)
     gets no interval; the slope, intercept and smooth ECE are resampled only where measured,
     and the smoothed curve (its band) where ``smooth_ece_sigma`` is given."""
@@ -193,13 +194,12 @@ def bootstrap(
 
     def chunk(start: int, stop: int) -> list[tuple[dict[str, FloatArray], dict[str, FloatArray]]]:
         checkpoint()
-        counts, uniforms = draws.counts(start, stop), draws.uniforms(start, stop)
-        smooth = start < SMOOTH_NULL_RESAMPLES
+        counts = draws.counts(start, stop)
+        if start >= CONSISTENCY_RESAMPLES:
+            return [(sampler.statistics(counts), {}) for sampler in samplers]
+        uniforms = draws.uniforms(start, stop)
         return [
-            (
-                sampler.statistics(counts),
-                sampler.consistent(consistent_labels(uniforms, view.p), smooth=smooth),
-            )
+            (sampler.statistics(counts), sampler.consistent(consistent_labels(uniforms, view.p)))
             for sampler, view in zip(samplers, views, strict=True)
         ]
 
