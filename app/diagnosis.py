@@ -10,7 +10,7 @@ Knows no HTTP; the routes run these methods through the bounded :class:`app.work
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -98,6 +98,7 @@ class Diagnosis:
     # -- the version's own, out-of-fold ----------------------------------------------------
     def stored(self, name: str, selector: Selector, query: ReportOptions) -> Reports:
         """The reports of the version's cross-validated predictions on its fitting batch."""
+        query = _reported(query)
         record, data = self._read(name, selector, lambda r: self._known(r, query))
         return self._stored(record, query, data)
 
@@ -105,15 +106,19 @@ class Diagnosis:
         self, name: str, selector: Selector, query: ReportOptions, image_format: ImageFormat
     ) -> bytes:
         """The reliability diagram of :meth:`stored`, drawn once per version and query."""
+        full, drawn = _reported(query), _pictured(query)
 
         def known(record: VersionRecord) -> bool:
             key = (*_key(record), query, image_format)
-            return self.pictures.get(key) is not None or self._known(record, query)
+            kept = self.pictures.get(key) is not None or self._known(record, drawn)
+            return kept or self.reports.get((*_key(record), full)) is not None
 
         record, data = self._read(name, selector, known)
 
         def draw() -> bytes:
-            return _draw(self._stored(record, query, data), query, image_format)
+            # the JSON's reports when kept (they hold all a picture draws), else the cheaper ones
+            kept = self.reports.get((*_key(record), full)) is not None
+            return _draw(self._stored(record, full if kept else drawn, data), query, image_format)
 
         return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
 
@@ -190,7 +195,8 @@ class Diagnosis:
         image_format: ImageFormat,
     ) -> bytes:
         """The diagram of :meth:`on_batch`; drawn for this request only."""
-        return _draw(self.on_batch(name, selector, batch, query), query, image_format)
+        reports = self.on_batch(name, selector, batch, _pictured(query))
+        return _draw(reports, query, image_format)
 
     # -- compare ---------------------------------------------------------------------------
     def compare(
@@ -217,7 +223,7 @@ class Diagnosis:
         except CalibrationError as exc:
             raise invalid_in("body", exc.loc, exc.reason) from None
         by_version: dict[int, Resampled] = {}
-        for row, metrics, found in zip(rows, points, resampled, strict=False):  # raw last
+        for row, metrics, found in zip(rows, points[:-1], resampled[:-1], strict=True):
             row["metrics"] = metrics
             by_version[row["version"]] = found
         rank(rows, by)
@@ -244,9 +250,11 @@ class Diagnosis:
         by: str,
         image_format: ImageFormat,
         curve: Curve = "binned",
+        resamples: int = RESAMPLES,
     ) -> bytes:
         """The compared versions' reliability curves on the batch, overlaid, best (by ``by``)
-        first: 10 uniform bins with their Wilson intervals, and the smooth curves."""
+        first, as ``curve`` asks: 10 uniform bins with their Wilson intervals, the smooth
+        curves with their bands from ``resamples`` shared resamples, or both."""
         rows, probability_sets = self._compared(name, batch, selectors, by)
         try:
             reports = reliability_reports(
@@ -255,7 +263,7 @@ class Diagnosis:
                 batch.weights,
                 n_bins=DEFAULT_BINS,
                 strategy="uniform",
-                resamples=0,
+                resamples=0 if curve == "binned" else resamples,
             )
         except CalibrationError as exc:
             raise invalid_in("body", exc.loc, exc.reason) from None
@@ -303,6 +311,18 @@ class Diagnosis:
             rows.append({"version": loaded.version, "method": loaded.method})
             probability_sets.append(probabilities)
         return rows, probability_sets
+
+
+def _reported(query: ReportOptions) -> ReportOptions:
+    """The options the reports depend on: not ``curve``, which only a picture reads."""
+    return replace(query, curve=DEFAULT_REPORT.curve)
+
+
+def _pictured(query: ReportOptions) -> ReportOptions:
+    """The reports a picture needs: a binned diagram draws no bootstrap band, so none is
+    resampled for it."""
+    resamples = 0 if query.curve == "binned" else query.bootstrap
+    return replace(_reported(query), bootstrap=resamples)
 
 
 def _figure(value: object) -> str:

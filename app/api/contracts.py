@@ -39,7 +39,7 @@ MAX_DESCRIPTION = 10_000
 MAX_CLASS_INDEX = 100_000
 BINS_TEXT = (
     "Number of bins, 2..100, or `auto`: the smallest k with k^3 >= the (effective) number of "
-    "rows, clipped to 2..100 (scikit-learn's cube_root rule)."
+    "rows, clipped to 2..100 (the cube-root rule; Sun et al., NeurIPS 2023)."
 )
 BOOTSTRAP_TEXT = (
     "Bootstrap resamples behind the 95% intervals (0: no intervals). Seeded: the same request "
@@ -57,8 +57,11 @@ def _bin_count(value: object) -> int | Literal["auto"]:
     anything else, located at the field itself (a union's errors would name its members)."""
     if value == "auto":
         return "auto"
-    if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and len(value) < 10:
-        value = int(value)
+    digits = value.strip().lstrip("+-") if isinstance(value, str) else ""
+    text = isinstance(value, str) and digits.isascii() and digits.isdigit() and len(digits) < 10
+    whole = isinstance(value, float) and value.is_integer()  # 10.0 in JSON, as before
+    if text or whole:
+        value = int(value)  # type: ignore[call-overload]
     if isinstance(value, bool) or not isinstance(value, int) or not MIN_BINS <= value <= MAX_BINS:
         raise ValueError(f"must be an integer in {MIN_BINS}..{MAX_BINS} or auto, not {value!r}")
     return value

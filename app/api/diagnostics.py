@@ -158,6 +158,7 @@ async def batch_diagnostics(
     strategy: GivenStrategy = None,
     class_index: ClassIndex = None,
     bootstrap: GivenResamples = None,
+    curve: GivenCurve = None,
 ) -> Response:
     """How the stored version does on a labelled batch in any media type a fit takes; the
     report's options from the body's fields, the form or the query. Nothing is stored."""
@@ -168,6 +169,7 @@ async def batch_diagnostics(
         "strategy": strategy,
         "class_index": class_index,
         "bootstrap": bootstrap,
+        "curve": curve,
     }
     source = await read_batch(request, query, ReportFields)
     if picture is not None:

@@ -177,6 +177,7 @@ def _compare_picture(
         by=by,
         image_format=image_format,
         curve=given.curve,
+        resamples=given.bootstrap,
     )
 
 

@@ -137,8 +137,8 @@ class MetricsOut(BaseModel):
     ici: float | None = Field(
         None,
         description="Integrated calibration index (Austin & Steyerberg 2019): the mean of "
-        "|p - LOWESS(y on p)|, span 0.75, local linear, the fit clipped to [0, 1]; null "
-        "below three rows or for a single distinct p.",
+        "|p - LOWESS(y on p)|, span 0.75, local linear (statsmodels' lowess; their R code's "
+        "loess is local quadratic); null below three rows or for a single distinct p.",
     )
     ici_e50: float | None = Field(None, description="The median of those distances.")
     ici_e90: float | None = Field(None, description="Their 90th percentile.")
@@ -211,7 +211,8 @@ class Difference(BaseModel):
     value: float | None = Field(description="This version's ranking metric minus the best's.")
     interval: Interval | None = Field(
         description="Its paired bootstrap 95% interval (the same resamples for every "
-        "version); [0, 0] for the best; null without resamples."
+        "version); [0, 0] for the best (with or without resamples); null for the others "
+        "without resamples."
     )
 
 
@@ -223,7 +224,9 @@ class ComparedVersion(BaseModel):
     difference: Difference
     significant: bool = Field(
         description="Whether `difference.interval` excludes 0: the gap to the best is real, "
-        "not resampling noise. Promote only on a significant improvement."
+        "not resampling noise. Promote only on a significant improvement. Each version is "
+        "judged at 5% on its own: among many versions, some gap will look significant by "
+        "chance (1 in 20 of equal ones), so compare a candidate with the one it replaces.",
     )
 
 

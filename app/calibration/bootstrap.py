@@ -20,12 +20,13 @@ Calibration errors are biased upwards, most where the true error is 0 (a perfect
 calibrated model's binned ECE on a finite batch is positive), and the bootstrap cannot see that
 bias: a percentile interval of the ECE of a calibrated model misses 0 nearly always (measured:
 0 of 200 batches of 500-10^4 rows), and the basic interval 2 x - q, which both reference packages
-use (``uncertainty-calibration``'s ``bootstrap_uncertainty``, ``relplot``'s smooth ECE band),
+use (``uncertainty-calibration``'s ``bootstrap_uncertainty``, ``relplot``'s ``ce_ci_width``),
 still in a third. :func:`calibration_error_interval` therefore starts from the basic interval
 and reaches 0 whenever a test of perfect calibration does not reject at 5%: the measure's value
 against its distribution on *consistency resamples*, labels redrawn from the predicted
 probabilities themselves (Bröcker & Smith, "Increasing the reliability of reliability
-diagrams", 2007). So the interval covers 0 for a calibrated model in 95% of batches, the test's
+diagrams", 2007; they also resample the probabilities, here the test is conditional on the
+batch's p). So the interval covers 0 for a calibrated model in 95% of batches, the test's
 level, and is the basic interval elsewhere.
 """
 
@@ -50,7 +51,7 @@ LEVEL = 0.95
 SEED = 1993
 """The seed of every interval, so the same request gives the same interval."""
 CHUNK_ENTRIES = 1 << 21
-"""Counts drawn at a time (rows x resamples): 64 MB of float64."""
+"""Counts drawn at a time (rows x resamples): 8 MB of float32."""
 _BITS = 16
 _COUNTS_STREAM, _LABELS_STREAM = 0, 1
 
@@ -87,7 +88,8 @@ class Resamples:
 
     @property
     def chunk(self) -> int:
-        """Resamples per chunk: a function of ``n`` only, so chunks are the same per request."""
+        """Resamples per chunk: a function of ``n`` and ``count``, so the same request draws
+        the same chunks (a different ``count`` draws different resamples)."""
         return max(1, min(self.count, CHUNK_ENTRIES // max(self.n, 1)))
 
     def spans(self) -> Iterator[tuple[int, int]]:

@@ -4,9 +4,11 @@ Statistics in Medicine, 2019).
 
 The observed frequency of positives at each p is estimated by a LOWESS of the labels on p
 (span 0.75, local linear, no robustness iterations: :mod:`app.calibration.lowess`, equal to
-statsmodels' ``lowess(y, p, frac=0.75, it=0, delta=0)``), clipped to [0, 1]; the ICI is the
-weighted mean over the rows of |p - smoothed|, and E50, E90 and Emax are the weighted median,
-90th percentile and maximum of the same distances.
+statsmodels' ``lowess(y, p, frac=0.75, it=0, delta=0)``); the ICI is the weighted mean over
+the rows of |p - smoothed|, and E50, E90 and Emax are the median, 90th percentile and maximum
+of the same distances. Austin & Steyerberg smooth with R's ``loess`` (span 0.75 too, but local
+quadratic); METHODS.md asks for a LOWESS, and statsmodels' is the reference here, so the
+smooth is local linear. Like theirs, it is not clipped to [0, 1].
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ def ici(p: FloatArray, y: FloatArray, w: FloatArray | None = None) -> Ici | None
     if rows is None:
         return None
     distance = fitted(rows)
-    np.clip(distance, 0.0, 1.0, out=distance)
     distance -= rows.p
     np.abs(distance, out=distance)
     e50, e90 = _weighted_quantiles(distance, rows.w, (0.5, 0.9))

@@ -172,9 +172,10 @@ def fit_at(rows: Rows, table: Cells, x0: FloatArray, h: FloatArray) -> FloatArra
     for start in range(0, x0.size, step):  # a loop over blocks of points, not samples
         block = slice(start, start + step)
         out[block] = _fit_block(table, x0[block], h[block], work)
-    for i in np.flatnonzero(h == 0.0):  # k rows tie at x0: at most one such point
+    for i in np.flatnonzero(h == 0.0):  # k rows tie at x0: a handful of points at most
         at = rows.p == x0[i]
-        out[i] = np.dot(rows.w[at], rows.y[at]) / rows.w[at].sum()
+        weight = rows.w[at].sum()
+        out[i] = np.dot(rows.w[at], rows.y[at]) / weight if weight > 0 else np.nan
     return out
 
 

@@ -93,12 +93,17 @@ def _first_points(rows: Rows) -> FloatArray:
 
 def _nodes(rows: Rows, table: Cells, x: FloatArray) -> Nodes:
     h = radius(rows, x)
-    d = STEP * h
+    # where k rows tie at x the radius is 0 and the fit is their mean label: no slopes there
+    tied = h == 0.0
+    d = STEP * np.where(tied, 1.0, h)
     points = np.concatenate((x, x, x, x + d, x - d))
     radii = np.concatenate((h, h + d, h - d, h, h))
     s, up, down, right, left = fit_at(rows, table, points, radii).reshape(5, x.size)
     by_h, by_hh = (up - down) / (2.0 * d), (up - 2.0 * s + down) / (d * d)
-    return Nodes(x, h, s, by_h, by_hh, (right - left) / (2.0 * d))
+    by_x = (right - left) / (2.0 * d)
+    for slopes in (by_h, by_hh, by_x):
+        slopes[tied] = 0.0
+    return Nodes(x, h, s, by_h, by_hh, by_x)
 
 
 def _merge(a: Nodes, b: Nodes) -> Nodes:

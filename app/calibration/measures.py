@@ -93,11 +93,13 @@ def spiegelhalter(
     p: FloatArray, y: FloatArray, w: FloatArray | None = None
 ) -> SpiegelhalterTest | None:
     """Spiegelhalter's z and its two-sided p-value; None when its variance is 0 (every p is
-    0, 1/2 or 1)."""
+    0, 1/2 or 1). Weighted, z = sum w (y - p)(1 - 2p) / sqrt(sum w^2 (1 - 2p)^2 p (1 - p)),
+    the variance of the weighted sum: the textbook z for equal weights, and unchanged by the
+    weights' unit, as every measure of a report is (sample weights are relative)."""
     q = np.asarray(p, dtype=np.float64)  # no clip: the closed form is finite at 0 and 1
     weights = np.ones_like(q) if w is None else np.asarray(w, dtype=np.float64)
     spread = 1.0 - 2.0 * q
-    variance = float(np.dot(weights, spread * spread * q * (1.0 - q)))
+    variance = float(np.dot(weights * weights, spread * spread * q * (1.0 - q)))
     if not variance > 0.0:
         return None
     z = float(np.dot(weights, (np.asarray(y, dtype=np.float64) - q) * spread)) / math.sqrt(variance)

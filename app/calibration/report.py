@@ -132,15 +132,16 @@ def view_measures(view: View, n_bins: int) -> dict[str, float | None]:
     }
 
 
+Band = tuple[FloatArray, FloatArray]
+"""A smoothed curve's pointwise 95% band: its low and high ends at each mesh point."""
+
+
 def smooth_curve_of(view: View, sigma: float, band: Band | None) -> SmoothCurve:
     """The view's smoothed reliability curve at width ``sigma`` (relplot's diagram), with the
     pointwise 95% band of its bootstrap resamples when there is one."""
     curve = smooth_curve(view.p, view.y, view.w, sigma)
     low, high = (None, None) if band is None else band
     return SmoothCurve(sigma, curve.t, curve.mu, low, high, curve.density)
-
-
-Band = tuple[FloatArray, FloatArray]
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,8 @@ def bootstrap(
         counts = draws.counts(start, stop)
         if start >= CONSISTENCY_RESAMPLES:
             return [(sampler.statistics(counts), {}) for sampler in samplers]
-        uniforms = draws.uniforms(start, stop)
+        # the consistency resamples: the first CONSISTENCY_RESAMPLES columns only
+        uniforms = draws.uniforms(start, stop)[:, : CONSISTENCY_RESAMPLES - start]
         return [
             (sampler.statistics(counts), sampler.consistent(consistent_labels(uniforms, view.p)))
             for sampler, view in zip(samplers, views, strict=True)

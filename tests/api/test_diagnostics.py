@@ -126,7 +126,7 @@ def test_posted_diagnostics_new_measures_match_their_references(
     assert m["smooth_ece"] == pytest.approx(value, abs=1e-9)
     assert m["smooth_ece_sigma"] == width
     assert d["calibrated"]["smooth"]["sigma"] == width
-    smoothed = np.clip(lowess(y, p, frac=0.75, it=0, delta=0.0, return_sorted=False), 0, 1)
+    smoothed = lowess(y, p, frac=0.75, it=0, delta=0.0, return_sorted=False)
     assert m["ici"] == pytest.approx(np.abs(p - smoothed).mean(), abs=1e-6)
     assert m["ici_emax"] == pytest.approx(np.abs(p - smoothed).max(), abs=1e-4)
     z = np.log(p / (1 - p))
@@ -162,16 +162,44 @@ def test_bootstrap_is_seeded_and_zero_turns_it_off(
     )
     off = client.get(f"{url}?bootstrap=0").json()
     assert off["bootstrap"] == 0
-    assert (
-        "intervals" not in off["calibrated"]["metrics"]
-        or not off["calibrated"]["metrics"]["intervals"]
-    )
+    assert "intervals" not in off["calibrated"]["metrics"]
     assert off["calibrated"]["smooth"]["low"] is None
     assert (
         off["calibrated"]["metrics"]["smooth_ece"] == first["calibrated"]["metrics"]["smooth_ece"]
     )
     assert_problem(client.get(f"{url}?bootstrap=10001"), 422, "bootstrap")
     assert_problem(client.get(f"{url}?bootstrap=-1"), 422, "bootstrap")
+
+
+def test_n_bins_takes_ascii_digits_whole_numbers_and_auto(
+    client: TestClient, fitted: dict[str, object]
+) -> None:
+    url = f"{BASE}/versions/1/diagnostics"
+    for given in ("12", "+12", " 12 "):
+        r = client.get(url, params={"n_bins": given, "bootstrap": 0})
+        assert r.status_code == 200, (given, r.text)
+        assert r.json()["n_bins"] == 12
+    fresh = {**sigmoid_batch(200, seed=2), "n_bins": 12.0, "bootstrap": 0}  # as before
+    assert client.post(url, json=fresh).json()["n_bins"] == 12
+    for bad in ("²", "٣", "1.5", "1e1", "true", ""):
+        assert_problem(client.get(url, params={"n_bins": bad}), 422, "n_bins")
+    for bad_json in (12.5, True, [10], "AUTO"):
+        assert_problem(client.post(url, json={**fresh, "n_bins": bad_json}), 422, "n_bins")
+
+
+def test_curve_in_the_query_of_a_csv_body(client: TestClient, fitted: dict[str, object]) -> None:
+    rows = sigmoid_batch(300, seed=6)
+    csv = "score,label\n" + "\n".join(
+        f"{s},{y}" for s, y in zip(rows["scores"], rows["labels"], strict=True)
+    )
+    r = client.post(
+        f"{BASE}/versions/1/diagnostics?curve=smooth&bootstrap=30",
+        content=csv,
+        headers={"content-type": "text/csv", "accept": "image/svg+xml"},
+    )
+    assert r.status_code == 200, r.text
+    assert b'id="calibrated-smooth"' in r.content
+    assert b'id="calibrated-curve"' not in r.content
 
 
 def test_n_bins_auto_is_the_cube_root_rule(client: TestClient, fitted: dict[str, object]) -> None:

@@ -58,7 +58,7 @@ def test_reports_on_a_file_take_their_options_from_the_query(client: TestClient)
     paths = client.get("/openapi.json").json()["paths"]
     diagnostics = paths["/v1/calibrators/{name}/versions/{selector}/diagnostics"]["post"]
     query = {p["name"]: p for p in diagnostics["parameters"] if p["in"] == "query"}
-    assert query.keys() == {"n_bins", "strategy", "class_index", "bootstrap"}
+    assert query.keys() == {"n_bins", "strategy", "class_index", "bootstrap", "curve"}
     assert "multipart form" in diagnostics["description"]
     compare = paths["/v1/calibrators/{name}/compare"]["post"]
     versions = next(p for p in compare["parameters"] if p["name"] == "versions")

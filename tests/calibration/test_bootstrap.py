@@ -147,9 +147,36 @@ def test_interval_rules() -> None:
         pytest.approx(2 * 0.06 - np.quantile(resampled, 0.025)),
     )
     low, high = calibration_error_interval(0.06, resampled, np.linspace(0.0, 0.04, 1001))
-    assert low == pytest.approx(2 * 0.06 - np.quantile(resampled, 0.975)) or low == 0.0
+    assert low == pytest.approx(2 * 0.06 - np.quantile(resampled, 0.975))  # rejected: 0.031
+    assert low > 0.03
     assert high == pytest.approx(2 * 0.06 - np.quantile(resampled, 0.025))
     with pytest.raises(CalibrationError, match="bootstrap"):
         check_resamples(10_001)
     with pytest.raises(CalibrationError, match="bootstrap"):
         check_resamples(True)
+
+
+@pytest.mark.parametrize("n", [1000, 3000, 100_000])
+def test_consistency_resamples_are_capped_and_give_the_ece_of_their_labels(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most CONSISTENCY_RESAMPLES consistency resamples, whatever the chunking, and each
+    one's binned ECE is the ECE of the batch's p against its drawn labels."""
+    from app.calibration import report
+
+    seen: list[int] = []
+    original = ViewResampler.consistent
+
+    def counted(self: ViewResampler, labels: np.ndarray) -> dict[str, np.ndarray]:
+        found = original(self, labels)
+        seen.append(labels.shape[1])
+        if len(seen) == 1:  # the first chunk's first column, against the ECE's definition
+            y = labels[:, 0].astype(np.float64)
+            ece = summarize(self.p, y, None, n_bins=10, strategy="uniform").metrics["ece"]
+            assert found["ece"][0] == pytest.approx(ece, abs=1e-6)
+        return found
+
+    monkeypatch.setattr(ViewResampler, "consistent", counted)
+    p, y = _batch(5, n)
+    reliability_reports([p], y.astype(np.int64), None, n_bins=10, strategy="uniform")
+    assert sum(seen) == report.CONSISTENCY_RESAMPLES

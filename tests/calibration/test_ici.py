@@ -1,5 +1,5 @@
-"""The integrated calibration index against statsmodels' LOWESS (Austin & Steyerberg's
-recipe: lowess(y, p, frac=0.75, it=0), clipped), frequency weights against replicated rows."""
+"""The integrated calibration index against statsmodels' LOWESS (lowess(y, p, frac=0.75,
+it=0), as METHODS.md defines the ICI), frequency weights against replicated rows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from app.calibration.ici import ici
 
 
 def reference(p: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float]:
-    smoothed = np.clip(lowess(y, p, frac=0.75, it=0, delta=0.0, return_sorted=False), 0, 1)
+    smoothed = lowess(y, p, frac=0.75, it=0, delta=0.0, return_sorted=False)
     distance = np.abs(p - smoothed)
     e50, e90 = np.quantile(distance, [0.5, 0.9])
     return float(distance.mean()), float(e50), float(e90), float(distance.max())
@@ -61,8 +61,7 @@ def test_integer_weights_count_as_copies() -> None:
     assert weighted.ici == pytest.approx(replicated.ici, abs=1e-6)
     assert weighted.emax == pytest.approx(replicated.emax, abs=1e-6)
     distance = np.abs(
-        p[copies]
-        - np.clip(lowess(y[copies], p[copies], frac=0.75, it=0, return_sorted=False), 0, 1)
+        p[copies] - lowess(y[copies], p[copies], frac=0.75, it=0, return_sorted=False)
     )
     assert weighted.e90 == pytest.approx(
         np.quantile(distance, 0.9, method="inverted_cdf"), abs=1e-4
@@ -80,3 +79,19 @@ def test_undefined_without_three_rows_or_two_distinct_scores() -> None:
     assert ici(np.array([0.2, 0.4]), np.array([0.0, 1.0])) is None
     assert ici(np.full(10, 0.3), np.arange(10) % 2.0) is None
     assert ici(np.array([0.2, 0.4, 0.6]), np.array([0.0, 1.0, 1.0]), np.array([1, 1, 0.0])) is None
+
+
+def test_a_score_holding_most_of_the_weight_gives_its_mean_label_there() -> None:
+    """Where 75% of the rows tie the radius is 0: statsmodels answers one tied row's label,
+    here their mean; elsewhere the fits agree, and nothing is NaN."""
+    rng = np.random.default_rng(11)
+    p = np.concatenate([np.full(8000, 0.5), rng.uniform(0, 1, 2000)])
+    y = (rng.random(p.size) < p).astype(np.float64)
+    result = ici(p, y)
+    assert result is not None
+    assert np.all(np.isfinite(tuple(result)))
+    with np.errstate(invalid="ignore"):  # statsmodels divides 0 by 0 at the tied score
+        smoothed = lowess(y, p, frac=0.75, it=0, delta=0.0, return_sorted=False)
+    tied = p == 0.5
+    smoothed[tied] = y[tied].mean()
+    assert result.ici == pytest.approx(np.abs(p - smoothed).mean(), abs=1e-4)

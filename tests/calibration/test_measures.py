@@ -46,10 +46,17 @@ def test_frequency_weights_count_as_copies() -> None:
     copies = np.repeat(np.arange(p.size), w.astype(int))
     for measure in (calibration_slope, calibration_intercept):
         assert measure(p, y, w) == pytest.approx(measure(p[copies], y[copies]), abs=1e-9)
-    weighted, repeated = spiegelhalter(p, y, w), spiegelhalter(p[copies], y[copies])
+    # Spiegelhalter's z: the weighted sum over its own standard deviation, in any unit
+    weighted, scaled = spiegelhalter(p, y, w), spiegelhalter(p, y, 1e-3 * w)
     assert weighted is not None
-    assert repeated is not None
-    assert weighted.z == pytest.approx(repeated.z, rel=1e-12)
+    assert scaled is not None
+    assert weighted.z == pytest.approx(scaled.z, rel=1e-12)
+    spread = 1 - 2 * p
+    expected = np.sum(w * (y - p) * spread) / np.sqrt(np.sum(w**2 * spread**2 * p * (1 - p)))
+    assert weighted.z == pytest.approx(expected, rel=1e-12)
+    equal = spiegelhalter(p, y, np.full(p.size, 3.0))
+    assert equal is not None
+    assert equal.z == pytest.approx(spiegelhalter(p, y).z, rel=1e-12)  # type: ignore[union-attr]
 
 
 def test_spiegelhalter_equals_its_closed_form() -> None:
