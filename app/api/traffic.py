@@ -22,7 +22,7 @@ from .contracts import OutcomesBody
 from .deps import NameParam, ServiceDep, json_response, off_loop, parse_selector, read_job_body
 from .diagnostics import FixedBins, ReportQuery, Resamples, diagnostics_document
 from .openapi_docs import ERRORS, add_picture_route, body_doc
-from .schemas import OutcomesOut, TrafficDiagnosticsOut
+from .schemas import MonitoringOut, OutcomesOut, TrafficDiagnosticsOut
 
 router = APIRouter(prefix="/v1", tags=["traffic"])
 
@@ -94,6 +94,7 @@ async def post_outcomes(
 
 @router.get(
     "/calibrators/{name}/monitoring",
+    response_model=MonitoringOut,
     summary="Live calibration of the logged traffic",
     responses=ERRORS,
 )

@@ -52,6 +52,9 @@ SEED = 1993
 """The seed of every interval, so the same request gives the same interval."""
 CHUNK_ENTRIES = 1 << 21
 """Counts drawn at a time (rows x resamples): 8 MB of float32."""
+MIN_CHUNK_ROWS = 1 << 14
+"""Rows a chunk counts as at least: a small batch's chunk still holds at most 128 resamples,
+whose smooth ECE grids (up to 10^4 points each) stay small too."""
 _BITS = 16
 _COUNTS_STREAM, _LABELS_STREAM = 0, 1
 
@@ -90,7 +93,7 @@ class Resamples:
     def chunk(self) -> int:
         """Resamples per chunk: a function of ``n`` and ``count``, so the same request draws
         the same chunks (a different ``count`` draws different resamples)."""
-        return max(1, min(self.count, CHUNK_ENTRIES // max(self.n, 1)))
+        return max(1, min(self.count, CHUNK_ENTRIES // max(self.n, MIN_CHUNK_ROWS)))
 
     def spans(self) -> Iterator[tuple[int, int]]:
         """(first, stop) resample of each chunk."""

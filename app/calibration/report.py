@@ -45,6 +45,10 @@ from app.calibration.smooth_ece import SmoothEceResampler, smooth_curve, smooth_
 
 CALIBRATION_ERRORS = ("ece", "smooth_ece")
 """Measures whose interval is :func:`~app.calibration.bootstrap.calibration_error_interval`."""
+SMOOTH_RESAMPLES = 1000
+"""Resamples behind the smooth ECE's interval and its curve's band at most (the first chunks'):
+its width search costs a few FFTs per resample, on grids of up to 10^4 points when the width
+is small, so more resamples than the default would cost seconds, not precision."""
 CONSISTENCY_RESAMPLES = 200
 """Consistency resamples behind the calibration errors' test at 0 at most (the first chunks'):
 a 95% quantile of 200 draws is within a few percent of that of 1000, and the smooth ECE's
@@ -196,12 +200,16 @@ def bootstrap(
     def chunk(start: int, stop: int) -> list[tuple[dict[str, FloatArray], dict[str, FloatArray]]]:
         checkpoint()
         counts = draws.counts(start, stop)
+        smooth = start < SMOOTH_RESAMPLES
         if start >= CONSISTENCY_RESAMPLES:
-            return [(sampler.statistics(counts), {}) for sampler in samplers]
+            return [(sampler.statistics(counts, smooth), {}) for sampler in samplers]
         # the consistency resamples: the first CONSISTENCY_RESAMPLES columns only
         uniforms = draws.uniforms(start, stop)[:, : CONSISTENCY_RESAMPLES - start]
         return [
-            (sampler.statistics(counts), sampler.consistent(consistent_labels(uniforms, view.p)))
+            (
+                sampler.statistics(counts, smooth),
+                sampler.consistent(consistent_labels(uniforms, view.p)),
+            )
             for sampler, view in zip(samplers, views, strict=True)
         ]
 
@@ -218,9 +226,13 @@ def bootstrap(
         for into, null, (statistics, on_null) in zip(values, consistent, per_view, strict=True):
             _append(into, statistics, resamples, start)
             _append(null, on_null, resamples, start)
+    smoothed = min(resamples, SMOOTH_RESAMPLES)  # the smooth ECE's: within the chunks it read
     out = []
     for point, found, null in zip(points, values, consistent, strict=True):
+        if "smooth_ece" in found:
+            found["smooth_ece"] = found["smooth_ece"][:smoothed]
         curves = found.pop("smooth_curve", None)
+        curves = None if curves is None else curves[:smoothed]
         out.append(Resampled(_intervals(point, found, null), found, _band(curves)))
     return out
 

@@ -166,8 +166,9 @@ class ViewResampler:
             p_sorted, (y * w)[by_p], ((1.0 - y) * w)[by_p], atoms, distinct
         )
 
-    def statistics(self, counts: Float32Array) -> dict[str, FloatArray]:
-        """Each measure on each resample of ``counts`` (rows x resamples, batch order)."""
+    def statistics(self, counts: Float32Array, smooth: bool = True) -> dict[str, FloatArray]:
+        """Each measure on each resample of ``counts`` (rows x resamples, batch order); the
+        smooth ECE and curve too unless ``smooth`` is False."""
         c = counts if self.unit_weights else counts * self.w[:, None].astype(np.float32)
         sums = (self.terms @ c).T.astype(np.float64)
         total, positive = sums[:, 0], sums[:, 1]
@@ -185,7 +186,7 @@ class ViewResampler:
             atoms = 2 * self.n_atoms
             out["ece"] = np.abs(cells[:, atoms:]).sum(axis=1) / total
             out["auc"] = self._auc(cells[:, 1:atoms:2], cells[:, 0:atoms:2], positive, total)
-        if self.smooth is not None:
+        if self.smooth is not None and smooth:
             out["smooth_ece"] = self.smooth.values(c)
             if self.smooth_sigma is not None:  # the curve at the batch's own width, per resample
                 out["smooth_curve"] = self.smooth.curves(c, self.smooth_sigma)

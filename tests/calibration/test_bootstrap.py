@@ -180,3 +180,21 @@ def test_consistency_resamples_are_capped_and_give_the_ece_of_their_labels(
     p, y = _batch(5, n)
     reliability_reports([p], y.astype(np.int64), None, n_bins=10, strategy="uniform")
     assert sum(seen) == report.CONSISTENCY_RESAMPLES
+
+
+def test_the_smooth_ece_reads_at_most_its_share_of_many_resamples() -> None:
+    """bootstrap=5000 on a small batch: every other interval from all 5000 resamples, the
+    smooth ECE's from the first SMOOTH_RESAMPLES (its width search is the costly part): the
+    same as with 1024 resamples, which draw the same first chunks (of 128 resamples)."""
+    from app.calibration import report
+
+    p, y = _batch(6, 300)
+    labels = y.astype(np.int64)
+    (many,) = reliability_reports([p], labels, None, n_bins=10, strategy="uniform", resamples=5000)
+    (few,) = reliability_reports([p], labels, None, n_bins=10, strategy="uniform", resamples=1024)
+    assert report.SMOOTH_RESAMPLES <= 1024
+    assert many.intervals["smooth_ece"] == few.intervals["smooth_ece"]
+    assert many.intervals["log_loss"] != few.intervals["log_loss"]
+    assert many.smooth is not None
+    assert few.smooth is not None
+    np.testing.assert_array_equal(many.smooth.low, few.smooth.low)
