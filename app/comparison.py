@@ -45,12 +45,17 @@ def rank(rows: list[dict[str, Any]], by: str) -> None:
 
 
 def paired_differences(
-    rows: list[dict[str, Any]], by: str, resampled: Mapping[int, NDArray[np.float64]]
+    rows: list[dict[str, Any]],
+    by: str,
+    resampled: Mapping[int, NDArray[np.float64]],
+    n_samples: int,
 ) -> None:
     """Add to each ranked row (best first) its difference from the best in ``by``, with the
     paired bootstrap 95% interval of that difference (the same resamples for every version:
     ``resampled`` holds each version's ``by`` on each), and whether it is significant: the
-    interval excludes 0. The best row differs from itself by 0, never significantly."""
+    interval excludes 0, on a batch of two rows at least (one row's resamples are copies of
+    it, which cannot show noise). The best row differs from itself by 0, never
+    significantly."""
     if not rows:
         return
     best = resampled.get(rows[0]["version"])
@@ -66,4 +71,6 @@ def paired_differences(
             "value": value,
             "interval": None if interval is None else list(interval),
         }
-        row["significant"] = interval is not None and (interval[0] > 0.0 or interval[1] < 0.0)
+        row["significant"] = (
+            n_samples >= 2 and interval is not None and (interval[0] > 0.0 or interval[1] < 0.0)
+        )

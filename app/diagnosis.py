@@ -228,7 +228,7 @@ class Diagnosis:
             by_version[row["version"]] = found
         rank(rows, by)
         values = {v: found.values[by] for v, found in by_version.items() if by in found.values}
-        paired_differences(rows, by, values)
+        paired_differences(rows, by, values, batch.n_samples)
         for row in rows:
             row["metrics"] = with_intervals(row["metrics"], by_version[row["version"]])
         raw = with_intervals(points[-1], resampled[-1])

@@ -23,6 +23,9 @@ from numpy.typing import NDArray
 from app.calibration.base import FloatArray
 from app.calibration.bootstrap import SEED, calibration_error_interval, percentile_interval
 
+MIN_INTERVAL_ROWS = 30
+"""Labelled predictions a window needs for intervals: the Gaussian draws stand for the
+bootstrap's sums by the central limit theorem, which a handful of rows does not reach."""
 TERMS = 4
 """The per-row terms whose sums make a window's measures: 1, p - y, loss, Brier."""
 PSI_BINS = 10
@@ -132,7 +135,7 @@ class CalibrationSums:
         interval is :func:`~app.calibration.bootstrap.calibration_error_interval`, its
         consistency draws the bins' sum of p - y* for labels y* ~ Bernoulli(p): mean 0,
         variance sum p (1 - p)."""
-        if resamples == 0 or self.n < 2:
+        if resamples == 0 or self.n < MIN_INTERVAL_ROWS:
             return {}
         rng = np.random.default_rng(seed)
         means, covariance = self.moments[:, :, 0], self.moments  # sum x = sum x x[0]

@@ -150,3 +150,16 @@ def test_monitor_rows_carry_intervals_when_asked() -> None:
             for name in ("log_loss", "brier"):
                 low, high = row["intervals"][name]
                 assert low < row[name] < high
+
+
+def test_a_window_of_few_labelled_predictions_gets_no_intervals() -> None:
+    from app.calibration.metrics import log_losses, squared_errors
+    from app.monitoring_sums import MIN_INTERVAL_ROWS, CalibrationSums
+
+    rng = np.random.default_rng(5)
+    for n, expected in ((2, False), (MIN_INTERVAL_ROWS - 1, False), (MIN_INTERVAL_ROWS, True)):
+        p = rng.uniform(0.05, 0.95, n)
+        y = (rng.random(n) < p).astype(np.float64)
+        sums = CalibrationSums(10)
+        sums.add(p, y, log_losses(p, y), squared_errors(p, y))
+        assert bool(sums.intervals(1000)) is expected, n

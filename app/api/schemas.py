@@ -212,7 +212,7 @@ class Difference(BaseModel):
     interval: Interval | None = Field(
         description="Its paired bootstrap 95% interval (the same resamples for every "
         "version); [0, 0] for the best (with or without resamples); null for the others "
-        "without resamples."
+        "without resamples, and for all when the metric is undefined (one class for AUC)."
     )
 
 
@@ -223,7 +223,8 @@ class ComparedVersion(BaseModel):
     delta: dict[str, float | None] = Field(description="Each metric minus the best one's.")
     difference: Difference
     significant: bool = Field(
-        description="Whether `difference.interval` excludes 0: the gap to the best is real, "
+        description="Whether `difference.interval` excludes 0 (on two rows at least: one "
+        "row's resamples cannot vary): the gap to the best is real, "
         "not resampling noise. Promote only on a significant improvement. Each version is "
         "judged at 5% on its own: among many versions, some gap will look significant by "
         "chance (1 in 20 of equal ones), so compare a candidate with the one it replaces.",

@@ -48,6 +48,8 @@ RESAMPLES = 1000
 """Resamples per interval by default."""
 MAX_RESAMPLES = 10_000
 LEVEL = 0.95
+MIN_VALUES = 20
+"""Resampled values an interval needs at least: fewer cannot place its 2.5% and 97.5% ends."""
 SEED = 1993
 """The seed of every interval, so the same request gives the same interval."""
 CHUNK_ENTRIES = 1 << 21
@@ -133,9 +135,10 @@ Interval = tuple[float, float]
 
 def percentile_interval(values: FloatArray, level: float = LEVEL) -> Interval | None:
     """The (1 - level)/2 and (1 + level)/2 quantiles of the finite resampled values; None when
-    the measure is undefined on half the resamples or more (e.g. one class)."""
+    the measure is undefined on half the resamples or more (e.g. one class), or on all but
+    fewer than :data:`MIN_VALUES`."""
     finite = values[np.isfinite(values)]
-    if finite.size == 0 or finite.size * 2 <= values.size:
+    if finite.size < MIN_VALUES or finite.size * 2 <= values.size:
         return None
     low, high = np.quantile(finite, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
     return float(low), float(high)
@@ -155,7 +158,9 @@ def calibration_error_interval(
     quantiles = percentile_interval(resampled, level)
     if quantiles is None:
         return None
-    low, high = max(2.0 * value - quantiles[1], 0.0), max(2.0 * value - quantiles[0], 0.0)
+    # a calibration error lies in [0, 1]: so does its interval
+    low = min(max(2.0 * value - quantiles[1], 0.0), 1.0)
+    high = min(max(2.0 * value - quantiles[0], 0.0), 1.0)
     finite = consistent[np.isfinite(consistent)]
     if finite.size == 0 or value <= float(np.quantile(finite, level)):
         low = 0.0

@@ -68,7 +68,9 @@ def checkpoint() -> None:
 
 def in_context(function: Callable[P, T]) -> Callable[P, T]:
     """``function`` run in a copy of the caller's context: helper threads (joblib's) then
-    see the job's budget, so :func:`checkpoint` works in them too."""
+    see the job's budget, so :func:`checkpoint` works in them too. Call it in the job's own
+    thread, never inside the generator of tasks handed to joblib: joblib draws that
+    generator's later items from a thread of its own, whose context has no budget."""
     context = contextvars.copy_context()
 
     def run(*args: P.args, **kwargs: P.kwargs) -> T:

@@ -121,8 +121,9 @@ def cross_validate(
     if n_jobs == 1:
         per_fold = [fit_fold(fold) for fold in range(k)]
     else:
+        in_job = in_context(fit_fold)  # here: joblib may draw the tasks from its own thread
         per_fold = Parallel(n_jobs=n_jobs, prefer="threads")(
-            delayed(in_context(fit_fold))(fold) for fold in range(k)
+            delayed(in_job)(fold) for fold in range(k)
         )
     out = [np.empty(scores.shape, dtype=np.float64) for _ in makers]
     for rows, predicted in zip(held_out, per_fold, strict=True):

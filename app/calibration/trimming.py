@@ -146,9 +146,8 @@ def choose_tau(
 
     if f.size >= PARALLEL_MIN_SAMPLES and len(jobs) > 1:
         # numpy and scipy release the GIL in the sorts and array passes that dominate a fit
-        results = Parallel(n_jobs=-1, prefer="threads")(
-            delayed(in_context(run))(*job) for job in jobs
-        )
+        in_job = in_context(run)  # here: joblib may draw the tasks from its own thread
+        results = Parallel(n_jobs=-1, prefer="threads")(delayed(in_job)(*job) for job in jobs)
     else:
         results = [run(*job) for job in jobs]
     out = np.empty((taus.size, f.size))  # every tau's predictions, in `positive` order

@@ -127,3 +127,15 @@ def test_paired_differences_match_a_hand_made_paired_bootstrap(client: TestClien
     off = client.post(f"{BASE}/compare?bootstrap=0", json=fresh).json()
     assert off["versions"][1]["difference"]["interval"] is None
     assert off["versions"][1]["significant"] is False
+
+
+def test_one_row_tells_nothing_significant(client: TestClient) -> None:
+    batch = sigmoid_batch(300, seed=31)
+    for method in ("platt", "isotonic"):
+        assert client.post(f"{BASE}/fit", json={**batch, "method": method}).status_code == 201
+    r = client.post(f"{BASE}/compare", json={"scores": [0.1], "labels": [1]})
+    assert r.status_code == 200, r.text
+    assert [row["significant"] for row in r.json()["versions"]] == [False, False]
+    few = client.post(f"{BASE}/compare?bootstrap=5", json=sigmoid_batch(200, seed=32)).json()
+    assert few["versions"][1]["difference"]["interval"] is None  # 5 resamples place no 2.5%
+    assert few["versions"][1]["significant"] is False

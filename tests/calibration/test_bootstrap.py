@@ -198,3 +198,46 @@ def test_the_smooth_ece_reads_at_most_its_share_of_many_resamples() -> None:
     assert many.smooth is not None
     assert few.smooth is not None
     np.testing.assert_array_equal(many.smooth.low, few.smooth.low)
+
+
+def test_a_cancelled_job_stops_in_any_chunk_of_its_bootstrap() -> None:
+    """The budget reaches every chunk, however joblib hands them out: a job cancelled
+    after its sixth chunk stops there (joblib draws tasks past the first few from a thread of
+    its own, which once ran them without the budget)."""
+    from app.calibration import budget as budgets
+    from app.calibration import report
+
+    p, y = _batch(8, 200)
+    job = budgets.Budget(60.0)
+    ran: list[int] = []
+    original = ViewResampler.statistics
+
+    def counted(self: ViewResampler, counts: np.ndarray, smooth: bool = True) -> dict:
+        ran.append(counts.shape[1])
+        if len(ran) == 6:
+            job.cancelled.set()
+        return original(self, counts, smooth)
+
+    def run() -> None:
+        budgets.enter(job)
+        reliability_reports(
+            [p], y.astype(np.int64), None, n_bins=10, strategy="uniform", resamples=5000
+        )
+
+    import contextvars
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ViewResampler, "statistics", counted)
+        with pytest.raises(budgets.Abandoned):
+            contextvars.copy_context().run(run)
+    chunks = -(-5000 // report.Resamples(200, 5000).chunk)
+    assert len(ran) < 6 + 2 * 2 < chunks  # the chunks already running or queued, no more
+
+
+def test_calibration_error_intervals_stay_within_0_and_1() -> None:
+    resampled = np.linspace(0.0, 0.2, 1001)  # resamples far below a large value
+    low, high = calibration_error_interval(0.7, resampled, np.zeros(1001))
+    assert high == 1.0
+    assert 0.0 < low <= high
+    assert percentile_interval(np.linspace(0, 1, 19)) is None  # too few to place 2.5%
+    assert percentile_interval(np.linspace(0, 1, 20)) is not None
