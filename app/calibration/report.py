@@ -117,7 +117,9 @@ def view_measures(view: View, n_bins: int) -> dict[str, float | None]:
     equal-mass bins (unweighted batches only: Kumar et al.'s estimator counts rows), the
     smooth ECE (:mod:`app.calibration.smooth_ece`, at its own width), the calibration slope
     and intercept, Spiegelhalter's test, and the integrated calibration index with its
-    quantiles (:mod:`app.calibration.ici`)."""
+    quantiles (:mod:`app.calibration.ici`). Weights are the view's relative ones (equal
+    weights count as 1), so no measure depends on the weights' unit beyond the smooth ECE's
+    density floor and the LOWESS span's rounding to whole rows."""
     p, y, w = view.p, view.y, view.w
     unweighted = bool(w.min() == w.max())
     test = spiegelhalter(p, y, w)
