@@ -1,17 +1,18 @@
-"""How good are a version's probabilities: reliability reports, diagrams and comparisons.
+"""How good are a version's probabilities: reliability reports and diagrams.
 
-The use cases behind the diagnostics, picture and compare routes. Each reads what it needs
-in one transaction; what a stored version yields never changes (its number is never reused),
-so its reports and diagrams are computed once per query and kept in bounded memos
-(:mod:`app.memo`), and its decoded fitting batch is shared by the reports being computed.
-Knows no HTTP; the routes run these methods through the bounded :class:`app.work.WorkPool`.
+The use cases behind the diagnostics and picture routes (compare: :mod:`app.comparison`).
+Each reads what it needs in one transaction; what a stored version yields never changes (its
+number is never reused), so its reports and diagrams are computed once per query and kept in
+bounded memos (:mod:`app.memo`), and its decoded fitting batch is shared by the reports being
+computed. Knows no HTTP; the routes run these methods through the bounded
+:class:`app.work.WorkPool`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,16 +20,10 @@ from numpy.typing import NDArray
 from app.batch import Batch
 from app.calibration import CalibrationError
 from app.calibration.bootstrap import RESAMPLES
-from app.calibration.diagnostics import (
-    headline_resampled,
-    raw_as_probabilities,
-    reliability_reports,
-    with_intervals,
-)
-from app.calibration.report import Report, Resampled
-from app.comparison import COMPARABLE, MAX_COMPARED, paired_differences, rank
-from app.diagrams import render_comparison_diagram, render_reliability_diagram
-from app.errors import InvalidInput, NotFound, StoredDataCorrupt, invalid, invalid_in
+from app.calibration.diagnostics import raw_as_probabilities, reliability_reports
+from app.calibration.report import Report
+from app.diagrams import render_reliability_diagram
+from app.errors import NotFound, StoredDataCorrupt, invalid_in
 from app.memo import Memo
 from app.store import (
     ArtifactError,
@@ -198,120 +193,6 @@ class Diagnosis:
         reports = self.on_batch(name, selector, batch, _pictured(query))
         return _draw(reports, query, image_format)
 
-    # -- compare ---------------------------------------------------------------------------
-    def compare(
-        self,
-        name: str,
-        batch: Batch,
-        selectors: Sequence[Selector] | None,
-        *,
-        by: str,
-        resamples: int = RESAMPLES,
-    ) -> dict[str, Any]:
-        """Rank the selected versions (default: every version, newest first, at most 50) on
-        one labelled batch, each with its difference from the best and that difference's
-        paired bootstrap interval (``resamples`` shared by all versions). The versions (and
-        their artifacts) are read in one snapshot."""
-        rows, probability_sets = self._compared(name, batch, selectors, by)
-        try:
-            points, resampled = headline_resampled(
-                [*probability_sets, raw_as_probabilities(batch.scores)],
-                batch.labels,
-                batch.weights,
-                resamples,
-            )
-        except CalibrationError as exc:
-            raise invalid_in("body", exc.loc, exc.reason) from None
-        by_version: dict[int, Resampled] = {}
-        for row, metrics, found in zip(rows, points[:-1], resampled[:-1], strict=True):
-            row["metrics"] = metrics
-            by_version[row["version"]] = found
-        rank(rows, by)
-        values = {v: found.values[by] for v, found in by_version.items() if by in found.values}
-        paired_differences(rows, by, values, batch.n_samples)
-        for row in rows:
-            row["metrics"] = with_intervals(row["metrics"], by_version[row["version"]])
-        raw = with_intervals(points[-1], resampled[-1])
-        return {
-            "name": name,
-            "n_samples": batch.n_samples,
-            "by": by,
-            "bootstrap": resamples,
-            "versions": rows,
-            "raw": raw,
-        }
-
-    def compare_picture(
-        self,
-        name: str,
-        batch: Batch,
-        selectors: Sequence[Selector] | None,
-        *,
-        by: str,
-        image_format: ImageFormat,
-        curve: Curve = "binned",
-        resamples: int = RESAMPLES,
-    ) -> bytes:
-        """The compared versions' reliability curves on the batch, overlaid, best (by ``by``)
-        first, as ``curve`` asks: 10 uniform bins with their Wilson intervals, the smooth
-        curves with their bands from ``resamples`` shared resamples, or both."""
-        rows, probability_sets = self._compared(name, batch, selectors, by)
-        try:
-            reports = reliability_reports(
-                probability_sets,
-                batch.labels,
-                batch.weights,
-                n_bins=DEFAULT_BINS,
-                strategy="uniform",
-                resamples=0 if curve == "binned" else resamples,
-            )
-        except CalibrationError as exc:
-            raise invalid_in("body", exc.loc, exc.reason) from None
-        for row, report in zip(rows, reports, strict=True):
-            row["metrics"] = report.metrics
-            row["report"] = report
-        rank(rows, by)
-        named = [
-            (
-                f"v{row['version']} {row['method']}  {by} {_figure(row['metrics'].get(by))}",
-                row["report"],
-            )
-            for row in rows
-        ]
-        title = f"{name} · {len(rows)} versions on n = {batch.n_samples}"
-        return render_comparison_diagram(named, title=title, image_format=image_format, curve=curve)
-
-    def _compared(
-        self, name: str, batch: Batch, selectors: Sequence[Selector] | None, by: str
-    ) -> tuple[list[dict[str, Any]], list[NDArray[np.float64]]]:
-        """The selected versions (each once, in the given order) and their probabilities on
-        the batch, read in one snapshot."""
-        if by not in COMPARABLE:
-            raise invalid(("query", "by"), f"is {by!r}; expected one of {', '.join(COMPARABLE)}")
-        generation = self.versions.generation(name)
-        with self.database.transaction() as repo:
-            if selectors is None:
-                _, records, _ = repo.get_calibrator(name, MAX_COMPARED, 0)
-            else:
-                records = [repo.get_version(name, selector) for selector in selectors]
-            versions = {r.version: self.versions.load(r, repo, generation) for r in records}
-        rows: list[dict[str, Any]] = []
-        probability_sets: list[NDArray[np.float64]] = []
-        seen: set[int] = set()
-        for i, record in enumerate(records):
-            if record.version in seen:
-                continue
-            seen.add(record.version)
-            loaded = versions[record.version]
-            try:
-                probabilities = loaded.checked_predict(batch.scores)
-            except InvalidInput as exc:
-                where = ("body", "versions", i) if selectors is not None else ("body", "scores")
-                raise invalid(where, f"(v{loaded.version}): {exc.detail}") from None
-            rows.append({"version": loaded.version, "method": loaded.method})
-            probability_sets.append(probabilities)
-        return rows, probability_sets
-
 
 def _reported(query: ReportOptions) -> ReportOptions:
     """The options the reports depend on: not ``curve``, which only a picture reads."""
@@ -323,10 +204,6 @@ def _pictured(query: ReportOptions) -> ReportOptions:
     resampled for it."""
     resamples = 0 if query.curve == "binned" else query.bootstrap
     return replace(_reported(query), bootstrap=resamples)
-
-
-def _figure(value: object) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else "n/a"
 
 
 def _key(record: VersionRecord) -> tuple[str, int]:

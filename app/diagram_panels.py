@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
+from matplotlib.container import ErrorbarContainer
 
 from app.calibration.report import Report, SmoothCurve
 
@@ -63,8 +64,7 @@ def series(report: Report) -> Series:
 def draw_reliability(ax: Axes, cal: Series, raw: Series, curve: str = "binned") -> None:
     """The diagonal, both curves (``curve``: the bins with their Wilson intervals, the smooth
     curves with their bands, or both), the legend and the metrics."""
-    (diagonal,) = ax.plot([0, 1], [0, 1], "--", color="0.5", lw=1, label="perfectly calibrated")
-    diagonal.set_gid("diagonal")
+    _diagonal(ax)
     for series, name, colour, marker in (
         (raw, "raw", RAW_COLOUR, "s"),
         (cal, "calibrated", CALIBRATED_COLOUR, "o"),
@@ -74,31 +74,14 @@ def draw_reliability(ax: Axes, cal: Series, raw: Series, curve: str = "binned") 
             draw_smooth(ax, series.smooth, name, colour, label if curve == "smooth" else None)
         if curve == "smooth":
             continue
-        f = series.filled
-        x, y = series.mean[f], series.fraction[f]
-        errors = np.vstack([y - series.ci_low[f], series.ci_high[f] - y]).clip(min=0.0)
-        bars = ax.errorbar(
-            x,
-            y,
-            yerr=errors,
-            color=colour,
-            marker=marker,
-            ms=5,
-            lw=1.5,
-            capsize=3,
-            elinewidth=1,
-            label=label if f.any() else f"_{label}",
-            clip_on=False,
+        shown = label if series.filled.any() else f"_{label}"
+        bars = _binned(
+            ax, series, colour, marker=marker, ms=5, lw=1.5, capsize=3, elinewidth=1, label=shown
         )
         line, _, (interval,) = bars.lines
         line.set_gid(f"{name}-curve")
         interval.set_gid(f"{name}-interval")
-    ax.set_xlim(0.0, 1.0)
-    ax.set_ylim(0.0, 1.0)
-    ax.set_ylabel("fraction of positives")
-    ax.grid(True, color="0.92")
-    ax.legend(loc="upper left")
-    ax.set_gid("reliability")
+    _unit_square(ax, legend="medium")
     text = _metrics_text({"calibrated": cal.metrics, "raw": raw.metrics})
     if text:
         box = ax.text(
@@ -137,38 +120,51 @@ def draw_smooth(
 def draw_versions(ax: Axes, named: Sequence[tuple[str, Series]], curve: str) -> None:
     """The diagonal and each version's curve (binned points with Wilson intervals, smooth
     curve, or both), one colour each from matplotlib's ten, with a legend."""
-    (diagonal,) = ax.plot([0, 1], [0, 1], "--", color="0.5", lw=1, label="perfectly calibrated")
-    diagonal.set_gid("diagonal")
+    _diagonal(ax)
     for i, (label, series) in enumerate(named):
         colour = f"C{i % 10}"
         if curve in ("smooth", "both"):
             draw_smooth(ax, series.smooth, f"version-{i}", colour, label)
         if curve == "smooth":
             continue
-        f = series.filled
-        y = series.fraction[f]
-        errors = np.vstack([y - series.ci_low[f], series.ci_high[f] - y]).clip(min=0.0)
-        bars = ax.errorbar(
-            series.mean[f],
-            y,
-            yerr=errors,
-            color=colour,
+        both = curve == "both"
+        bars = _binned(
+            ax,
+            series,
+            colour,
             marker="o",
             ms=4,
-            lw=1.2 if curve == "both" else 1.5,
-            ls=":" if curve == "both" else "-",
+            lw=1.2 if both else 1.5,
+            ls=":" if both else "-",
             capsize=2,
             elinewidth=0.8,
-            label=f"_{label}" if curve == "both" else label,
-            clip_on=False,
+            label=f"_{label}" if both else label,
         )
         bars.lines[0].set_gid(f"version-{i}-curve")
+    ax.set_xlabel("mean predicted value")
+    _unit_square(ax, legend="small")
+
+
+def _diagonal(ax: Axes) -> None:
+    (diagonal,) = ax.plot([0, 1], [0, 1], "--", color="0.5", lw=1, label="perfectly calibrated")
+    diagonal.set_gid("diagonal")
+
+
+def _binned(ax: Axes, series: Series, colour: str, **style: Any) -> ErrorbarContainer:
+    """The filled bins' fractions against their mean predictions, with Wilson intervals."""
+    f = series.filled
+    y = series.fraction[f]
+    errors = np.vstack([y - series.ci_low[f], series.ci_high[f] - y]).clip(min=0.0)
+    return ax.errorbar(series.mean[f], y, yerr=errors, color=colour, clip_on=False, **style)
+
+
+def _unit_square(ax: Axes, *, legend: str) -> None:
+    """The reliability panel's axes: [0, 1] both ways, grid, legend top left."""
     ax.set_xlim(0.0, 1.0)
     ax.set_ylim(0.0, 1.0)
-    ax.set_xlabel("mean predicted value")
     ax.set_ylabel("fraction of positives")
     ax.grid(True, color="0.92")
-    ax.legend(loc="upper left", fontsize="small")
+    ax.legend(loc="upper left", fontsize=legend)
     ax.set_gid("reliability")
 
 

@@ -31,6 +31,7 @@ from app.calibration.diagnostics import (
     with_intervals,
 )
 from app.calibration.methods import CAPABILITIES
+from app.comparison import Comparison
 from app.diagnosis import Diagnosis
 from app.errors import invalid, invalid_in
 from app.loaded import LoadedVersion
@@ -64,6 +65,7 @@ class CalibrationService:
         self.settings = settings
         self.versions = VersionCache(database, settings.latest_refresh_seconds)
         self.diagnosis = Diagnosis(database, self.versions)
+        self.comparison = Comparison(database, self.versions)
         self.onnx_models = OnnxModels(database)
         self.work = WorkPool(
             settings.max_concurrent_fits, settings.max_queued_fits, settings.fit_timeout_seconds

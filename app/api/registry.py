@@ -159,7 +159,7 @@ def _compare(
 ) -> dict[str, Any]:
     batch, given = parse_compare(source, service.settings.max_batch_rows)
     selectors = _selectors(name, given)
-    return service.diagnosis.compare(name, batch, selectors, by=by, resamples=given.bootstrap)
+    return service.comparison.compare(name, batch, selectors, by=by, resamples=given.bootstrap)
 
 
 def _compare_picture(
@@ -170,7 +170,7 @@ def _compare_picture(
     image_format: ImageFormat,
 ) -> bytes:
     batch, given = parse_compare(source, service.settings.max_batch_rows)
-    return service.diagnosis.compare_picture(
+    return service.comparison.compare_picture(
         name,
         batch,
         _selectors(name, given),
