@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import scipy.fft
 from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
@@ -55,6 +56,9 @@ def grid_size(sigma: float) -> int:
 
 BASE_GRID = grid_size(1.0)
 """1001: the grid of every width from about 0.01 up."""
+FINEST_GRID = grid_size(2.0**-9)
+"""5121: the grid of the narrowest width the search examines (its midpoints are multiples of
+2^-10, and 2^-10 < 0.001 passes the test unexamined)."""
 
 
 def mesh_size(sigma: float) -> int:
@@ -80,22 +84,30 @@ def split_onto_grid(p: FloatArray, values: FloatArray, size: int) -> FloatArray:
     )
 
 
-def reflected_spectra(grids: FloatArray) -> ComplexArray:
-    """The real FFT of each grid (b x G) reflected at its ends into one period of 2G - 2."""
-    return np.fft.rfft(np.concatenate([grids, grids[:, -2:0:-1]], axis=1), axis=1)
+def reflected_spectra(grids: NDArray[np.floating]) -> NDArray[np.floating]:
+    """The real FFT of each grid (b x G) reflected at its ends into one period of 2G - 2.
+
+    The reflected period is even, so its transform is real: the type-I discrete cosine
+    transform of the grid, which scipy computes without building the period (four times
+    faster than the real FFT of it at G = 2561, measured; equal to it within 1e-15).
+    """
+    spectra: NDArray[np.floating] = scipy.fft.dct(grids, type=1, axis=1)
+    return spectra
 
 
 @dataclass(frozen=True, eq=False)
 class ReflectedGaussian:
     """relplot's ``ReflectedGaussianKernel(sigma)`` on its grid, read at the smooth ECE's mesh.
 
-    ``spectrum`` is the FFT of the kernel wrapped onto the period; ``cell`` and ``frac`` place
+    ``spectrum`` is the FFT of the kernel wrapped onto the period (``spectrum32`` the same in
+    single precision, for grids in float32); ``cell`` and ``frac`` place
     the mesh points on the grid; ``mass[a]`` is the sum over the mesh of the smoothed unit
     vector at grid point a, so that the summed density of a grid v is ``v @ mass``.
     """
 
     sigma: float
     spectrum: ComplexArray
+    spectrum32: NDArray[np.complex64]
     cell: IntArray
     frac: FloatArray
     mass: FloatArray
@@ -110,18 +122,12 @@ class ReflectedGaussian:
         """M, the mesh's number of points."""
         return self.cell.size
 
-    def on_mesh(self, spectra: ComplexArray) -> FloatArray:
-        """The smoothed grids, whose :func:`reflected_spectra` are given, at the mesh (b x M)."""
-        smoothed = np.fft.irfft(spectra * self.spectrum, 2 * self.size - 2, axis=1)
+    def on_mesh(self, spectra: NDArray[np.floating]) -> FloatArray:
+        """The smoothed grids, whose :func:`reflected_spectra` are given, at the mesh (b x M):
+        in single precision for float32 spectra (the bootstrap's; 40% faster, measured)."""
+        kernel = self.spectrum32 if spectra.dtype == np.float32 else self.spectrum
+        smoothed = np.fft.irfft(spectra * kernel, 2 * self.size - 2, axis=1)
         return smoothed[:, self.cell] * (1.0 - self.frac) + smoothed[:, self.cell + 1] * self.frac
-
-    def smooth_ece(self, residual_spectra: ComplexArray, ones: FloatArray) -> FloatArray:
-        """relplot's ``smooth_ece(f, y, sigma)`` of each grid pair: the sum over the mesh of
-        |smoothed residual| over the sum of the smoothed density plus 1e-4 (sum |r| dens of
-        r = residual / dens is the sum of |residual|)."""
-        density = ones @ self.mass + self.mesh * DENSITY_EPS
-        value: FloatArray = np.abs(self.on_mesh(residual_spectra)).sum(axis=1) / density
-        return value
 
 
 def kernel_samples(sigma: float, size: int) -> FloatArray:
@@ -147,8 +153,9 @@ def reflected_gaussian(sigma: float) -> ReflectedGaussian:
     folded = np.fft.irfft(np.fft.rfft(reading, period) * spectrum.conj(), period)
     mass = folded[:size].copy()
     mass[1:-1] += folded[: size - 1 : -1]
-    kernel = ReflectedGaussian(sigma, spectrum, cell, frac, mass)
-    for array in (spectrum, cell, frac, mass):
+    spectrum32 = spectrum.astype(np.complex64)
+    kernel = ReflectedGaussian(sigma, spectrum, spectrum32, cell, frac, mass)
+    for array in (spectrum, spectrum32, cell, frac, mass):
         array.flags.writeable = False
     return kernel
 
@@ -182,31 +189,54 @@ def mesh_matrix(sigma: float, mesh: int) -> FloatArray:
     return matrix
 
 
-def search_width(
-    evaluate: Callable[[float, IntArray], FloatArray], count: int
-) -> tuple[FloatArray, FloatArray]:
+Grids = Callable[[int], tuple[NDArray[np.floating], NDArray[np.floating]]]
+"""For a grid size G: the problems' weight grids (b x G, or 1 x G shared by all) and the
+:func:`reflected_spectra` of their weighted residual grids (b rows)."""
+
+
+def smooth_eces(sigmas: FloatArray, rows: IntArray, grids: Grids) -> FloatArray:
+    """relplot's ``smooth_ece(f, y, sigma)`` of the problems ``rows``, each at its own width
+    ``sigmas`` (same length), from their ``grids``: the sum over the mesh of |smoothed
+    residual| over the sum of the smoothed density plus 1e-4 at each mesh point (the sum of
+    |r| dens for r = residual / dens is the sum of |residual|).
+
+    The problems of one width are smoothed together (one inverse FFT) and read at their
+    mesh; batching different widths into one transform, padded to the longest mesh, was
+    measured slower.
+    """
+    value = np.empty(rows.size)
+    widths, which = np.unique(sigmas, return_inverse=True)
+    for k, sigma in enumerate(widths.tolist()):  # a loop over the distinct widths of a step
+        kernel = reflected_gaussian(sigma)
+        ones, residual_spectra = grids(kernel.size)
+        members = np.flatnonzero(which == k)
+        picked = rows[members]
+        density = (ones if ones.shape[0] == 1 else ones[picked]) @ kernel.mass
+        smoothed = kernel.on_mesh(residual_spectra[picked])
+        value[members] = np.abs(smoothed).sum(axis=1) / (density + kernel.mesh * DENSITY_EPS)
+    return value
+
+
+def search_width(grids: Grids, count: int) -> tuple[FloatArray, FloatArray]:
     """relplot's width search (``smECE``: ``search_param(check, start=1, refine=10)``), run for
     ``count`` problems at once: the widths and the smooth ECE at each.
 
-    ``evaluate(sigma, rows)`` is the smooth ECE of width sigma of the problems ``rows``. The test
-    at sigma is sigma < 0.001 or sigma < smooth ECE(sigma); the search keeps the largest width
-    that failed it, starting from 1, and halves the interval ten times. The loops run over the
-    ten steps and the distinct midpoints of a step, not over the problems.
+    The test at sigma is sigma < 0.001 or sigma < smooth ECE(sigma); the search keeps the
+    largest width that failed it, starting from 1, and halves the interval ten times. Each
+    step evaluates every pending problem at its own midpoint in one :func:`smooth_eces`.
     """
     everyone = np.arange(count)
-    at_one = evaluate(1.0, everyone)
+    at_one = smooth_eces(np.ones(count), everyone, grids)
     done = at_one > 1.0  # the test passed at the start: the width is 1
     start, end, value = np.ones(count), np.zeros(count), at_one.copy()
     for _ in range(REFINE):
         middle = (start + end) / 2.0
         passed = ~done & (middle < WIDTH_EPS)
-        pending = ~done & ~passed
-        for sigma in np.unique(middle[pending]):
-            rows = np.flatnonzero(pending & (middle == sigma))
-            smooth = evaluate(float(sigma), rows)
-            below = sigma < smooth
-            passed[rows] = below
-            value[rows[~below]] = smooth[~below]
+        rows = np.flatnonzero(~done & ~passed)
+        smooth = smooth_eces(middle[rows], rows, grids)
+        below = middle[rows] < smooth
+        passed[rows] = below
+        value[rows[~below]] = smooth[~below]
         end = np.where(passed, middle, end)
         start = np.where(~done & ~passed, middle, start)
     return start, value
