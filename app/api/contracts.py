@@ -301,7 +301,9 @@ class DiagnosticsBody(ReportFields, LabelledBody):
     )
 
 
-VERSIONS_TEXT = "Selectors to compare (default: every version, newest first, at most 50)."
+VERSIONS_TEXT = (
+    "Selectors to compare, at least one (default: every version, newest first, at most 50)."
+)
 
 
 class CompareFields(_Body):
@@ -309,7 +311,7 @@ class CompareFields(_Body):
     query or the multipart form, one selector a parameter: ``versions=1&versions=latest``)."""
 
     versions: list[Selector] | None = Field(
-        default=None, max_length=MAX_COMPARED, description=VERSIONS_TEXT
+        default=None, min_length=1, max_length=MAX_COMPARED, description=VERSIONS_TEXT
     )
     bootstrap: int = Field(
         default=DEFAULT_REPORT.bootstrap, ge=0, le=MAX_RESAMPLES, description=BOOTSTRAP_TEXT

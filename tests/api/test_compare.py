@@ -68,6 +68,9 @@ def test_compare_bad_input(client: TestClient) -> None:
         422,
         "the limit is 50",
     )
+    assert_problem(
+        client.post(f"{BASE}/compare", json={**batch, "versions": []}), 422, "versions", "at least"
+    )
     assert_problem(client.post(f"{BASE}/compare", json={"labels": [0, 1]}), 422, "scores")
     assert_problem(
         client.post(f"{BASE}/compare", json={"scores": [[0.2, 0.3, 0.5]], "labels": [1]}),
