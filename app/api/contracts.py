@@ -10,6 +10,7 @@ sentence (:func:`validated`).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -32,6 +33,7 @@ from app.diagnosis import DEFAULT_REPORT, Curve, Strategy
 from app.errors import invalid
 from app.store.records import MAX_TAGS
 
+from .schemas import NAME_PATTERN
 from .validation import sentence
 
 MAX_DESCRIPTION = 10_000
@@ -108,9 +110,17 @@ MAX_TAG_VALUE = 1024
 TagKey = Annotated[str, Field(min_length=1, max_length=MAX_TAG_KEY), AfterValidator(_no_nul)]
 
 
+_NAME = re.compile(NAME_PATTERN)
+
+
 def _selector(value: object) -> object:
-    if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
+    """A version number (1 or more), ``latest`` or an alias: what the path accepts."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError("must be a version number, 'latest' or an alias")
+    if isinstance(value, int) and value < 1:
+        raise ValueError(f"must be a version number (1 or more), not {value}")
+    if isinstance(value, str) and not _NAME.match(value):
+        raise ValueError(f"must be a version number, 'latest' or an alias ({NAME_PATTERN})")
     return value
 
 

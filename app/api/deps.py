@@ -27,7 +27,7 @@ NameParam = Annotated[
 SelectorParam = Annotated[
     str,
     Path(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
+        pattern=NAME_PATTERN,
         description="A version number, `latest`, or an alias.",
         examples=["latest", "3"],
     ),

@@ -71,6 +71,12 @@ def test_compare_bad_input(client: TestClient) -> None:
     assert_problem(
         client.post(f"{BASE}/compare", json={**batch, "versions": []}), 422, "versions", "at least"
     )
+    for selector in (-1, 0, "no such/alias"):  # what the path's selector refuses, as it does
+        assert_problem(
+            client.post(f"{BASE}/compare", json={**batch, "versions": [selector]}),
+            422,
+            "versions[0]",
+        )
     assert_problem(client.post(f"{BASE}/compare", json={"labels": [0, 1]}), 422, "scores")
     assert_problem(
         client.post(f"{BASE}/compare", json={"scores": [[0.2, 0.3, 0.5]], "labels": [1]}),
