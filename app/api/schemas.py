@@ -98,17 +98,33 @@ class ReliabilityBinOut(BaseModel):
 Interval = Annotated[list[float], Field(min_length=2, max_length=2)]
 
 
-class MetricsOut(BaseModel):
+class HeadlineMetricsOut(BaseModel):
+    """The headline measures a version stores and a comparison ranks by; null where undefined
+    (one class, a separated batch). Multiclass top-label ones have `accuracy`, not `auc`."""
+
+    brier: float | None = Field(None, description="Mean squared error (multiclass: to one-hot).")
+    log_loss: float | None = Field(None, description="Mean negative log-likelihood, eps 1e-15.")
+    ece: float | None = Field(
+        None, description="Binned expected calibration error (L1; 10 uniform bins here)."
+    )
+    auc: float | None = Field(None, description="ROC AUC, ties counted half (binary).")
+    accuracy: float | None = Field(None, description="Share of arg max = label (multiclass).")
+    intervals: dict[str, Interval] | None = Field(
+        None,
+        description="95% intervals [low, high] of each measure above: percentile bootstrap "
+        "over rows (`bootstrap` Poisson resamples, seeded, the same for every version); for "
+        "ece the basic bootstrap interval, reaching 0 unless a test of perfect calibration "
+        "rejects at 5%. Absent with `bootstrap=0`.",
+    )
+
+
+class MetricsOut(HeadlineMetricsOut):
     """The measures of a report (METHODS.md, Measures); null where undefined (one class, a
     separated batch). Multiclass top-label reports have `accuracy` and no `auc`, Murphy terms
     or binned-only measures of the binary case."""
 
-    brier: float | None = Field(None, description="Mean squared error (multiclass: to one-hot).")
-    log_loss: float | None = Field(None, description="Mean negative log-likelihood, eps 1e-15.")
     ece: float | None = Field(None, description="Binned expected calibration error (L1).")
     mce: float | None = Field(None, description="Largest bin gap |fraction - mean|.")
-    auc: float | None = Field(None, description="ROC AUC, ties counted half (binary).")
-    accuracy: float | None = Field(None, description="Share of arg max = label (multiclass).")
     reliability: float | None = Field(None, description="Murphy: reliability over the bins.")
     resolution: float | None = Field(None, description="Murphy: resolution over the bins.")
     uncertainty: float | None = Field(None, description="Murphy: base rate (1 - base rate).")
@@ -219,7 +235,7 @@ class Difference(BaseModel):
 class ComparedVersion(BaseModel):
     version: int
     method: str
-    metrics: MetricsOut = Field(description="Headline metrics, with their 95% intervals.")
+    metrics: HeadlineMetricsOut = Field(description="Its metrics on the batch, with intervals.")
     delta: dict[str, float | None] = Field(description="Each metric minus the best one's.")
     difference: Difference
     significant: bool = Field(
@@ -237,7 +253,7 @@ class CompareOut(BaseModel):
     by: str
     bootstrap: int = Field(description="Resamples behind the intervals (0: none).")
     versions: list[ComparedVersion] = Field(description="Best first.")
-    raw: MetricsOut = Field(description="The raw scores' own metrics.")
+    raw: HeadlineMetricsOut = Field(description="The raw scores' own metrics.")
 
 
 class WindowIntervalsOut(BaseModel):
