@@ -32,8 +32,9 @@ install-test: $(VENV)/.installed-test  ## install the service with its test tool
 migrate: install  ## apply the Alembic migrations to CALIBRATION_DATABASE_URL (default ./data/calibration.db)
 	$(PY) -m app.store.migrate
 
-# app.serve, as the image runs it: uvicorn with the settings' timeouts and trusted proxies.
-run: migrate  ## serve on http://$(HOST):$(PORT) (docs at /docs)
+# app.serve, as the image runs it: it checks the port is free (one line and exit 1 if not),
+# migrates the database, then runs uvicorn with the settings' timeouts and trusted proxies.
+run: install  ## migrate and serve on http://$(HOST):$(PORT) (docs at /docs)
 	CALIBRATION_HOST=$(HOST) CALIBRATION_PORT=$(PORT) CALIBRATION_WORKERS=1 $(PY) -m app.serve
 
 lint: install-test lint-deploy  ## ruff, mypy --strict, and the deployment files
