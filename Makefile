@@ -8,7 +8,7 @@ PORT   ?= 8000
 SUDO   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-test migrate run test lint lint-deploy fmt postgres clean
+.PHONY: help install install-test migrate run test lint lint-deploy fmt postgres chromium clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -57,7 +57,11 @@ postgres:  ## install Debian's PostgreSQL server when it is missing (the tests s
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql >/dev/null; }
 
-test: install-test postgres lint  ## lint, types and the whole suite on SQLite and PostgreSQL
+chromium:  ## install Debian's Chromium when it is missing (the browser tests drive it headless)
+	@command -v chromium >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+
+test: install-test postgres chromium lint  ## lint, types and the whole suite on SQLite and PostgreSQL, and /docs in Chromium
 	$(PY) -m pytest
 
 clean:  ## remove the virtualenv, caches and the local database

@@ -47,7 +47,7 @@ def _inline_code(text: str) -> str:
 
 
 def _statuses(problem: ProblemType) -> str:
-    return " or ".join(str(status) for status in problem.statuses)
+    return " or ".join(str(status) for status in problem.statuses) or "any other"
 
 
 @router.get("")
@@ -56,7 +56,7 @@ async def problem_index() -> HTMLResponse:
     rows = "".join(
         f'<tr><td><a href="{escape(p.uri)}">{escape(p.slug)}</a></td>'
         f"<td>{_statuses(p)}</td><td>{escape(p.title)}</td></tr>"
-        for p in sorted(PROBLEM_TYPES.values(), key=lambda p: (p.statuses, p.slug))
+        for p in sorted(PROBLEM_TYPES.values(), key=lambda p: (p.statuses or (999,), p.slug))
     )
     body = (
         "<h1>Problem types</h1>"

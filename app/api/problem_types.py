@@ -27,6 +27,7 @@ class ProblemType:
     slug: str
     title: str
     statuses: tuple[int, ...]
+    """The statuses it is sent with; empty: whatever status the HTTP layer chose."""
     meaning: str
     fix: str
 
@@ -181,7 +182,7 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         ProblemType(
             HTTP_ERROR,
             "HTTP error",
-            (400, 500),
+            (),
             "The HTTP layer refused the request before the service read it; `status` and "
             "`detail` say why.",
             "Fix what `detail` names.",
