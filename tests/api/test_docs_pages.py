@@ -71,3 +71,22 @@ def test_try_it_out_with_the_examples_fits_and_predicts(client: TestClient) -> N
     fit = client.post("/v1/calibrators/probs/fit", json={**beta, "method": "beta"})
     assert fit.status_code == 201, fit.text
     assert client.post("/v1/calibrators/probs/predict", json=scores).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/docs/%2e%2e/%2e%2e/settings.py",
+        "/static/docs/swagger/..%2f..%2f..%2fapi%2fdocs_pages.py",
+        "/static/docs/",
+        "/static/docs/swagger",
+        "/problems/%00",
+        "/problems/" + "x" * 5000,
+        "/problems/..%2f..%2fv1%2fcalibrators",
+    ],
+)
+def test_odd_paths_under_the_open_prefixes_are_404s(client: TestClient, path: str) -> None:
+    r = client.get(path)
+    assert r.status_code == 404, (path, r.status_code)
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert "import" not in r.text  # no source file leaks out
