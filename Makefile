@@ -8,7 +8,7 @@ PORT   ?= 8000
 SUDO   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-test migrate run test lint lint-deploy fmt postgres clean
+.PHONY: help install install-test migrate run test lint lint-deploy fmt postgres chromium clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -32,8 +32,9 @@ install-test: $(VENV)/.installed-test  ## install the service with its test tool
 migrate: install  ## apply the Alembic migrations to CALIBRATION_DATABASE_URL (default ./data/calibration.db)
 	$(PY) -m app.store.migrate
 
-# app.serve, as the image runs it: uvicorn with the settings' timeouts and trusted proxies.
-run: migrate  ## serve on http://$(HOST):$(PORT) (docs at /docs)
+# app.serve, as the image runs it: it checks the port is free (one line and exit 1 if not),
+# migrates the database, then runs uvicorn with the settings' timeouts and trusted proxies.
+run: install  ## migrate and serve on http://$(HOST):$(PORT) (docs at /docs)
 	CALIBRATION_HOST=$(HOST) CALIBRATION_PORT=$(PORT) CALIBRATION_WORKERS=1 $(PY) -m app.serve
 
 lint: install-test lint-deploy  ## ruff, mypy --strict, and the deployment files
@@ -56,7 +57,11 @@ postgres:  ## install Debian's PostgreSQL server when it is missing (the tests s
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql >/dev/null; }
 
-test: install-test postgres lint  ## lint, types and the whole suite on SQLite and PostgreSQL
+chromium:  ## install Debian's Chromium when it is missing (the browser tests drive it headless)
+	@command -v chromium >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+
+test: install-test postgres chromium lint  ## lint, types and the whole suite on SQLite and PostgreSQL, and /docs in Chromium
 	$(PY) -m pytest
 
 clean:  ## remove the virtualenv, caches and the local database

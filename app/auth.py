@@ -36,12 +36,17 @@ OPEN_PATHS = frozenset(
         "/docs/oauth2-redirect",
         "/redoc",
         "/openapi.json",
+        "/problems",
         "/v2/health/live",
         "/v2/health/ready",
     }
 )
 """Paths anyone may call: probes (the protocol's too), metrics scrapes and the API's own
 description."""
+
+OPEN_PREFIXES = ("/problems/", "/static/docs/")
+"""Path prefixes anyone may read: the problem types' pages and the assets of /docs and /redoc
+(a path with a ``..`` segment is never open: it is not what it seems to be)."""
 
 _READ_METHODS = frozenset({"GET", "HEAD"})
 # POSTs that compute on a batch without changing anything stored (predict and infer log
@@ -131,13 +136,16 @@ def match_key(presented: str | bytes, keys: Iterable[ApiKey]) -> ApiKey | None:
 
 
 def required_scope(method: str, path: str) -> Scope | None:
-    """The scope a request needs, or None for the open paths (:data:`OPEN_PATHS`).
+    """The scope a request needs, or None for the open paths (:data:`OPEN_PATHS`,
+    :data:`OPEN_PREFIXES`).
 
     GET and HEAD read; so do the POSTs that only compute (predict, diagnostics on a batch,
     compare). Everything else — fit, deletes, aliases, PATCH, and any other method — writes.
     """
     path = path.rstrip("/") or "/"
     if path in OPEN_PATHS:
+        return None
+    if path.startswith(OPEN_PREFIXES) and ".." not in path.split("/"):
         return None
     if method in _READ_METHODS or (method == "POST" and _READ_POSTS.match(path)):
         return "read"

@@ -1,7 +1,10 @@
-"""The service's domain exceptions, each carrying its HTTP status.
+"""The service's domain exceptions, each carrying its HTTP status and its problem type.
 
 One handler in :mod:`app.api.problems` renders every one of them as RFC 9457
 ``application/problem+json``; nothing below this module knows about HTTP beyond the number.
+A class's ``slug`` names its problem type: the answer's ``type`` is ``/problems/{slug}``, a
+page the service serves (:mod:`app.api.problem_pages`). One slug per kind of problem, not per
+status: the three 503s are three types.
 
 Exception tree::
 
@@ -45,6 +48,7 @@ class ServiceError(Exception):
 
     status = 500
     title = "Internal Server Error"
+    slug = "internal-error"
     retry_after_seconds: ClassVar[int | None] = None
     """Sent as ``Retry-After`` when set: the condition is expected to pass."""
 
@@ -55,46 +59,55 @@ class ServiceError(Exception):
 class MalformedBody(ServiceError):
     status = 400
     title = "Malformed request body"
+    slug = "malformed-body"
 
 
 class Unauthorized(ServiceError):
     status = 401
     title = "Unauthorized"
+    slug = "unauthorized"
 
 
 class Forbidden(ServiceError):
     status = 403
     title = "Forbidden"
+    slug = "forbidden"
 
 
 class NotFound(ServiceError):
     status = 404
     title = "Not found"
+    slug = "not-found"
 
 
 class RequestTimeout(ServiceError):
     status = 408
     title = "Request timeout"
+    slug = "request-timeout"
 
 
 class Conflict(ServiceError):
     status = 409
     title = "Conflict"
+    slug = "conflict"
 
 
 class PayloadTooLarge(ServiceError):
     status = 413
     title = "Payload too large"
+    slug = "payload-too-large"
 
 
 class UnsupportedMediaType(ServiceError):
     status = 415
     title = "Unsupported media type"
+    slug = "unsupported-media-type"
 
 
 class InvalidInput(ServiceError):
     status = 422
     title = "Invalid input"
+    slug = "invalid-input"
 
 
 class ClientGone(ServiceError):
@@ -102,11 +115,13 @@ class ClientGone(ServiceError):
 
     status = 499
     title = "Client closed request"
+    slug = "client-gone"
 
 
 class DatabaseUnavailable(ServiceError):
     status = 503
     title = "Database unavailable"
+    slug = "database-unavailable"
     retry_after_seconds = 5
 
 
@@ -115,6 +130,7 @@ class Busy(ServiceError):
 
     status = 503
     title = "Busy"
+    slug = "busy"
     retry_after_seconds = 2
 
 
@@ -123,6 +139,7 @@ class OverBudget(ServiceError):
 
     status = 503
     title = "Over the time budget"
+    slug = "over-budget"
     retry_after_seconds = 30
 
 
@@ -131,6 +148,7 @@ class StoredDataCorrupt(ServiceError):
 
     status = 500
     title = "Stored version is corrupt"
+    slug = "stored-data-corrupt"
 
 
 class NotExportable(ServiceError):
@@ -139,6 +157,7 @@ class NotExportable(ServiceError):
 
     status = 501
     title = "Not exportable"
+    slug = "not-exportable"
 
 
 def invalid(loc: Sequence[str | int], msg: str) -> InvalidInput:

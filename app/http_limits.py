@@ -63,9 +63,10 @@ class HeaderScan:
         return self._bytes > MAX_HEADER_BYTES
 
 
-def problem_bytes(status: int, title: str, detail: str) -> bytes:
-    """A whole HTTP/1.1 problem+json response that closes the connection."""
-    response = problem_response(status, detail, title=title)
+def problem_bytes(status: int, slug: str, title: str, detail: str) -> bytes:
+    """A whole HTTP/1.1 problem+json response of the type ``slug`` that closes the
+    connection."""
+    response = problem_response(status, detail, slug=slug, title=title)
     head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}".encode()]
     head += [name + b": " + value for name, value in response.raw_headers]
     head.append(b"connection: close")

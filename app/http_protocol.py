@@ -39,6 +39,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from app.api.problem_types import LARGE_HEADERS, MALFORMED_REQUEST
 from app.errors import PayloadTooLarge, RequestTimeout, ServiceError
 from app.http_limits import (
     ANSWERED,
@@ -88,7 +89,9 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._counted_from_start = awaiting and not self._in_headers
         if awaiting and self._headers.too_large(data):
             self._stop_waiting()
-            self._answer_and_close(431, "Request header fields too large", HEADERS_TOO_LARGE)
+            self._answer_and_close(
+                431, LARGE_HEADERS, "Request header fields too large", HEADERS_TOO_LARGE
+            )
             return
         cycle = self.cycle
         in_body = cycle is not None and cycle.more_body and not self._in_headers
@@ -103,7 +106,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._watch_body()
 
     def send_400_response(self, msg: str) -> None:
-        self._answer_and_close(400, "Malformed request", msg)  # problem+json, as every answer
+        # problem+json, as every answer
+        self._answer_and_close(400, MALFORMED_REQUEST, "Malformed request", msg)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -249,12 +253,12 @@ class DeadlineProtocol(HttpToolsProtocol):
         cycle.scope.setdefault("state", {})[ANSWERED] = error.status
         cycle.disconnected = True  # whatever the application still sends goes nowhere
         cycle.message_event.set()
-        self._answer_and_close(error.status, error.title, detail)
+        self._answer_and_close(error.status, error.slug, error.title, detail)
 
-    def _answer_and_close(self, status: int, title: str, detail: str) -> None:
+    def _answer_and_close(self, status: int, slug: str, title: str, detail: str) -> None:
         """Write a problem+json answer of the protocol's own, then close the connection."""
         logger.info("answered %d to %s and closed the connection: %s", status, self.client, detail)
-        self.transport.write(problem_bytes(status, title, detail))
+        self.transport.write(problem_bytes(status, slug, title, detail))
         self.transport.close()
 
 

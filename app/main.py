@@ -16,9 +16,11 @@ from app.api import (
     inference,
     json_process,
     predictions,
+    problem_pages,
     registry,
     traffic,
 )
+from app.api.docs_pages import install_docs
 from app.api.fast_predict import FastPredict
 from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
@@ -33,7 +35,8 @@ from app.store import Database
 DESCRIPTION = """
 Fit **named calibrators** on batches of (score, label) pairs, keep every fit as an immutable
 numbered version, map raw scores to calibrated probabilities, and look at reliability
-diagrams computed out of sample. Errors are `application/problem+json` (RFC 9457).
+diagrams computed out of sample. Errors are `application/problem+json` (RFC 9457); each
+error's `type` is a page of this service that explains it (all of them: [/problems](/problems)).
 """
 
 
@@ -66,6 +69,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # install_docs serves /docs and /redoc from local assets, not a CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     install_problem_handlers(app)
@@ -80,6 +85,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.include_router(traffic.router)
     app.include_router(health.router)
     app.include_router(inference.router)
+    app.include_router(problem_pages.router)
+    install_docs(app)
     return app
 
 

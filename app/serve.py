@@ -1,5 +1,7 @@
 """The container's entrypoint: ``python -m app.serve`` migrates the database, then serves.
 
+0. **Check the port.** A host and port another process listens on end the start at once, in
+   one line that says so (:func:`ensure_port_free`), before anything is migrated.
 1. **Migrate.** The configured database (``CALIBRATION_DATABASE_URL``) is brought to the newest
    Alembic revision. A database that does not answer yet (a container started together with
    its PostgreSQL) is retried every second for up to :data:`MIGRATION_WAIT_SECONDS`; then the
@@ -19,9 +21,11 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -60,6 +64,28 @@ METRICS_DIRECTORY_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 """prometheus-client's multiprocess mode: where the worker processes write their samples."""
 
 _UNREACHABLE = (OperationalError, InterfaceError)
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Exit with one line when ``host:port`` cannot be listened on (another server has it).
+
+    The probe binds as uvicorn will (IPv6 for a host with a colon, ``SO_REUSEADDR``, so a port
+    left in TIME_WAIT by a server just stopped counts as free), then lets the port go.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                reason = (
+                    f"port {port} on {host} is in use; choose another: make run PORT={port + 1} "
+                    f"(or CALIBRATION_PORT={port + 1})"
+                )
+            else:
+                reason = f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+            raise SystemExit(f"calibration: {reason}") from None
 
 
 @contextmanager
@@ -165,6 +191,7 @@ def main() -> None:
         reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
         raise SystemExit(f"invalid settings, not starting: {reasons}") from exc
     configure_logging(settings.log_level, settings.log_format)
+    ensure_port_free(settings.host, settings.port)
     migrate_when_ready(settings)
     logger.info("serving on %s:%d with %d workers", settings.host, settings.port, settings.workers)
     with metrics_directory(settings.workers):

@@ -193,6 +193,30 @@ def test_replicas_started_together_migrate_once(empty_database_url: str, serve: 
     assert fit.status_code == 201, fit.text
 
 
+def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path) -> None:
+    database = tmp_path / "calibration.db"
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        env = {
+            **os.environ,
+            "CALIBRATION_DATABASE_URL": f"sqlite:///{database}",
+            "CALIBRATION_HOST": "127.0.0.1",
+            "CALIBRATION_PORT": str(port),
+        }
+        command = [sys.executable, "-m", "app.serve"]
+        result = subprocess.run(
+            command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+    assert result.returncode != 0
+    assert result.stderr.splitlines() == [
+        f"calibration: port {port} on 127.0.0.1 is in use; choose another: "
+        f"make run PORT={port + 1} (or CALIBRATION_PORT={port + 1})"
+    ]
+    assert not database.exists()  # refused before migrating anything
+
+
 def test_serve_gives_up_on_an_unreachable_database(caplog: pytest.LogCaptureFixture) -> None:
     url = f"postgresql://nobody:secret@127.0.0.1:{free_port()}/calibration"
     settings = Settings(database_url=url, db_connect_timeout_seconds=1)

@@ -110,6 +110,7 @@ def test_metrics_count_requests_by_route_template(
     assert len(regular) == 1  # the regular route answered
     assert client.get("/v1/calibrators/nobody").status_code == 404
     assert client.get("/no/such/route").status_code == 404
+    assert client.get("/static/docs/swagger/swagger-ui.css").status_code == 200
     assert client.post(f"{BASE}/predict", json={"scores": "high"}).status_code == 422
 
     after = scrape(client.get)
@@ -125,6 +126,8 @@ def test_metrics_count_requests_by_route_template(
     assert delta(requests, method="POST", route=PREDICT, status="422") == 1.0
     assert delta(requests, method="GET", route="/v1/calibrators/{name}", status="404") == 1.0
     assert delta(requests, method="GET", route="unmatched", status="404") == 1.0
+    assets = "/static/docs/{path:path}"  # the docs' files, under their mount's template
+    assert delta(requests, method="GET", route=assets, status="200") == 1.0
     latency = "calibration_http_request_duration_seconds_count"
     assert delta(latency, method="POST", route=PREDICT) == 3.0
     assert delta("calibration_fits_total", method="platt") == 1.0

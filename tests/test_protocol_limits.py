@@ -217,3 +217,4 @@ def test_a_request_the_parser_refuses_is_answered_400_problem_json(served: Servi
     assert status == 400
     problem = json.loads(body)
     assert (problem["status"], problem["title"]) == (400, "Malformed request")
+    assert problem["type"] == "/problems/malformed-request"

@@ -152,6 +152,7 @@ def test_headers_past_the_limit_are_answered_431_and_the_connection_closed(
         assert response.status == 431
         assert response.getheader("content-type") == "application/problem+json"
         assert body["status"] == 431
+        assert body["type"] == "/problems/headers-too-large"
         assert f"exceed {MAX_HEADER_BYTES} bytes" in body["detail"]
         assert seconds_until_closed(sock, time.monotonic()) < MARGIN
 

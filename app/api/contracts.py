@@ -243,7 +243,7 @@ class TrafficFitBody(FitOptions):
 
 class PredictBody(_Body):
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"scores": [-1.2, 0.0, 0.7], "version": "latest"}]},
+        json_schema_extra={"examples": [{"scores": [0.12, 0.5, 0.87], "version": "latest"}]},
     )
 
     scores: Numbers = Field(

@@ -21,8 +21,15 @@ from .json_process import IN_PROCESS_BYTES
 from .payloads import byte_count
 from .schemas import NAME_PATTERN
 
+# openapi_examples fill /docs' "Try it out" fields (Swagger UI ignores the schema's examples).
 NameParam = Annotated[
-    str, Path(pattern=NAME_PATTERN, description="Calibrator name.", examples=["churn"])
+    str,
+    Path(
+        pattern=NAME_PATTERN,
+        description="Calibrator name.",
+        examples=["churn"],
+        openapi_examples={"churn": {"value": "churn"}},
+    ),
 ]
 SelectorParam = Annotated[
     str,
@@ -30,6 +37,7 @@ SelectorParam = Annotated[
         pattern=NAME_PATTERN,
         description="A version number, `latest`, or an alias.",
         examples=["latest", "3"],
+        openapi_examples={"latest": {"value": "latest"}, "a number": {"value": "3"}},
     ),
 ]
 

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import PlainTextResponse, Response
 
+from app.errors import DatabaseUnavailable
 from app.observability import CONTENT_TYPE_LATEST, exposition
 
 from .deps import ServiceDep, json_response
@@ -27,7 +28,12 @@ async def readyz(service: ServiceDep) -> Response:
     """200 when the database answers, else 503 with Retry-After."""
     if await run_in_threadpool(service.ready):
         return json_response({"status": "ready"})
-    return problem_response(503, "the database does not answer", headers={"Retry-After": "5"})
+    return problem_response(
+        503,
+        "the database does not answer",
+        slug=DatabaseUnavailable.slug,
+        headers={"Retry-After": "5"},
+    )
 
 
 @router.get(

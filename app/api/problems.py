@@ -2,7 +2,8 @@
 
 Domain errors (:mod:`app.errors`), FastAPI's request validation, Starlette's HTTP errors
 (unknown routes, wrong methods) and, as a last resort, anything unexpected are all rendered
-here as ``application/problem+json`` with ``type``, ``title``, ``status`` and ``detail``;
+here as ``application/problem+json`` with ``type``, ``title``, ``status`` and ``detail``
+(``type`` is ``/problems/{slug}``, a page of :mod:`app.api.problem_pages`);
 under ``/v2``, the Open Inference Protocol's routes, as its ``{"error": "..."}``
 (:func:`error_response` chooses), with 400 where ``/v1`` says 422.
 """
@@ -20,24 +21,32 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from app.errors import FieldError, ServiceError, describe_loc
+from app.errors import FieldError, InvalidInput, MalformedBody, ServiceError, describe_loc
+
+from .problem_types import HTTP_ERROR, METHOD_NOT_ALLOWED, UNKNOWN_ROUTE, type_uri
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("app.errors")
+
+
+_HTTP_SLUGS = {400: MalformedBody.slug, 404: UNKNOWN_ROUTE, 405: METHOD_NOT_ALLOWED}
+"""The problem types of Starlette's HTTP errors (unknown routes, wrong methods, a multipart
+body it could not parse); any other status is a plain :data:`HTTP_ERROR`."""
 
 
 def problem_response(
     status: int,
     detail: str,
     *,
+    slug: str,
     title: str | None = None,
     errors: Sequence[FieldError] = (),
     headers: dict[str, str] | None = None,
 ) -> Response:
-    """Render one problem document."""
+    """Render one problem document of the type ``slug`` (:mod:`app.api.problem_types`)."""
     phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
     body: dict[str, Any] = {
-        "type": f"https://calibration.dev/problems/{status}",
+        "type": type_uri(slug),
         "title": title or phrase,
         "status": status,
         "detail": detail,
@@ -70,6 +79,7 @@ def error_response(
     status: int,
     detail: str,
     *,
+    slug: str,
     title: str | None = None,
     errors: Sequence[FieldError] = (),
     headers: dict[str, str] | None = None,
@@ -77,7 +87,7 @@ def error_response(
     """The error of a request for ``path``: the protocol's under ``/v2``, else a problem."""
     if is_protocol_path(path):
         return protocol_error(status, detail, headers)
-    return problem_response(status, detail, title=title, errors=errors, headers=headers)
+    return problem_response(status, detail, slug=slug, title=title, errors=errors, headers=headers)
 
 
 async def _service_error(request: Request, exc: Exception) -> Response:
@@ -89,6 +99,7 @@ async def _service_error(request: Request, exc: Exception) -> Response:
         request.url.path,
         exc.status,
         exc.detail,
+        slug=exc.slug,
         title=exc.title,
         errors=exc.errors,
         headers=headers,
@@ -104,8 +115,12 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     # A JSON body FastAPI could not decode is malformed (400), not merely invalid (422).
     path = request.url.path
     if any(e.get("type") == "json_invalid" for e in exc.errors()):
-        return error_response(path, 400, detail, title="Malformed request body", errors=errors)
-    return error_response(path, 422, detail, title="Invalid input", errors=errors)
+        return error_response(
+            path, 400, detail, slug=MalformedBody.slug, title=MalformedBody.title, errors=errors
+        )
+    return error_response(
+        path, 422, detail, slug=InvalidInput.slug, title=InvalidInput.title, errors=errors
+    )
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -117,13 +132,14 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     else:
         detail = str(exc.detail)
     headers = getattr(exc, "headers", None)
-    return error_response(request.url.path, exc.status_code, detail, headers=headers)
+    slug = _HTTP_SLUGS.get(exc.status_code, HTTP_ERROR)
+    return error_response(request.url.path, exc.status_code, detail, slug=slug, headers=headers)
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
     logger.exception("unexpected error on %s %s", request.method, request.url.path)
     detail = "an unexpected error occurred; it has been logged"
-    return error_response(request.url.path, 500, detail)
+    return error_response(request.url.path, 500, detail, slug=ServiceError.slug)
 
 
 def install_problem_handlers(app: FastAPI) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.auth import ApiKey, Decision, decide
+from app.auth import ApiKey, Decision, decide, required_scope
 from app.errors import Forbidden, ServiceError, Unauthorized
 from app.settings import Settings
 
@@ -61,6 +61,7 @@ class ApiKeyAuth:
             scope["path"],
             error.status,
             error.detail,
+            slug=error.slug,
             title=error.title,
             headers={"WWW-Authenticate": challenge},
         )
@@ -92,7 +93,9 @@ def install_authentication(app: FastAPI, settings: Settings) -> None:
 
 
 def document_bearer_scheme(app: FastAPI) -> None:
-    """Declare the bearer scheme in the OpenAPI description (/docs' Authorize button), on /v1."""
+    """Declare the bearer scheme in the OpenAPI description (/docs' Authorize button) on every
+    operation that needs a key (:func:`app.auth.required_scope`): /docs shows them locked and
+    sends the key given to Authorize with them."""
 
     describe = app.openapi
 
@@ -106,8 +109,8 @@ def document_bearer_scheme(app: FastAPI) -> None:
                 "description": "An API key (`python -m app.keys`), of scope read or write.",
             }
             for path, operations in spec.get("paths", {}).items():
-                if path.startswith("/v1/"):
-                    for operation in operations.values():
+                for method, operation in operations.items():
+                    if required_scope(method.upper(), path) is not None:
                         operation["security"] = [{SCHEME_NAME: []}]
             app.openapi_schema = spec
         return app.openapi_schema

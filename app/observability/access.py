@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI
-from starlette.routing import compile_path
+from starlette.routing import Mount, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .metrics import record_request
@@ -37,13 +37,16 @@ Templates = Mapping[str, frozenset[str]]
 
 
 def route_templates(app: FastAPI) -> Templates:
-    """The app's route templates: its OpenAPI paths, and the documentation pages."""
+    """The app's route templates: its OpenAPI paths, the documentation pages, and one
+    ``{mount}/{path:path}`` per mounted app (the docs' assets), whose files would otherwise be
+    counted as unmatched."""
     templates = {
         path: frozenset(method.upper() for method in operations)
         for path, operations in app.openapi().get("paths", {}).items()
     }
     docs = (app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
-    for path in docs:
+    mounts = [f"{route.path}/{{path:path}}" for route in app.routes if isinstance(route, Mount)]
+    for path in (*docs, *mounts):
         if path:
             templates.setdefault(path, frozenset({"GET", "HEAD"}))
     return templates

@@ -1,8 +1,8 @@
 """Schema migrations: Alembic, configured from ``[tool.alembic]`` in pyproject.toml.
 
 ``python -m app.store.migrate`` brings the configured database (``CALIBRATION_DATABASE_URL``)
-to the newest revision; ``make migrate`` and ``make run`` call it. Tests call :func:`upgrade`
-and :func:`downgrade` with their own URLs.
+to the newest revision; ``make migrate`` calls it (``make run`` migrates through
+:mod:`app.serve`). Tests call :func:`upgrade` and :func:`downgrade` with their own URLs.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from app.api.problem_types import PROBLEM_TYPES
+
 
 def sigmoid_batch(n: int = 400, seed: int = 0, a: float = 1.5, b: float = -0.3) -> dict[str, Any]:
     """Margins f ~ N(0, 2) and labels drawn with P(y=1 | f) = 1 / (1 + exp(-(a f + b)))."""
@@ -25,12 +27,14 @@ def as_csv(batch: dict[str, Any], weights: list[float] | None = None) -> str:
 
 
 def assert_problem(response: Any, status: int, *fragments: str) -> dict[str, Any]:
-    """The response is problem+json with this status and a detail mentioning each fragment."""
+    """The response is problem+json with this status and a detail mentioning each fragment,
+    of a problem type the service has a page for (``/problems/{slug}``)."""
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/problem+json")
     body: dict[str, Any] = response.json()
     assert body["status"] == status
     assert {"type", "title", "status", "detail"} <= body.keys()
+    assert body["type"].removeprefix("/problems/") in PROBLEM_TYPES, body["type"]
     for fragment in fragments:
         assert fragment in body["detail"], (fragment, body["detail"])
     return body

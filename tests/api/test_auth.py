@@ -193,7 +193,21 @@ def test_a_write_key_does_everything(secured: TestClient) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", ["/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"]
+    "path",
+    [
+        "/healthz",
+        "/readyz",
+        "/docs",
+        "/docs/oauth2-redirect",
+        "/redoc",
+        "/openapi.json",
+        "/problems",
+        "/problems/not-found",
+        "/static/docs/swagger/swagger-ui-bundle.js",
+        "/static/docs/swagger/swagger-ui.css",
+        "/static/docs/redoc/redoc.standalone.js",
+        "/static/docs/fastapi/favicon.png",
+    ],
 )
 def test_probes_and_docs_stay_open(secured: TestClient, path: str) -> None:
     assert secured.get(path).status_code == 200
@@ -210,13 +224,18 @@ def test_openapi_declares_the_bearer_scheme_and_its_errors(secured: TestClient) 
         "scheme": "bearer",
         "description": spec["components"]["securitySchemes"]["bearer"]["description"],
     }
+    locked = set()
     for path, operations in spec["paths"].items():
         for method, operation in operations.items():
-            if path.startswith("/v1/"):
+            if required_scope(method.upper(), path) is not None:  # /docs shows a lock
                 assert operation["security"] == [{"bearer": []}], (path, method)
-                assert {"401", "403"} <= operation["responses"].keys(), (path, method)
+                locked.add(path)
             else:
                 assert "security" not in operation, (path, method)
+            if path.startswith("/v1/"):
+                assert {"401", "403"} <= operation["responses"].keys(), (path, method)
+    keyed = {p for p in spec["paths"] if p.startswith(("/v1/", "/v2")) and "/health/" not in p}
+    assert keyed == locked
 
 
 def test_the_key_name_is_in_the_request_state_for_logs() -> None:
@@ -363,6 +382,12 @@ def test_every_entry_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatc
         ("GET", "/healthz", None),
         ("GET", "/openapi.json", None),
         ("POST", "/metrics", None),
+        ("GET", "/problems", None),
+        ("GET", "/problems/not-found", None),
+        ("GET", "/static/docs/swagger/swagger-ui.css", None),
+        ("GET", "/problemsx", "read"),
+        ("GET", "/problems/../v1/calibrators", "read"),
+        ("GET", "/static/docs/../../v1/calibrators", "read"),
     ],
 )
 def test_the_scope_follows_method_and_path(method: str, path: str, scope: str | None) -> None:
