@@ -29,6 +29,7 @@ from app.observability.access import install_observability
 from app.service import CalibrationService
 from app.settings import Settings, get_settings
 from app.store import Database
+from app.ui.routes import install_web_view
 
 DESCRIPTION = """
 Fit **named calibrators** on batches of (score, label) pairs, keep every fit as an immutable
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.include_router(traffic.router)
     app.include_router(health.router)
     app.include_router(inference.router)
+    install_web_view(app)
     return app
 
 
