@@ -28,12 +28,14 @@ def signed_in(request: Request) -> bool:
 async def answer(
     request: Request, template: str, build: Callable[[], Awaitable[dict[str, Any]]]
 ) -> Response:
-    """``template`` with what ``build`` reads, or the error page of what it raised."""
+    """``template`` with what ``build`` reads (its ``status`` the answer's, 200 without one),
+    or the error page of what it raised."""
     try:
         context = await build()
     except ServiceError as exc:
         return error_page(request, exc)
-    return page(template, {**context, "signed_in": signed_in(request)})
+    status = int(context.pop("status", 200))
+    return page(template, {**context, "signed_in": signed_in(request)}, status=status)
 
 
 def error_page(request: Request, error: ServiceError) -> Response:

@@ -145,7 +145,8 @@ def comparison(
     try:
         found = service.browsing.stored_comparison(name, first, second, "svg")
     except NotFound as exc:
-        return {"name": name, "compared": None, "a": first, "b": second, "problem": exc.detail}
+        problem = {"problem": exc.detail, "status": exc.status}
+        return {"name": name, "compared": None, "a": first, "b": second, **problem}
     a, b = found.first, found.second
     label = (
         f"Reliability curves of {name} versions {a.version} ({a.method}) and {b.version} "
