@@ -45,14 +45,16 @@ class LocalService:
         self.log = self.directory / "serve.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CALIBRATION_")}
         env.update(
-            CALIBRATION_DATABASE_URL=f"sqlite:///{self.directory / 'demo.db'}",
-            CALIBRATION_HOST="127.0.0.1",
-            CALIBRATION_PORT=str(port),
-            CALIBRATION_WORKERS="1",
-            CALIBRATION_LOG_FORMAT="text",
-            CALIBRATION_LOG_LEVEL="warning",
-            CALIBRATION_API_KEYS="",  # an empty value wins over a .env file's keys
-            **settings,
+            {
+                "CALIBRATION_DATABASE_URL": f"sqlite:///{self.directory / 'demo.db'}",
+                "CALIBRATION_HOST": "127.0.0.1",
+                "CALIBRATION_PORT": str(port),
+                "CALIBRATION_WORKERS": "1",
+                "CALIBRATION_LOG_FORMAT": "text",
+                "CALIBRATION_LOG_LEVEL": "warning",
+                "CALIBRATION_API_KEYS": "",  # an empty value wins over a .env file's keys
+                **settings,
+            }
         )
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
