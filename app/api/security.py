@@ -37,10 +37,12 @@ SCHEME_NAME = "bearer"
 class ApiKeyAuth:
     """Refuse requests without a key of the scope their route needs; with no keys, run open."""
 
-    def __init__(self, app: ASGIApp, keys: tuple[ApiKey, ...], sessions: Sessions) -> None:
+    def __init__(
+        self, app: ASGIApp, keys: tuple[ApiKey, ...], sessions: Sessions | None = None
+    ) -> None:
         self.app = app
         self.keys = keys
-        self.sessions = sessions
+        self.sessions = sessions or Sessions(keys, None)  # None: the web view cannot sign in
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
