@@ -8,7 +8,7 @@ PORT   ?= 8000
 SUDO   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-test migrate run test lint lint-deploy fmt postgres chromium clean
+.PHONY: help install install-test migrate run demo test lint lint-deploy fmt postgres chromium clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -52,6 +52,10 @@ lint-deploy: install-test  ## hadolint the Dockerfile, validate docker-compose.y
 fmt: install-test  ## format and autofix
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# The demo's models come from scikit-learn, a test dependency: hence install-test.
+demo: install-test  ## fit calibrators on real data (a service of its own if none answers at URL) and print where to look
+	$(PY) -m demo $(if $(URL),--url $(URL)) $(if $(KEY),--key $(KEY)) $(DEMO_FLAGS)
 
 postgres:  ## install Debian's PostgreSQL server when it is missing (the tests start a throwaway one)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \

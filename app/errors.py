@@ -21,7 +21,8 @@ Exception tree::
     ├── ClientGone             499  the client left before its job ended (logged, never sent)
     ├── DatabaseUnavailable    503  the database did not answer (sent with Retry-After)
     ├── Busy                   503  every worker busy, the queue full (Retry-After)
-    └── OverBudget             503  a job ran past CALIBRATION_FIT_TIMEOUT_SECONDS (Retry-After)
+    ├── OverBudget             503  a job ran past CALIBRATION_FIT_TIMEOUT_SECONDS (Retry-After)
+    └── SignInUnavailable      503  the web view has keys but no CALIBRATION_UI_SECRET to sign with
 """
 
 from __future__ import annotations
@@ -141,6 +142,14 @@ class OverBudget(ServiceError):
     title = "Over the time budget"
     slug = "over-budget"
     retry_after_seconds = 30
+
+
+class SignInUnavailable(ServiceError):
+    """Keys are configured but no secret every worker shares signs the web view's sessions."""
+
+    status = 503
+    title = "Sign-in unavailable"
+    slug = "sign-in-unavailable"
 
 
 class StoredDataCorrupt(ServiceError):

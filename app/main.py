@@ -31,6 +31,7 @@ from app.observability.access import install_observability
 from app.service import CalibrationService
 from app.settings import Settings, get_settings
 from app.store import Database
+from app.ui.routes import install_web_view
 
 DESCRIPTION = """
 Fit **named calibrators** on batches of (score, label) pairs, keep every fit as an immutable
@@ -87,6 +88,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.include_router(inference.router)
     app.include_router(problem_pages.router)
     install_docs(app)
+    install_web_view(app)
     return app
 
 

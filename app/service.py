@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.batch import Batch, check_method_fits_batch
+from app.browsing import Browsing
 from app.calibration import (
     CalibrationError,
     IntervalCalibrator,
@@ -78,6 +79,7 @@ class CalibrationService:
             flush_seconds=settings.traffic_flush_seconds,
             retention_days=settings.traffic_retention_days,
         )
+        self.browsing = Browsing(database, self.diagnosis, self.live)
 
     # -- fitting -------------------------------------------------------------------------
     def fit_version(

@@ -7,12 +7,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.auth import ApiKey, check_unique, is_loopback, parse_api_keys
 
 DEFAULT_SQLITE_PATH = Path("data") / "calibration.db"
+MIN_UI_SECRET_CHARACTERS = 32
 
 
 class Settings(BaseSettings):
@@ -157,6 +158,25 @@ class Settings(BaseSettings):
         default="enabled",
         description="`disabled` serves everything without keys, on any host: say so explicitly.",
     )
+
+    ui_secret: SecretStr | None = Field(
+        default=None,
+        description="Signs the web view's session cookies (/ui): at least 32 characters, the "
+        "same on every replica and worker (`python -c 'import secrets; "
+        "print(secrets.token_urlsafe(32))'`). Unset: a random secret per process, which serves "
+        "one worker on a loopback address; elsewhere the web view refuses to sign in.",
+    )
+
+    @field_validator("ui_secret")
+    @classmethod
+    def _check_ui_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        # A short secret can be guessed offline from one cookie, and then forges sessions.
+        if value is not None and len(value.get_secret_value()) < MIN_UI_SECRET_CHARACTERS:
+            raise ValueError(
+                f"ui_secret must have at least {MIN_UI_SECRET_CHARACTERS} characters "
+                "(`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+            )
+        return value
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -3,7 +3,7 @@ figure), and the diagnostics of the labelled traffic of a range."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -117,10 +117,7 @@ class TrafficCases:
         """The rows of :meth:`monitoring` drawn over time (:mod:`app.monitoring_diagram`);
         live data, so drawn for each request."""
         rows = self.monitoring(name, window, since, until, selector, n_bins=n_bins)
-        title = f"{name} · {window} windows · {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC"
-        if selector is not None:
-            title += f" · version {selector}"
-        return render_monitoring(rows, title=title, image_format=image_format)
+        return monitoring_figure(rows, name, window, since, until, selector, image_format)
 
     def diagnostics(
         self,
@@ -166,6 +163,23 @@ class TrafficCases:
             probabilities[known], scores[known], y[known], None, query, "query"
         )
         return TrafficDiagnostics(version, int(known.sum()), calibrated, raw)
+
+
+def monitoring_figure(
+    rows: Sequence[Mapping[str, Any]],
+    name: str,
+    window: Window,
+    since: datetime,
+    until: datetime,
+    selector: Selector | None,
+    image_format: ImageFormat,
+) -> bytes:
+    """The monitoring rows of ``name`` in [since, until) (of the version ``selector``
+    denotes, or of all) drawn over time, titled with what they are."""
+    title = f"{name} · {window} windows · {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC"
+    if selector is not None:
+        title += f" · version {selector}"
+    return render_monitoring(rows, title=title, image_format=image_format)
 
 
 def _listed(versions: NDArray[np.float64]) -> str:

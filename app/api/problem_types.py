@@ -126,6 +126,14 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "Retry after the `Retry-After` seconds, or send fewer jobs at once.",
         ),
         _of(
+            errors.SignInUnavailable,
+            "The service has API keys, so the web view (/ui) needs a session, and sessions are "
+            "signed with a secret every worker and replica shares; none is configured. (One "
+            "worker on a loopback address signs with a secret of its own.)",
+            "Set CALIBRATION_UI_SECRET, at least 32 characters, the same on every replica, "
+            "and restart. The API itself is unaffected.",
+        ),
+        _of(
             errors.OverBudget,
             "The job ran past its time budget (CALIBRATION_FIT_TIMEOUT_SECONDS) and was "
             "stopped; nothing it would have written was stored.",

@@ -5,19 +5,26 @@ router, so one check covers every ``/v1`` route, unknown routes (401 before any 
 hot path alike. A refused request is answered here as problem+json with ``WWW-Authenticate``
 (RFC 6750); an accepted one carries the key's name in ``scope["state"]["api_key"]`` (``None``
 when the service runs open), which the hot path also takes as proof the check ran.
+
+The web view (``/ui``) is decided here too, by its session cookie instead of a Bearer header
+(:func:`app.ui.session.decide_ui`): a page without a valid session is redirected (303) to the
+key form. The cookie is read for ``/ui`` paths only, so it never opens an API route.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI
+from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.auth import ApiKey, Decision, decide, required_scope
 from app.errors import Forbidden, ServiceError, Unauthorized
 from app.settings import Settings
+from app.ui.session import KEY_FORM, Sessions, decide_ui, is_ui_path, session_secret
 
 from .problems import error_response
 
@@ -30,9 +37,12 @@ SCHEME_NAME = "bearer"
 class ApiKeyAuth:
     """Refuse requests without a key of the scope their route needs; with no keys, run open."""
 
-    def __init__(self, app: ASGIApp, keys: tuple[ApiKey, ...]) -> None:
+    def __init__(
+        self, app: ASGIApp, keys: tuple[ApiKey, ...], sessions: Sessions | None = None
+    ) -> None:
         self.app = app
         self.keys = keys
+        self.sessions = sessions or Sessions(keys, None)  # None: the web view cannot sign in
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -41,6 +51,9 @@ class ApiKeyAuth:
         if not self.keys:
             scope.setdefault("state", {})["api_key"] = None
             await self.app(scope, receive, send)
+            return
+        if is_ui_path(scope["path"]):
+            await self._web_view(scope, receive, send)
             return
         authorization = None
         for name, value in scope["headers"]:
@@ -67,6 +80,27 @@ class ApiKeyAuth:
         )
         await response(scope, receive, send)
 
+    async def _web_view(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve a ``/ui`` request with a valid session (or an open one), else send the
+        browser to the key form with the page it asked for."""
+        cookie = None
+        for name, value in scope["headers"]:
+            if name == b"cookie":
+                cookie = value.decode("latin-1")
+                break
+        decision = decide_ui(self.sessions, scope["path"], cookie)
+        if decision.verdict != "sign-in":
+            scope.setdefault("state", {})["api_key"] = decision.key.name if decision.key else None
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        query = scope.get("query_string", b"").decode("latin-1")
+        asked = scope["path"] + (f"?{query}" if query else "")
+        target = f"{KEY_FORM}?next={quote(asked, safe='')}"
+        await RedirectResponse(target, status_code=303)(scope, receive, send)
+
 
 def refusal(decision: Decision) -> tuple[ServiceError, str]:
     """The error and the ``WWW-Authenticate`` challenge for a refused request."""
@@ -88,7 +122,15 @@ def install_authentication(app: FastAPI, settings: Settings) -> None:
         keys = ()
     elif not keys:
         logger.info("no CALIBRATION_API_KEYS: serving without authentication on %s", settings.host)
-    app.add_middleware(ApiKeyAuth, keys=keys)
+    sessions = Sessions(keys, session_secret(settings))
+    if keys and not sessions.can_sign_in:
+        logger.warning(
+            "no CALIBRATION_UI_SECRET: the web view (/ui) cannot sign in on %s with %d workers",
+            settings.host,
+            settings.workers,
+        )
+    app.state.ui_sessions = sessions
+    app.add_middleware(ApiKeyAuth, keys=keys, sessions=sessions)
     document_bearer_scheme(app)
 
 

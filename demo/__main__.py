@@ -1,0 +1,73 @@
+"""``python -m demo [--url URL] [--key KEY] [--no-wait]``: fit the demo's calibrators on a
+running service (``make run``'s by default) or on one started here, and print where to look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import httpx
+
+from .server import LocalService, answers
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; 0 when every fit and alias was stored."""
+    started = time.perf_counter()
+    from .fits import fit_all, links  # scikit-learn's import is part of the demo's time
+
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__)
+    parser.add_argument("--url", default=os.environ.get("URL") or DEFAULT_URL)
+    parser.add_argument(
+        "--key",
+        default=os.environ.get("CALIBRATION_API_KEY") or os.environ.get("KEY") or None,
+        help="a write key, when the service has keys (default: $CALIBRATION_API_KEY or $KEY)",
+    )
+    parser.add_argument(
+        "--no-wait", action="store_true", help="exit after printing (stops a service started here)"
+    )
+    args = parser.parse_args(argv)
+    base_url = args.url.rstrip("/")
+    own = None
+    if not answers(base_url):
+        own = LocalService()
+        print(f"No service answers at {base_url}: starting one at {own.base_url} with a")
+        print(f"temporary SQLite database in {own.directory} (it stops when the demo does).")
+        own.wait_until_ready()
+        base_url = own.base_url
+    try:
+        headers = {"Authorization": f"Bearer {args.key}"} if args.key else {}
+        with httpx.Client(base_url=base_url, headers=headers, timeout=60) as client:
+            try:
+                fitted = fit_all(client)
+            except httpx.HTTPStatusError as exc:
+                print(f"the service refused: {exc.response.status_code} {exc.response.text}")
+                return 1
+        print()
+        for name, versions in fitted.versions.items():
+            listed = ", ".join(f"v{v} {method}" for method, v in versions.items())
+            print(f"{name}: {listed}; production -> v{versions['auto']}")
+        print()
+        for label, url in links(base_url, fitted).items():
+            print(f"{label + ':':<12} {url}")
+        print(f"\nThe demo took {time.perf_counter() - started:.1f} s.")
+        if own is not None and not args.no_wait:
+            print("Serving until Ctrl-C.")
+            try:
+                while own.process.poll() is None:
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                print()
+        return 0
+    finally:
+        if own is not None:
+            own.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

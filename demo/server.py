@@ -1,0 +1,94 @@
+"""A service of the demo's own: ``python -m app.serve`` on a free loopback port with a
+temporary SQLite database, without keys (loopback only), stopped when the demo ends."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def answers(base_url: str, timeout: float = 1.0) -> bool:
+    """Whether a calibration service answers ``/healthz`` at ``base_url``."""
+    try:
+        return httpx.get(f"{base_url}/healthz", timeout=timeout).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+class LocalService:
+    """One ``python -m app.serve`` process on a free loopback port (one worker), its database
+    and log in a temporary directory; ``settings`` are extra ``CALIBRATION_*`` variables."""
+
+    def __init__(self, **settings: str) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="calibration-demo-"))
+        port = free_port()
+        self.base_url = f"http://127.0.0.1:{port}"
+        self.log = self.directory / "serve.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CALIBRATION_")}
+        env.update(
+            {
+                "CALIBRATION_DATABASE_URL": f"sqlite:///{self.directory / 'demo.db'}",
+                "CALIBRATION_HOST": "127.0.0.1",
+                "CALIBRATION_PORT": str(port),
+                "CALIBRATION_WORKERS": "1",
+                "CALIBRATION_LOG_FORMAT": "text",
+                "CALIBRATION_LOG_LEVEL": "warning",
+                "CALIBRATION_API_KEYS": "",  # an empty value wins over a .env file's keys
+                **settings,
+            }
+        )
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "app.serve"],
+                env=env,
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def wait_until_ready(self, timeout: float = 30.0) -> None:
+        """Wait for ``/readyz``; RuntimeError with the log when the process exits or is
+        not ready within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"app.serve exited {self.process.returncode}:\n{self.output()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"app.serve was not ready within {timeout:g} s:\n{self.output()}")
+
+    def output(self) -> str:
+        """What the process has logged."""
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        """Stop the process (SIGTERM, then SIGKILL after 10 s) and remove its directory."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        shutil.rmtree(self.directory, ignore_errors=True)

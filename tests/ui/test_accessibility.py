@@ -1,0 +1,113 @@
+"""Every page of the web view is plain, accessible HTML: a language, a title, one h1, a skip
+link, labelled inputs, described figures, scoped table headers, no script, nothing loaded
+from elsewhere; and the stylesheet's text colours contrast with its backgrounds."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.ui.templating import STATIC
+
+from .html_checks import Parsed, parse
+
+PAGES = [
+    "/ui",
+    "/ui?tag=team:risk",
+    "/ui/calibrators/churn",
+    "/ui/calibrators/churn/compare",
+    "/ui/calibrators/churn/compare?a=1&b=nope",
+    "/ui/calibrators/churn/monitoring",
+    "/ui/calibrators/nope",
+    "/ui/nothing",
+]
+
+
+def check_page(parsed: Parsed, path: str) -> None:
+    """Assert the properties every page has."""
+    (html,) = parsed.all("html")
+    assert html.attrs.get("lang") == "en", path
+    title = parsed.all("title")[0]  # the document's (each figure has its own)
+    assert title.text.strip().endswith("· Calibration service"), path
+    assert len(parsed.all("h1")) == 1, path
+    assert parsed.all("a")[0].attrs.get("href") == "#main", f"{path}: no skip link first"
+    assert any(e.attrs.get("id") == "main" for e in parsed.all("main")), path
+    assert not parsed.all("script"), path
+    assert not parsed.all("iframe"), path
+    labels = {e.attrs.get("for") for e in parsed.all("label")}
+    for field in parsed.all("input"):
+        if field.attrs.get("type") != "hidden":
+            assert field.attrs.get("id") in labels, f"{path}: input without a label"
+    for image in parsed.all("img"):
+        assert image.attrs.get("alt"), f"{path}: img without alt"
+    for figure in parsed.all("svg"):
+        if figure.attrs.get("role") == "img":
+            assert figure.attrs.get("aria-label"), f"{path}: svg without aria-label"
+    roots = [e for e in parsed.elements if e.tag == "svg"]
+    described = [e for e in roots if e.attrs.get("role") == "img"]
+    assert len(described) == len(roots), f"{path}: an svg without role=img"
+    for cell in parsed.all("th"):
+        assert cell.attrs.get("scope") in ("col", "row"), f"{path}: th without scope"
+    for element in parsed.elements:
+        for name in ("href", "src", "action", "xlink:href"):
+            value = element.attrs.get(name, "")
+            assert not re.match(r"^(?:[a-z]+:)?//", value, re.I), f"{path}: external {value}"
+            assert not value.lower().startswith(("javascript:", "data:text")), path
+        assert not any(name.startswith("on") for name in element.attrs), f"{path}: handler"
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_is_accessible_html(shown: TestClient, path: str) -> None:
+    page = shown.get(path)
+    assert page.status_code in (200, 404), page.text[:300]
+    check_page(parse(page.text), path)
+
+
+def test_the_key_form_is_accessible_html(keyed_client: TestClient) -> None:
+    page = keyed_client.get("/ui/key?next=%2Fui")
+    parsed = parse(page.text)
+    check_page(parsed, "/ui/key")
+    (field,) = parsed.all("input")
+    assert field.attrs["type"] == "password"
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    wrong = keyed_client.post("/ui/key", content="key=wrong", headers=form)
+    check_page(parse(wrong.text), "/ui/key (refused)")
+
+
+def luminance(colour: str) -> float:
+    """WCAG 2.1 relative luminance of ``#rrggbb``."""
+    channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG 2.1 contrast ratio of two colours."""
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_contrast_of_the_stylesheet_is_at_least_4_5() -> None:
+    css = (STATIC / "ui.css").read_text()
+    palette = dict(re.findall(r"--([a-z-]+):\s*(#[0-9a-fA-F]{6})", css))
+    texts = {"text", "muted", "link", "problem"}
+    backgrounds = {"background", "panel", "chip"}
+    assert texts | backgrounds <= palette.keys()
+    for text in texts:
+        for background in backgrounds:
+            ratio = contrast(palette[text], palette[background])
+            assert ratio >= 4.5, (text, background, round(ratio, 2))
+    declared = re.findall(r"(?<![-\w])(?:color|background):\s*([^;]+);", css)
+    assert declared
+    assert all(value.strip().startswith("var(--") for value in declared), declared
+    assert contrast("#000000", "#ffffff") == pytest.approx(21.0)  # the formula itself
+
+
+def test_the_stylesheet_loads_nothing_from_elsewhere(open_client: TestClient) -> None:
+    css = open_client.get("/ui/static/ui.css")
+    assert css.status_code == 200
+    assert css.headers["content-type"].startswith("text/css")
+    assert "url(" not in css.text
+    assert "@import" not in css.text

@@ -1,0 +1,63 @@
+"""``make demo``: its calibrators land through the API, and the URLs it prints answer."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+from fastapi.testclient import TestClient
+
+from demo.fits import ALIAS, METHODS, fit_all, links
+from demo.server import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_demo_fits_every_method_sets_the_alias_and_its_links_answer(
+    open_client: TestClient,
+) -> None:
+    fitted = fit_all(open_client)
+    assert set(fitted.versions) == {"breast-cancer-naive-bayes", "breast-cancer-boosted-stumps"}
+    for name, versions in fitted.versions.items():
+        listed = open_client.get(f"/v1/calibrators/{name}").json()["versions"]
+        stored = {v["version"]: v for v in listed}
+        assert {m: stored[v]["selection"] is not None for m, v in versions.items()} == {
+            "platt": False,
+            "isotonic": False,
+            "auto": True,
+        }
+        assert [m for m in METHODS if m != "auto"] == [
+            stored[versions[m]]["method"] for m in METHODS if m != "auto"
+        ]
+        production = open_client.get(f"/v1/calibrators/{name}/versions/{ALIAS}").json()
+        assert production["version"] == versions["auto"]
+        assert stored[versions["platt"]]["tags"]["dataset"] == "breast_cancer"
+    for label, url in links("http://testserver", fitted).items():
+        answer = open_client.get(url)
+        assert answer.status_code == 200, (label, url, answer.text[:200])
+
+
+def test_make_demo_starts_a_service_of_its_own_when_none_answers(tmp_path: Path) -> None:
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    run = subprocess.run(
+        [sys.executable, "-m", "demo", "--url", nowhere, "--no-wait"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"No service answers at {nowhere}" in run.stdout
+    urls = re.findall(r"^(web view|calibrator|diagram|compare):\s+(\S+)$", run.stdout, re.M)
+    assert [label for label, _ in urls] == ["web view", "calibrator", "diagram", "compare"]
+    took = float(re.search(r"The demo took ([0-9.]+) s", run.stdout)[1])  # type: ignore[index]
+    assert took < 60
+    own = urls[0][1].rsplit("/ui", 1)[0]
+    try:  # --no-wait stops the service it started
+        httpx.get(f"{own}/healthz", timeout=2)
+        raise AssertionError("the demo's own service still answers after --no-wait")
+    except httpx.TransportError:
+        pass

@@ -1,0 +1,162 @@
+"""The web view's pages, in open mode: what a user sees of the calibrators and versions."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.ui.pages import VERSIONS_PER_PAGE
+
+from .conftest import fit
+from .html_checks import parse
+
+
+def test_the_list_shows_each_calibrator_with_its_latest_version(shown: TestClient) -> None:
+    page = shown.get("/ui")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    rows = {e.text.split()[0]: e.text for e in parse(page.text).all("tr")[1:]}
+    assert set(rows) == {"churn", "other"}
+    latest = shown.get("/v1/calibrators/churn/versions/3").json()
+    churn = " ".join(rows["churn"].split())
+    assert "v3 of 3" in churn
+    assert latest["method"] in churn
+    for metric in ("log_loss", "brier", "ece"):
+        assert f"{latest['metrics']['cv'][metric]:.4f}" in churn
+    low, high = latest["metrics"]["cv"]["intervals"]["log_loss"]
+    assert f"[{low:.4f}, {high:.4f}]" in churn
+    assert "production → v2" in churn
+    assert "team:risk" in churn
+
+
+def test_the_tag_filter_keeps_the_calibrators_tagged_so(shown: TestClient) -> None:
+    page = parse(shown.get("/ui", params={"tag": "team:ops"}).text)
+    names = [e.text.split()[0] for e in page.all("tr")[1:]]
+    assert names == ["other"]
+    assert page.all("input")[0].attrs["value"] == "team:ops"
+    empty = shown.get("/ui", params={"tag": "team:none"})
+    assert empty.status_code == 200
+    assert "No calibrator has a version tagged" in empty.text
+    bad = shown.get("/ui", params={"tag": "no-colon"})
+    assert bad.status_code == 422
+    assert "key:value" in bad.text
+
+
+def test_a_calibrator_page_shows_every_version_with_its_diagram_and_bins(
+    shown: TestClient,
+) -> None:
+    page = shown.get("/ui/calibrators/churn")
+    assert page.status_code == 200
+    parsed = parse(page.text)
+    diagrams = [e for e in parsed.all("svg") if e.attrs.get("role") == "img"]
+    assert len(diagrams) == 3
+    assert all("Reliability diagram of churn version" in d.attrs["aria-label"] for d in diagrams)
+    ids = [e.attrs["id"] for e in parsed.elements if "id" in e.attrs]
+    assert len(ids) == len(set(ids)), "ids repeat across the inline figures"
+    stored = shown.get("/v1/calibrators/churn/versions/2/diagnostics").json()
+    section = next(e for e in parsed.all("section") if e.attrs["id"] == "v2")
+    for row in stored["calibrated"]["bins"]:
+        assert f"{row['count']}" in section.text
+        if row["ci_low"] is not None:
+            assert f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}]" in section.text
+    auto = next(e for e in parsed.all("section") if e.attrs["id"] == "v3")
+    chosen = shown.get("/v1/calibrators/churn/versions/3").json()["selection"]["chosen"]
+    assert re.search(rf"Chosen by\s*auto\s*{chosen} among", auto.text)
+    assert "production" in section.text
+
+
+def test_versions_come_five_a_page_newest_first(open_client: TestClient) -> None:
+    for _ in range(VERSIONS_PER_PAGE + 2):
+        fit(open_client, "many", "platt")
+    first = parse(open_client.get("/ui/calibrators/many").text)
+    assert [e.attrs["id"] for e in first.all("section")] == ["v7", "v6", "v5", "v4", "v3"]
+    assert any(a.attrs.get("href") == "?page=2" for a in first.all("a"))
+    second = parse(open_client.get("/ui/calibrators/many?page=2").text)
+    assert [e.attrs["id"] for e in second.all("section")] == ["v2", "v1"]
+    assert open_client.get("/ui/calibrators/many?page=3").status_code == 404
+
+
+def test_compare_overlays_two_versions_with_their_metrics(shown: TestClient) -> None:
+    page = shown.get("/ui/calibrators/churn/compare", params={"a": "1", "b": "production"})
+    assert page.status_code == 200
+    parsed = parse(page.text)
+    (diagram,) = [e for e in parsed.all("svg") if e.attrs.get("role") == "img"]
+    assert "versions 1 (platt) and 2 (isotonic)" in diagram.attrs["aria-label"]
+    assert {"compare-version-0-curve", "compare-version-1-curve"} <= {
+        e.attrs.get("id") for e in parsed.elements
+    }
+    for version in (1, 2):
+        report = shown.get(f"/v1/calibrators/churn/versions/{version}/diagnostics").json()
+        assert f"{report['calibrated']['metrics']['log_loss']:.4f}" in page.text
+    default = parse(shown.get("/ui/calibrators/churn/compare").text)
+    values = {e.attrs["id"]: e.attrs["value"] for e in default.all("input")}
+    assert values == {"a": "3", "b": "2"}
+
+
+def test_monitoring_is_linked_for_a_version_with_traffic(shown: TestClient) -> None:
+    page = shown.get("/ui/calibrators/churn")
+    assert "monitoring?version=3" not in page.text
+    answer = shown.post(
+        "/v1/calibrators/churn/predict", json={"scores": [0.1, 2.0], "ids": ["a", "b"]}
+    )
+    assert answer.status_code == 200, answer.text
+    shown.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    page = shown.get("/ui/calibrators/churn")
+    assert "2 predictions logged, 0 with outcomes" in page.text
+    monitoring = shown.get("/ui/calibrators/churn/monitoring?version=3")
+    assert monitoring.status_code == 200
+    parsed = parse(monitoring.text)
+    assert [e for e in parsed.all("svg") if e.attrs.get("role") == "img"]
+    assert [e.text for e in parsed.all("td")][:3] == ["v3", "2", "0"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/ui/calibrators/nope",
+        "/ui/calibrators/a%2Fb",
+        "/ui/calibrators/a/b/c",
+        "/ui/calibrators/caf%C3%A9",
+        "/ui/calibrators/" + "x" * 300,
+        "/ui/calibrators/churn?page=0",
+        "/ui/calibrators/churn?page=99999999999999999999",
+        "/ui/calibrators/churn?page=-1",
+        "/ui/calibrators/churn/compare?a=99999999999999999999999&b=1",
+        "/ui/calibrators/churn/compare?a=1&b=nosuchalias",
+        "/ui/calibrators/churn/compare?a=%00&b=1",
+        "/ui/calibrators/churn/monitoring?version=12345678901",
+        "/ui/calibrators/churn/monitoring?window=1y",
+        "/ui?page=abc",
+        "/ui?tag=" + "k" * 300 + ":v",
+        "/ui/nothing/here",
+    ],
+)
+def test_bad_input_is_an_html_page_with_a_way_back(shown: TestClient, path: str) -> None:
+    page = shown.get(path)
+    assert 400 <= page.status_code < 500, (path, page.status_code, page.text[:300])
+    assert page.headers["content-type"].startswith("text/html")
+    assert '<a href="/ui">Back to the calibrators</a>' in page.text
+
+
+def test_an_unknown_calibrator_is_a_404_page(shown: TestClient) -> None:
+    page = shown.get("/ui/calibrators/nope")
+    assert page.status_code == 404
+    assert "calibrator &#39;nope&#39; not found" in page.text
+
+
+def test_a_calibrator_with_one_version_has_nothing_to_compare(open_client: TestClient) -> None:
+    fit(open_client, "single", "platt")
+    page = open_client.get("/ui/calibrators/single/compare")
+    assert page.status_code == 200
+    assert "has a single version" in page.text
+
+
+def test_pages_forbid_scripts_and_framing(shown: TestClient) -> None:
+    headers = shown.get("/ui").headers
+    policy = headers["content-security-policy"]
+    assert "default-src 'none'" in policy
+    assert "script-src" not in policy  # falls back to default-src 'none'
+    assert "frame-ancestors 'none'" in policy
+    assert headers["cache-control"] == "no-store"
