@@ -114,7 +114,8 @@ class HeadlineMetricsOut(BaseModel):
         description="95% intervals [low, high] of each measure above: percentile bootstrap "
         "over rows (`bootstrap` Poisson resamples, seeded, the same for every version); for "
         "ece the basic bootstrap interval, reaching 0 unless a test of perfect calibration "
-        "rejects at 5%. Absent with `bootstrap=0`.",
+        "rejects at 5%; it corrects the ECE's upward bias, so it can end below the ECE. "
+        "Absent with `bootstrap=0`.",
     )
 
 
@@ -165,7 +166,8 @@ class MetricsOut(HeadlineMetricsOut):
         "accuracy, calibration_slope and calibration_intercept: percentile bootstrap over rows "
         "(`bootstrap` Poisson resamples, seeded), shared by the calibrated and raw reports; "
         "for ece and smooth_ece the basic bootstrap interval, reaching 0 unless a test of "
-        "perfect calibration rejects at 5%. Absent with `bootstrap=0`.",
+        "perfect calibration rejects at 5%; it corrects their upward bias, so it can end "
+        "below the point estimate. Absent with `bootstrap=0`.",
     )
 
 
