@@ -1,5 +1,8 @@
 """A service of the demo's own: ``python -m app.serve`` on a free loopback port with a
-temporary SQLite database, without keys (loopback only), stopped when the demo ends."""
+temporary SQLite database, without keys (loopback only), stopped when the demo ends.
+
+The tests start theirs with the same :class:`LocalService` (``tests.test_faults.Service``);
+this module imports nothing from the tests."""
 
 from __future__ import annotations
 
@@ -35,21 +38,33 @@ def answers(base_url: str, timeout: float = 1.0) -> bool:
 
 
 class LocalService:
-    """One ``python -m app.serve`` process on a free loopback port (one worker), its database
-    and log in a temporary directory; ``settings`` are extra ``CALIBRATION_*`` variables."""
+    """One ``python -m app.serve`` process on a free loopback port.
 
-    def __init__(self, **settings: str) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="calibration-demo-"))
+    Its database is a SQLite file in a temporary directory (:attr:`directory`) unless
+    ``database_url`` names one, its log that directory's ``serve.log`` unless ``log`` names a
+    file; ``stop`` removes the directory. ``settings`` are extra ``CALIBRATION_*`` variables,
+    and win over this class's own: text logs at warning level, and no keys.
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        log: Path | None = None,
+        workers: int = 1,
+        **settings: str,
+    ) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="calibration-serve-"))
         port = free_port()
         self.base_url = f"http://127.0.0.1:{port}"
-        self.log = self.directory / "serve.log"
+        self.log = log or self.directory / "serve.log"
+        database_url = database_url or f"sqlite:///{self.directory / 'demo.db'}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CALIBRATION_")}
         env.update(
             {
-                "CALIBRATION_DATABASE_URL": f"sqlite:///{self.directory / 'demo.db'}",
+                "CALIBRATION_DATABASE_URL": database_url,
                 "CALIBRATION_HOST": "127.0.0.1",
                 "CALIBRATION_PORT": str(port),
-                "CALIBRATION_WORKERS": "1",
+                "CALIBRATION_WORKERS": str(workers),
                 "CALIBRATION_LOG_FORMAT": "text",
                 "CALIBRATION_LOG_LEVEL": "warning",
                 "CALIBRATION_API_KEYS": "",  # an empty value wins over a .env file's keys

@@ -1,7 +1,8 @@
 """Save the README's picture of ``/docs`` from a running service, as headless Chromium shows it
 offline: ``python -m docs.screenshot_docs [BASE_URL]`` from the repository's root, with
 ``make run`` serving (default ``http://127.0.0.1:8000``). Writes ``docs/api-docs.png``
-(1280 x 900). Needs Debian's ``chromium`` (``make chromium``).
+(1280 x 900). Needs the test extras and Debian's ``chromium`` (``make chromium``); drives the
+browser with :mod:`tests.browser`.
 """
 
 from __future__ import annotations
@@ -9,18 +10,21 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.browser import find_chromium, screenshot
+from tests.browser import Browser, find_chromium
 
 PICTURE = Path(__file__).resolve().parent / "api-docs.png"
 
 
 def main(argv: list[str]) -> None:
-    """Screenshot ``{BASE_URL}/docs`` into :data:`PICTURE`."""
+    """Screenshot ``{BASE_URL}/docs`` into :data:`PICTURE`, once Swagger UI has drawn it."""
     base = (argv[0] if argv else "http://127.0.0.1:8000").rstrip("/")
     binary = find_chromium()
     if binary is None:
         raise SystemExit("chromium is not installed: make chromium")
-    screenshot(f"{base}/docs", PICTURE, size=(1280, 900), binary=binary)
+    with Browser.start(binary, size=(1280, 900)) as browser:
+        browser.navigate(f"{base}/docs")
+        browser.wait_for("document.fonts.ready.then(() => !!document.querySelector('.opblock'))")
+        browser.screenshot(PICTURE, full_page=False)
     print(f"wrote {PICTURE}")
 
 

@@ -1,24 +1,29 @@
-"""Headless Chromium for the tests: the DOM a page renders, a screenshot, and a page to drive.
+"""Headless Chromium for the tests and the docs' screenshots, driven over the DevTools protocol.
 
+``with Browser.start() as browser: browser.navigate(url); browser.html()``. Chromium is
 Debian's ``chromium`` (``make chromium``; ``make test`` installs it). Without it the browser
 tests are skipped, except under ``CI``, where that is a failure (as for PostgreSQL in
-``tests/conftest.py``). Every run is offline: every host name but the loopback ones resolves
-to nothing (:data:`OFFLINE`), so a page that needs the internet renders as it would on a
-machine without it. Each run has a profile directory of its own, so runs never share state.
+``tests/conftest.py``): :func:`chromium`. Every run is offline: every host name but the
+loopback ones resolves to nothing (:data:`OFFLINE`) and no proxy is used, so a page that needs
+the internet renders as it would on a machine without it. Each run has a profile directory of
+its own, removed afterwards, so runs never share state; the browser is always killed, and
+every wait is bounded.
 """
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +33,20 @@ from websockets.sync.client import ClientConnection, connect
 
 NAMES = ("chromium", "chromium-browser")
 OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1 , EXCLUDE localhost"
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", OFFLINE)
-TIMEOUT_SECONDS = 90.0
-"""The longest one Chromium run may take (the machine is shared: it can be slow)."""
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--no-first-run",
+    "--disable-extensions",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-proxy-server",
+    OFFLINE,
+)
+TIMEOUT_SECONDS = 30.0
+"""The longest one wait may take by default (the machine is shared: it can be slow)."""
 
 
 def find_chromium() -> str | None:
@@ -49,115 +65,167 @@ def chromium() -> str:
     return found
 
 
-def _run(binary: str, *args: str) -> str:
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        command = [binary, *FLAGS, f"--user-data-dir={profile}", *args]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
-    if result.returncode != 0:
-        raise RuntimeError(f"chromium exited {result.returncode}: {result.stderr[-2000:]}")
-    return result.stdout
-
-
-def dump_dom(url: str, budget_ms: int = 10_000, binary: str | None = None) -> str:
-    """The DOM Chromium renders for ``url`` after ``budget_ms`` of virtual time (scripts run)."""
-    budget = f"--virtual-time-budget={budget_ms}"
-    return _run(binary or chromium(), budget, "--dump-dom", url)
-
-
-def screenshot(
-    url: str,
-    path: Path,
-    size: tuple[int, int] = (1280, 900),
-    budget_ms: int = 10_000,
-    binary: str | None = None,
-) -> None:
-    """Save a PNG of ``url`` as a ``size`` window shows it, scripts run for ``budget_ms``."""
-    width, height = size
-    _run(
-        binary or chromium(),
-        f"--virtual-time-budget={budget_ms}",
-        f"--window-size={width},{height}",
-        f"--screenshot={path.resolve()}",
-        url,
-    )
-    if not path.is_file():
-        raise RuntimeError(f"chromium wrote no screenshot to {path}")
-
-
-class Page:
-    """One tab of a running Chromium, driven over the DevTools protocol: run a script in the
-    page, wait for a condition."""
+class Browser:
+    """One headless Chromium and a DevTools connection to its one tab: navigate, run a script
+    in the page, wait for a condition, fill a form, read cookies, take a screenshot."""
 
     def __init__(self, socket: ClientConnection) -> None:
         self._socket = socket
         self._ids = itertools.count(1)
 
-    def command(self, method: str, **params: Any) -> dict[str, Any]:
+    @classmethod
+    @contextmanager
+    def start(
+        cls,
+        binary: str | None = None,
+        size: tuple[int, int] = (1280, 900),
+        timeout: float = TIMEOUT_SECONDS,
+    ) -> Iterator[Browser]:
+        """A fresh Chromium (offline, its own profile, a ``size`` viewport) on a blank tab;
+        ``binary`` defaults to :func:`chromium`'s. Killed, with every process it started, on
+        the way out."""
+        width, height = size
+        with tempfile.TemporaryDirectory(prefix="chromium-", ignore_cleanup_errors=True) as profile:
+            command = [
+                binary or chromium(),
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                "--remote-debugging-port=0",
+                "about:blank",
+            ]
+            process = subprocess.Popen(
+                command,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # its renderers share its process group: kill them all
+            )
+            try:
+                deadline = time.monotonic() + timeout
+                port = _devtools_port(Path(profile), process, deadline)
+                tab = _first_tab(port, deadline)
+                opening = max(deadline - time.monotonic(), 1.0)
+                with connect(tab, open_timeout=opening, max_size=None) as socket:
+                    browser = cls(socket)
+                    # the page sees exactly ``size``, whatever the window's frame takes
+                    browser.call(
+                        "Emulation.setDeviceMetricsOverride",
+                        width=width,
+                        height=height,
+                        deviceScaleFactor=1,
+                        mobile=False,
+                    )
+                    yield browser
+            finally:  # a throwaway browser with a throwaway profile: nothing to shut down cleanly
+                with suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+
+    def call(self, method: str, *, timeout: float = TIMEOUT_SECONDS, **params: Any) -> Any:
         """Send one DevTools command and return its result (events in between are dropped)."""
         number = next(self._ids)
         self._socket.send(json.dumps({"id": number, "method": method, "params": params}))
+        deadline = time.monotonic() + timeout
         while True:
-            message = json.loads(self._socket.recv(timeout=TIMEOUT_SECONDS))
+            try:
+                raw = self._socket.recv(timeout=max(deadline - time.monotonic(), 0.0))
+            except TimeoutError:
+                raise TimeoutError(f"{method}: no answer within {timeout:g} s") from None
+            message = json.loads(raw)
             if message.get("id") == number:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")
-                result: dict[str, Any] = message["result"]
-                return result
+                return message.get("result", {})
 
     def evaluate(self, script: str) -> Any:
-        """The value of the JavaScript expression ``script`` in the page (promises awaited)."""
-        result = self.command(
+        """The value of the JavaScript expression ``script`` in the page (promises awaited);
+        RuntimeError when it throws."""
+        result = self.call(
             "Runtime.evaluate", expression=script, returnByValue=True, awaitPromise=True
         )
         if "exceptionDetails" in result:
             raise RuntimeError(f"{script[:80]}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    def wait_for(self, script: str, timeout: float = 30.0) -> Any:
-        """Evaluate ``script`` until it is truthy; its value."""
+    def wait_for(self, script: str, timeout: float = TIMEOUT_SECONDS) -> Any:
+        """Evaluate ``script`` until it is truthy; its value. TimeoutError after ``timeout``."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = self.evaluate(script)
             if value:
                 return value
-            time.sleep(0.1)
-        raise AssertionError(f"not true within {timeout:g} s: {script}")
+            time.sleep(0.05)
+        raise TimeoutError(f"not true within {timeout:g} s: {script}")
 
-    def goto(self, url: str) -> None:
-        """Load ``url`` in this tab."""
-        self.command("Page.navigate", url=url)
+    def navigate(self, url: str, timeout: float = TIMEOUT_SECONDS) -> str:
+        """Open ``url`` and wait until the document it leads to (after any redirects) has
+        loaded; that document's URL."""
+        before = self.evaluate("performance.timeOrigin")
+        answer = self.call("Page.navigate", url=url, timeout=timeout)
+        if answer.get("errorText"):
+            raise RuntimeError(f"{url}: {answer['errorText']}")
+        return self._loaded_after(before, timeout)
+
+    def submit(self, field_id: str, value: str, timeout: float = TIMEOUT_SECONDS) -> str:
+        """Type ``value`` into the input ``#field_id``, submit its form and wait for the page
+        the form leads to; its URL."""
+        before = self.evaluate("performance.timeOrigin")
+        self.evaluate(
+            f"(() => {{ const f = document.getElementById({json.dumps(field_id)});"
+            f" f.value = {json.dumps(value)}; f.form.requestSubmit(); }})()"
+        )
+        return self._loaded_after(before, timeout)
+
+    def _loaded_after(self, origin: float, timeout: float) -> str:
+        """The URL of the first complete document newer than the one born at ``origin``."""
+        url: str = self.wait_for(
+            f"performance.timeOrigin !== {json.dumps(origin)}"
+            " && document.readyState === 'complete' && location.href",
+            timeout,
+        )
+        return url
+
+    def html(self) -> str:
+        """The rendered document, ``document.documentElement.outerHTML``."""
+        html: str = self.evaluate("document.documentElement.outerHTML")
+        return html
+
+    def cookies(self, url: str) -> list[dict[str, Any]]:
+        """The cookies the browser would send to ``url``."""
+        cookies: list[dict[str, Any]] = self.call("Network.getCookies", urls=[url])["cookies"]
+        return cookies
+
+    def screenshot(self, path: Path, *, full_page: bool = True) -> None:
+        """Save the page as a PNG: the whole page, or only what the window shows."""
+        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
+        if full_page:
+            size = self.call("Page.getLayoutMetrics")["cssContentSize"]
+            width, height = size["width"], size["height"]
+            params["clip"] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+        data = self.call("Page.captureScreenshot", **params)["data"]
+        path.write_bytes(base64.b64decode(data))
 
 
-@contextmanager
-def open_page(binary: str | None = None) -> Iterator[Page]:
-    """A fresh Chromium (offline, its own profile) with one blank tab to drive."""
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        command = [
-            binary or chromium(),
-            *FLAGS,
-            f"--user-data-dir={profile}",
-            "--remote-debugging-port=0",
-            "about:blank",
-        ]
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            port = _devtools_port(Path(profile))
-            targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
-            tab = next(t for t in targets if t["type"] == "page")
-            with connect(tab["webSocketDebuggerUrl"], max_size=None) as socket:
-                yield Page(socket)
-        finally:  # a throwaway browser with a throwaway profile: nothing to shut down cleanly
-            process.kill()
-            process.wait(timeout=10)
-
-
-def _devtools_port(profile: Path, timeout: float = 30.0) -> int:
+def _devtools_port(profile: Path, process: subprocess.Popen[bytes], deadline: float) -> int:
     """The port Chromium chose (``--remote-debugging-port=0`` writes it to the profile)."""
     announced = profile / "DevToolsActivePort"
-    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"chromium exited {process.returncode} before DevTools answered")
         text = announced.read_text() if announced.exists() else ""
         if re.match(r"\d+\n", text):
             return int(text.split()[0])
         time.sleep(0.05)
-    raise RuntimeError(f"chromium announced no DevTools port within {timeout:g} s")
+    raise TimeoutError("chromium announced no DevTools port in time")
+
+
+def _first_tab(port: int, deadline: float) -> str:
+    """The DevTools WebSocket URL of the browser's first tab."""
+    while time.monotonic() < deadline:
+        listed = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=5, trust_env=False)
+        tabs = [t["webSocketDebuggerUrl"] for t in listed.json() if t["type"] == "page"]
+        if tabs:
+            url: str = tabs[0]
+            return url
+        time.sleep(0.05)
+    raise TimeoutError("chromium opened no tab in time")

@@ -19,17 +19,12 @@ import pytest
 
 from app.keys import new_key
 from tests.api.test_docs_pages import ABSOLUTE
-from tests.browser import chromium, dump_dom, open_page
+from tests.browser import Browser
 from tests.test_faults import BATCH, Service
 
 READ_KEY, READ_ENTRY = new_key("browser", "read")
 WRITE_KEY, WRITE_ENTRY = new_key("admin", "write")
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
-
-
-@pytest.fixture(scope="module")
-def binary() -> str:
-    return chromium()
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +64,17 @@ def keyed_operations(service: Service) -> list[dict[str, Any]]:
     return [operation for operation in operations(service) if "security" in operation]
 
 
-def test_swagger_ui_renders_an_operation_block_per_operation(served: Service, binary: str) -> None:
+def rendered_dom(url: str, ready: str) -> str:
+    """The DOM Chromium renders for ``url`` once an element matches the selector ``ready``."""
+    with Browser.start() as browser:
+        browser.navigate(url)
+        browser.wait_for(f"!!document.querySelector({json.dumps(ready)})")
+        return browser.html()
+
+
+def test_swagger_ui_renders_an_operation_block_per_operation(served: Service) -> None:
     expected = operation_ids(served)
-    dom = dump_dom(f"{served.base}/docs", binary=binary)
+    dom = rendered_dom(f"{served.base_url}/docs", ".opblock")
     blocks = re.findall(
         r'<div class="opblock opblock-(?:get|put|post|delete|patch|head|options)', dom
     )
@@ -82,9 +85,9 @@ def test_swagger_ui_renders_an_operation_block_per_operation(served: Service, bi
     assert "authorization__btn" in dom  # the lock on operations that need a key
 
 
-def test_redoc_renders_every_operation(served: Service, binary: str) -> None:
+def test_redoc_renders_every_operation(served: Service) -> None:
     expected = operation_ids(served)
-    dom = dump_dom(f"{served.base}/redoc", budget_ms=20_000, binary=binary)
+    dom = rendered_dom(f"{served.base_url}/redoc", '[data-section-id^="operation/"]')
     rendered = set(re.findall(r'data-section-id="operation/([^"]+)"', dom))
     assert rendered == expected
 
@@ -108,33 +111,33 @@ LOCKED = '[aria-label="authorization button locked"]'
 UNLOCKED = '[aria-label="authorization button unlocked"]'
 
 
-def test_authorize_then_try_it_out_on_predict(served: Service, binary: str) -> None:
-    with open_page(binary) as page:
-        page.goto(f"{served.base}/docs")
-        page.wait_for(f"!!document.querySelector('{PREDICT}')")
-        locks = page.evaluate(f"document.querySelectorAll('{UNLOCKED}').length")
+def test_authorize_then_try_it_out_on_predict(served: Service) -> None:
+    with Browser.start() as browser:
+        browser.navigate(f"{served.base_url}/docs")
+        browser.wait_for(f"!!document.querySelector('{PREDICT}')")
+        locks = browser.evaluate(f"document.querySelectorAll('{UNLOCKED}').length")
         assert locks == len(keyed_operations(served)) > 0
-        assert page.evaluate(f"document.querySelectorAll('{LOCKED}').length") == 0
-        page.evaluate("document.querySelector('.auth-wrapper .authorize').click()")
-        page.wait_for("!!document.querySelector('.modal-ux input')")
-        page.evaluate(f"({TYPE_INTO})('.modal-ux input', {json.dumps(READ_KEY)})")
-        page.evaluate("document.querySelector('.modal-ux .auth-btn-wrapper .authorize').click()")
-        page.wait_for("!!document.querySelector('.modal-ux .auth-btn-wrapper .btn-done')")
-        page.evaluate("document.querySelector('.modal-ux .btn-done').click()")
+        assert browser.evaluate(f"document.querySelectorAll('{LOCKED}').length") == 0
+        browser.evaluate("document.querySelector('.auth-wrapper .authorize').click()")
+        browser.wait_for("!!document.querySelector('.modal-ux input')")
+        browser.evaluate(f"({TYPE_INTO})('.modal-ux input', {json.dumps(READ_KEY)})")
+        browser.evaluate("document.querySelector('.modal-ux .auth-btn-wrapper .authorize').click()")
+        browser.wait_for("!!document.querySelector('.modal-ux .auth-btn-wrapper .btn-done')")
+        browser.evaluate("document.querySelector('.modal-ux .btn-done').click()")
 
-        page.evaluate(f"document.querySelector('{PREDICT} .opblock-summary-control').click()")
-        page.wait_for(f"!!document.querySelector('{PREDICT} .try-out__btn')")
-        page.evaluate(f"document.querySelector('{PREDICT} .try-out__btn').click()")
+        browser.evaluate(f"document.querySelector('{PREDICT} .opblock-summary-control').click()")
+        browser.wait_for(f"!!document.querySelector('{PREDICT} .try-out__btn')")
+        browser.evaluate(f"document.querySelector('{PREDICT} .try-out__btn').click()")
         name = f"{PREDICT} tr[data-param-name=name] input"
-        page.wait_for(f"!!document.querySelector('{name}')")
+        browser.wait_for(f"!!document.querySelector('{name}')")
         # prefilled from the OpenAPI's example: Try it out needs no typing at all
-        assert page.evaluate(f"document.querySelector('{name}').value") == "churn"
-        page.evaluate(f"document.querySelector('{PREDICT} .execute').click()")
-        status = page.wait_for(
+        assert browser.evaluate(f"document.querySelector('{name}').value") == "churn"
+        browser.evaluate(f"document.querySelector('{PREDICT} .execute').click()")
+        status = browser.wait_for(
             f"document.querySelector('{PREDICT} .live-responses-table tbody .response-col_status')"
             "?.textContent.trim()"
         )
-        body = page.evaluate(
+        body = browser.evaluate(
             f"document.querySelector('{PREDICT} .live-responses-table tbody pre').textContent"
         )
         assert status == "200", body
@@ -142,8 +145,8 @@ def test_authorize_then_try_it_out_on_predict(served: Service, binary: str) -> N
         assert answer["name"] == "churn"
         assert len(answer["probabilities"]) == 3
 
-        page.goto(f"{served.base}/docs")  # the key is kept across a reload
-        page.wait_for(f"!!document.querySelector('{PREDICT}')")
-        assert page.wait_for(f"document.querySelectorAll('{LOCKED}').length") == locks
-        stored = page.evaluate("localStorage.getItem('authorized')")
+        browser.navigate(f"{served.base_url}/docs")  # the key is kept across a reload
+        browser.wait_for(f"!!document.querySelector('{PREDICT}')")
+        assert browser.wait_for(f"document.querySelectorAll('{LOCKED}').length") == locks
+        stored = browser.evaluate("localStorage.getItem('authorized')")
         assert READ_KEY in stored

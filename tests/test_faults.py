@@ -27,9 +27,7 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -48,9 +46,9 @@ from app.settings import Settings
 from app.store import Database
 from app.store.engines import CLIENT_GRACE_SECONDS
 from app.store.migrate import upgrade
+from demo.server import LocalService, free_port
 from tests.api.helpers import assert_problem, sigmoid_batch
 
-ROOT = Path(__file__).resolve().parents[1]
 BATCH = {**sigmoid_batch(200), "method": "platt"}
 SCORES = {"scores": [-2.0, 0.0, 0.5, 3.0]}
 
@@ -62,13 +60,6 @@ FAULT_SETTINGS = {
     "CALIBRATION_DB_STATEMENT_TIMEOUT_SECONDS": f"{STATEMENT_TIMEOUT:g}",
     "CALIBRATION_LATEST_REFRESH_SECONDS": f"{REFRESH_SECONDS:g}",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _unavailable(reason: str) -> None:
@@ -176,45 +167,14 @@ def cluster() -> Iterator[Cluster]:
 
 
 # -- the service as a process ----------------------------------------------------------------
-class Service:
-    """One ``python -m app.serve`` process on a free loopback port, logging to a file."""
+class Service(LocalService):
+    """The demo's :class:`~demo.server.LocalService` with JSON logs at info level (the tests
+    read them), an HTTP client on it, and the calls the tests make."""
 
     def __init__(self, database_url: str, log: Path, workers: int = 1, **settings: str) -> None:
-        port = free_port()
-        self.base = f"http://127.0.0.1:{port}"
-        self.log = log
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CALIBRATION_")}
-        env.update(
-            CALIBRATION_DATABASE_URL=database_url,
-            CALIBRATION_HOST="127.0.0.1",
-            CALIBRATION_PORT=str(port),
-            CALIBRATION_WORKERS=str(workers),
-            CALIBRATION_LOG_LEVEL="info",
-            **settings,
-        )
-        with log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app.serve"],
-                env=env,
-                cwd=ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        self.client = httpx.Client(base_url=self.base, timeout=30)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_until_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"app.serve exited {self.proc.returncode}:\n{self.output()}")
-            with contextlib.suppress(httpx.TransportError):
-                if self.client.get("/readyz", timeout=5).status_code == 200:
-                    return
-            time.sleep(0.05)
-        pytest.fail(f"app.serve was not ready within {timeout:g} s:\n{self.output()}")
+        logs = {"CALIBRATION_LOG_FORMAT": "json", "CALIBRATION_LOG_LEVEL": "info"}
+        super().__init__(database_url, log, workers, **{**logs, **settings})
+        self.client = httpx.Client(base_url=self.base_url, timeout=30)
 
     def fit(self, name: str, batch: dict[str, Any] = BATCH) -> httpx.Response:
         return self.client.post(f"/v1/calibrators/{name}/fit", json=batch)
@@ -228,14 +188,9 @@ class Service:
         return sorted(v["version"] for v in r.json()["versions"])
 
     def stop(self) -> None:
+        """Close the client, then stop the process."""
         self.client.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        super().stop()
 
 
 @pytest.fixture(scope="module")
@@ -292,7 +247,7 @@ class PinnedPredictions:
         return self
 
     def _run(self) -> None:
-        with httpx.Client(base_url=self.service.base, timeout=30) as client:
+        with httpx.Client(base_url=self.service.base_url, timeout=30) as client:
             while not self._stop.is_set():
                 start = time.monotonic()
                 try:

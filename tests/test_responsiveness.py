@@ -141,7 +141,7 @@ def test_healthz_answers_while_ten_million_rows_are_fitted_and_64_mib_bodies_ref
     rows = ten_million_rows()
     too_large = bytes(MAX_BODY + 1)
     pieces = [too_large[i : i + 2**20] for i in range(0, len(too_large), 2**20)]
-    url = f"{served.base}/v1/calibrators/big/fit"
+    url = f"{served.base_url}/v1/calibrators/big/fit"
     csv = {"content-type": "text/csv"}
 
     def fit() -> httpx.Response:
@@ -156,7 +156,7 @@ def test_healthz_answers_while_ten_million_rows_are_fitted_and_64_mib_bodies_ref
     results: dict[str, object] = {}
     gc.disable()  # a full collection of this process's heap would delay the poller itself
     try:
-        with Poller(served.base) as poller:
+        with Poller(served.base_url) as poller:
             time.sleep(0.3)
             threads = []
             for name, send in (("fit", fit), ("chunked", chunked), ("declared", declared)):

@@ -58,7 +58,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 
 
 def connect(service: Service) -> socket.socket:
-    host, port = service.base.removeprefix("http://").split(":")
+    host, port = service.base_url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)), timeout=WAIT)
     sock.settimeout(WAIT)
     return sock
@@ -290,7 +290,7 @@ def test_forwarded_headers_count_only_from_trusted_proxies(served: Service, tmp_
     # X-Forwarded-Proto and -For are trusted together (uvicorn's ProxyHeadersMiddleware);
     # the scheme shows in the Location of the trailing-slash redirect.
     forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7"}
-    untrusted = httpx.get(f"{served.base}/healthz/", headers=forwarded, timeout=WAIT)
+    untrusted = httpx.get(f"{served.base_url}/healthz/", headers=forwarded, timeout=WAIT)
     assert untrusted.status_code == 307
     assert untrusted.headers["location"].startswith("http://")
 
@@ -298,7 +298,7 @@ def test_forwarded_headers_count_only_from_trusted_proxies(served: Service, tmp_
     trusting = Service(f"sqlite:///{tmp_path / 'calibration.db'}", tmp_path / "serve.log")
     try:
         trusting.wait_until_ready()
-        trusted = httpx.get(f"{trusting.base}/healthz/", headers=forwarded, timeout=WAIT)
+        trusted = httpx.get(f"{trusting.base_url}/healthz/", headers=forwarded, timeout=WAIT)
     finally:
         trusting.stop()
     assert trusted.status_code == 307

@@ -155,8 +155,8 @@ def test_what_was_reported_written_survives_a_kill(cluster: Cluster, tmp_path: P
         with Load(first, "killed", "k") as load:
             time.sleep(2.5)
             reported = metric(first, "calibration_traffic_logged_total")
-            first.proc.kill()  # SIGKILL: no flush, no shutdown
-            first.proc.wait(10)
+            first.process.kill()  # SIGKILL: no flush, no shutdown
+            first.process.wait(10)
     finally:
         first.stop()
     rows = logged_rows(cluster, "killed")

@@ -87,7 +87,9 @@ def test_concurrent_fits_over_two_processes_give_versions_one_to_forty(
     name = "crowded"
     batches = [{**sigmoid_batch(200, seed=i), "method": "platt"} for i in range(FITS)]
     clients = [
-        httpx.Client(base_url=service.base, timeout=60, limits=httpx.Limits(max_connections=FITS))
+        httpx.Client(
+            base_url=service.base_url, timeout=60, limits=httpx.Limits(max_connections=FITS)
+        )
         for service in replicas
     ]
 

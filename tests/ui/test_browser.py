@@ -1,4 +1,4 @@
-"""The web view in a real browser (headless Chromium through :mod:`tests.cdp`), against a
+"""The web view in a real browser (headless Chromium through :mod:`tests.browser`), against a
 live service with keys: the redirect to the key form, the session cookie the form sets, the
 list and a calibrator's diagram as the browser renders them."""
 
@@ -13,7 +13,7 @@ import pytest
 from app.keys import new_key
 from demo.server import LocalService
 from tests.api.helpers import sigmoid_batch
-from tests.cdp import Browser, chromium_or_skip
+from tests.browser import Browser, chromium
 
 from .conftest import SECRET
 from .html_checks import parse
@@ -23,7 +23,7 @@ from .html_checks import parse
 def live() -> Iterator[dict[str, Any]]:
     """``python -m app.serve`` on a loopback port with a read and a write key, ``churn``
     fitted."""
-    chromium_or_skip()
+    chromium()  # skip before starting a service for nothing
     read, read_entry = new_key("viewer", "read")
     write, write_entry = new_key("admin", "write")
     service = LocalService(
