@@ -182,10 +182,12 @@ class ViewResampler:
                 k += 5
             if self.offset_intercept is not None:
                 out["calibration_intercept"] = self._intercept(c, sums[:, k] / sums[:, k + 1])
-            cells = np.asarray(self.cells_by_row @ c, dtype=np.float64).T
+            # cells x resamples, each resample's cells contiguous: the AUC's running sums
+            # over cells are three times faster so (measured)
+            cells = np.asarray(self.cells_by_row @ c, dtype=np.float64, order="F")
             atoms = 2 * self.n_atoms
-            out["ece"] = np.abs(cells[:, atoms:]).sum(axis=1) / total
-            out["auc"] = self._auc(cells[:, 1:atoms:2], cells[:, 0:atoms:2], positive, total)
+            out["ece"] = np.abs(cells[atoms:]).sum(axis=0) / total
+            out["auc"] = self._auc(cells[1:atoms:2], cells[0:atoms:2], positive, total)
         if self.smooth is not None and smooth:
             out["smooth_ece"] = self.smooth.values(c)
             if self.smooth_sigma is not None:  # the curve at the batch's own width, per resample
@@ -248,8 +250,10 @@ class ViewResampler:
     def _auc(
         self, atom_y: FloatArray, atom_n: FloatArray, positive: FloatArray, total: FloatArray
     ) -> FloatArray:
-        below = np.cumsum(atom_n, axis=1) - atom_n
-        pairs = (atom_y * (below + 0.5 * atom_n)).sum(axis=1) + self.within_auc
+        """Each resample's AUC from its atoms' positive and negative weights (atoms x
+        resamples, atoms in order of p): pairs ranked right, ties in an atom counted half."""
+        below = np.cumsum(atom_n, axis=0) - atom_n
+        pairs = (atom_y * (below + 0.5 * atom_n)).sum(axis=0) + self.within_auc
         auc: FloatArray = pairs / (positive * (total - positive))
         return auc
 

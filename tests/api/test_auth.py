@@ -92,6 +92,7 @@ def test_no_key_is_401_with_a_challenge(secured: TestClient, method: str, path: 
 @pytest.mark.parametrize(
     "authorization",
     [f"Bearer {READ_KEY}x", "Bearer " + "A" * 43, f"Bearer {READ_ENTRY.digest.hex()}"],
+    ids=["key-plus-a-letter", "unknown-key", "the-hash-itself"],  # the keys are drawn per run
 )
 def test_a_wrong_key_is_401_invalid_token(secured: TestClient, authorization: str) -> None:
     r = secured.get("/v1/calibrators", headers={"Authorization": authorization})
@@ -277,6 +278,7 @@ def test_auth_disabled_ignores_keys_and_serves_anyone(
         (f"a:read:{'0' * 64},a:write:{'1' * 64}", "names 'a' twice"),
         (f"a:read:{'0' * 64},b:write:{'0' * 64}", "the hash of 'b' twice"),
     ],
+    ids=lambda param: param if "entry" in str(param) or "twice" in str(param) else "",
 )
 def test_malformed_key_entries_refuse_to_start(value: str, message: str) -> None:
     with pytest.raises(ValidationError, match=r"api_keys") as refused:
