@@ -12,6 +12,7 @@ Exception tree::
     ├── MalformedBody          400  the body cannot be parsed at all
     ├── Unauthorized           401  no valid API key (sent with WWW-Authenticate)
     ├── Forbidden              403  the key's scope does not cover the route
+    ├── CrossSiteRequest       403  a web view form posted from another site's page (CSRF)
     ├── NotFound               404  unknown calibrator, version or alias
     ├── RequestTimeout         408  the request body stalled (CALIBRATION_BODY_TIMEOUT_SECONDS)
     ├── Conflict               409
@@ -22,7 +23,9 @@ Exception tree::
     ├── DatabaseUnavailable    503  the database did not answer (sent with Retry-After)
     ├── Busy                   503  every worker busy, the queue full (Retry-After)
     ├── OverBudget             503  a job ran past CALIBRATION_FIT_TIMEOUT_SECONDS (Retry-After)
-    └── SignInUnavailable      503  the web view has keys but no CALIBRATION_UI_SECRET to sign with
+    ├── SignInUnavailable      503  the web view has keys but no CALIBRATION_UI_SECRET to sign with
+    ├── StoredDataCorrupt      500  a stored artifact or batch failed its sha256 check
+    └── NotExportable          501  a version without a faithful ONNX graph
 """
 
 from __future__ import annotations
@@ -73,6 +76,14 @@ class Forbidden(ServiceError):
     status = 403
     title = "Forbidden"
     slug = "forbidden"
+
+
+class CrossSiteRequest(ServiceError):
+    """A form of the web view posted from another site's page: refused, whatever the key."""
+
+    status = 403
+    title = "Cross-site request"
+    slug = "cross-site-request"
 
 
 class NotFound(ServiceError):

@@ -80,8 +80,8 @@ def ensure_port_free(host: str, port: int) -> None:
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 reason = (
-                    f"port {port} on {host} is in use; choose another: make run PORT={port + 1} "
-                    f"(or CALIBRATION_PORT={port + 1})"
+                    f"port {port} on {host} is in use; choose another: "
+                    f"CALIBRATION_PORT={port + 1} (with make: make run PORT={port + 1})"
                 )
             else:
                 reason = f"cannot listen on {host}:{port}: {exc.strerror or exc}"

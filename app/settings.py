@@ -14,6 +14,13 @@ from app.auth import ApiKey, check_unique, is_loopback, parse_api_keys
 
 DEFAULT_SQLITE_PATH = Path("data") / "calibration.db"
 MIN_UI_SECRET_CHARACTERS = 32
+MIN_UI_SECRET_DISTINCT = 10
+"""Different characters a UI secret holds at least (``'a' * 32`` has one; a
+``secrets.token_urlsafe(32)`` about 30)."""
+PLACEHOLDER_MARK = "change-me"
+"""What .env.example's placeholders hold; a secret that holds it is refused."""
+
+UiSignIn = Literal["open", "shared-secret", "process-secret", "off"]
 
 
 class Settings(BaseSettings):
@@ -161,22 +168,50 @@ class Settings(BaseSettings):
 
     ui_secret: SecretStr | None = Field(
         default=None,
-        description="Signs the web view's session cookies (/ui): at least 32 characters, the "
-        "same on every replica and worker (`python -c 'import secrets; "
+        description="Signs the web view's session cookies (/ui): at least 32 characters of "
+        "some variety, the same on every replica and worker (`python -c 'import secrets; "
         "print(secrets.token_urlsafe(32))'`). Unset: a random secret per process, which serves "
-        "one worker on a loopback address; elsewhere the web view refuses to sign in.",
+        "one worker on a loopback address; elsewhere the web view refuses to sign in (the API "
+        "is unaffected).",
     )
 
     @field_validator("ui_secret")
     @classmethod
     def _check_ui_secret(cls, value: SecretStr | None) -> SecretStr | None:
-        # A short secret can be guessed offline from one cookie, and then forges sessions.
-        if value is not None and len(value.get_secret_value()) < MIN_UI_SECRET_CHARACTERS:
+        # A short or repetitive secret can be guessed offline from one cookie, and then
+        # forges sessions; the placeholder of .env.example is public.
+        if value is None:
+            return None
+        secret = value.get_secret_value()
+        generate = "(`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+        if len(secret) < MIN_UI_SECRET_CHARACTERS:
             raise ValueError(
-                f"ui_secret must have at least {MIN_UI_SECRET_CHARACTERS} characters "
-                "(`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+                f"ui_secret must have at least {MIN_UI_SECRET_CHARACTERS} characters {generate}"
+            )
+        if PLACEHOLDER_MARK in secret.lower():
+            raise ValueError(f"ui_secret is still the placeholder of .env.example {generate}")
+        if len(set(secret)) < MIN_UI_SECRET_DISTINCT:
+            raise ValueError(
+                f"ui_secret must hold at least {MIN_UI_SECRET_DISTINCT} different characters, "
+                f"not a repeated pattern {generate}"
             )
         return value
+
+    @property
+    def ui_sign_in(self) -> UiSignIn:
+        """How the web view signs its sessions, the one decision the rest reads: ``open``
+        (no keys: no sign-in needed), ``shared-secret`` (``CALIBRATION_UI_SECRET``),
+        ``process-secret`` (none set, but one worker on a loopback address: a random secret
+        of that process is valid everywhere it needs to be) or ``off`` (none set, and
+        several workers or a reachable address: a process's secret would fail on the
+        others, so sign-in is refused, and only that: the API serves as ever)."""
+        if self.auth == "disabled" or not self.api_keys:
+            return "open"
+        if self.ui_secret is not None:
+            return "shared-secret"
+        if is_loopback(self.host) and self.workers == 1:
+            return "process-secret"
+        return "off"
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -212,7 +212,7 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert result.stderr.splitlines() == [
         f"calibration: port {port} on 127.0.0.1 is in use; choose another: "
-        f"make run PORT={port + 1} (or CALIBRATION_PORT={port + 1})"
+        f"CALIBRATION_PORT={port + 1} (with make: make run PORT={port + 1})"
     ]
     assert not database.exists()  # refused before migrating anything
 

@@ -7,8 +7,10 @@ package ships (with their licences, served beside them: ``swagger/LICENSE``,
 ``redoc/redoc.standalone.js.LICENSE.txt``). Only its files are used, not its patching of
 FastAPI.
 
-Swagger UI keeps the bearer key given to its Authorize button across reloads
-(``persistAuthorization``) and never calls the public validator (``validatorUrl: null``).
+Swagger UI forgets the bearer key given to its Authorize button when the page is left
+(``persistAuthorization`` off): kept, it would sit in ``localStorage`` in plain text, where any
+script of this origin (the web view's pages too) could read a write key. It never calls the
+public validator (``validatorUrl: null``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ ASSETS_PATH = "/static/docs"
 ASSETS_PACKAGE = ("fastapi_standalone_docs", "static")
 
 SWAGGER_UI_PARAMETERS: dict[str, Any] = {
-    "persistAuthorization": True,
+    "persistAuthorization": False,
     "validatorUrl": None,
     "displayRequestDuration": True,
 }
@@ -53,6 +55,7 @@ def install_docs(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
+        """Swagger UI on the OpenAPI description, its assets served from this service."""
         root = base(request)
         return get_swagger_ui_html(
             openapi_url=root + openapi_url,
@@ -66,10 +69,12 @@ def install_docs(app: FastAPI) -> None:
 
     @app.get(redirect_url, include_in_schema=False)
     async def swagger_ui_redirect() -> HTMLResponse:
+        """The page Swagger UI's OAuth2 flows return to (kept for its scripts' sake)."""
         return get_swagger_ui_oauth2_redirect_html()
 
     @app.get("/redoc", include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
+        """ReDoc on the OpenAPI description, its assets served from this service."""
         root = base(request)
         return get_redoc_html(
             openapi_url=root + openapi_url,

@@ -37,9 +37,10 @@ class ProblemType:
         return type_uri(self.slug)
 
 
-def type_uri(slug: str) -> str:
-    """``/problems/{slug}``: a relative URI, resolved against the request's own URL."""
-    return f"/problems/{slug}"
+def type_uri(slug: str, root_path: str = "") -> str:
+    """``/problems/{slug}`` below the proxy prefix ``root_path`` (``scope["root_path"]``): a
+    relative URI, resolved against the request's own URL."""
+    return f"{root_path.rstrip('/')}/problems/{slug}"
 
 
 def _of(error: type[errors.ServiceError], meaning: str, fix: str) -> ProblemType:
@@ -67,6 +68,16 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "The key is valid but its scope does not cover the route: a read key on a route "
             "that fits, deletes or moves an alias.",
             "Use a key of scope `write` for routes that change what is stored.",
+        ),
+        _of(
+            errors.CrossSiteRequest,
+            "A form of the web view (/ui: the key form, sign-out) was posted from a page of "
+            "another site, or the browser could not show that it came from this one "
+            "(`Sec-Fetch-Site`, else `Origin`). It is refused so that no other site can sign "
+            "you in or out (cross-site request forgery).",
+            "Open the web view at the address the service is served from and use its own "
+            "form. Behind a reverse proxy, pass the client's `Host` header with its port "
+            "(nginx: `proxy_set_header Host $http_host;`).",
         ),
         _of(
             errors.NotFound,

@@ -3,7 +3,8 @@
 Domain errors (:mod:`app.errors`), FastAPI's request validation, Starlette's HTTP errors
 (unknown routes, wrong methods) and, as a last resort, anything unexpected are all rendered
 here as ``application/problem+json`` with ``type``, ``title``, ``status`` and ``detail``
-(``type`` is ``/problems/{slug}``, a page of :mod:`app.api.problem_pages`);
+(``type`` is ``/problems/{slug}``, a page of :mod:`app.api.problem_pages`, below the proxy
+prefix ``root_path`` when there is one);
 under ``/v2``, the Open Inference Protocol's routes, as its ``{"error": "..."}``
 (:func:`error_response` chooses), with 400 where ``/v1`` says 422.
 """
@@ -42,11 +43,13 @@ def problem_response(
     title: str | None = None,
     errors: Sequence[FieldError] = (),
     headers: dict[str, str] | None = None,
+    root_path: str = "",
 ) -> Response:
-    """Render one problem document of the type ``slug`` (:mod:`app.api.problem_types`)."""
+    """Render one problem document of the type ``slug`` (:mod:`app.api.problem_types`);
+    ``root_path`` is the proxy prefix its ``type`` needs to resolve to the page."""
     phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
     body: dict[str, Any] = {
-        "type": type_uri(slug),
+        "type": type_uri(slug, root_path),
         "title": title or phrase,
         "status": status,
         "detail": detail,
@@ -83,11 +86,21 @@ def error_response(
     title: str | None = None,
     errors: Sequence[FieldError] = (),
     headers: dict[str, str] | None = None,
+    root_path: str = "",
 ) -> Response:
-    """The error of a request for ``path``: the protocol's under ``/v2``, else a problem."""
+    """The error of a request for ``path`` (below the proxy prefix ``root_path``): the
+    protocol's under ``/v2``, else a problem."""
     if is_protocol_path(path):
         return protocol_error(status, detail, headers)
-    return problem_response(status, detail, slug=slug, title=title, errors=errors, headers=headers)
+    return problem_response(
+        status, detail, slug=slug, title=title, errors=errors, headers=headers, root_path=root_path
+    )
+
+
+def _root(request: Request) -> str:
+    """The proxy prefix the request came under (``""`` without one)."""
+    root: str = request.scope.get("root_path", "")
+    return root
 
 
 async def _service_error(request: Request, exc: Exception) -> Response:
@@ -103,6 +116,7 @@ async def _service_error(request: Request, exc: Exception) -> Response:
         title=exc.title,
         errors=exc.errors,
         headers=headers,
+        root_path=_root(request),
     )
 
 
@@ -113,13 +127,16 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     ]
     detail = "; ".join(f"{describe_loc(e.loc)}: {e.msg}" for e in errors[:5]) or "invalid request"
     # A JSON body FastAPI could not decode is malformed (400), not merely invalid (422).
-    path = request.url.path
-    if any(e.get("type") == "json_invalid" for e in exc.errors()):
-        return error_response(
-            path, 400, detail, slug=MalformedBody.slug, title=MalformedBody.title, errors=errors
-        )
+    malformed = any(e.get("type") == "json_invalid" for e in exc.errors())
+    error = MalformedBody if malformed else InvalidInput
     return error_response(
-        path, 422, detail, slug=InvalidInput.slug, title=InvalidInput.title, errors=errors
+        request.url.path,
+        error.status,
+        detail,
+        slug=error.slug,
+        title=error.title,
+        errors=errors,
+        root_path=_root(request),
     )
 
 
@@ -133,13 +150,22 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         detail = str(exc.detail)
     headers = getattr(exc, "headers", None)
     slug = _HTTP_SLUGS.get(exc.status_code, HTTP_ERROR)
-    return error_response(request.url.path, exc.status_code, detail, slug=slug, headers=headers)
+    return error_response(
+        request.url.path,
+        exc.status_code,
+        detail,
+        slug=slug,
+        headers=headers,
+        root_path=_root(request),
+    )
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
     logger.exception("unexpected error on %s %s", request.method, request.url.path)
     detail = "an unexpected error occurred; it has been logged"
-    return error_response(request.url.path, 500, detail, slug=ServiceError.slug)
+    return error_response(
+        request.url.path, 500, detail, slug=ServiceError.slug, root_path=_root(request)
+    )
 
 
 def install_problem_handlers(app: FastAPI) -> None:

@@ -7,8 +7,11 @@ hot path alike. A refused request is answered here as problem+json with ``WWW-Au
 when the service runs open), which the hot path also takes as proof the check ran.
 
 The web view (``/ui``) is decided here too, by its session cookie instead of a Bearer header
-(:func:`app.ui.session.decide_ui`): a page without a valid session is redirected (303) to the
+(:func:`app.sessions.decide_ui`): a page without a valid session is redirected (303) to the
 key form. The cookie is read for ``/ui`` paths only, so it never opens an API route.
+
+Behind a proxy that strips a prefix (``scope["root_path"]``), paths are decided below it, as
+Starlette routes them, and the redirect to the key form carries it.
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from typing import Any
 from urllib.parse import quote
 
 from fastapi import FastAPI
+from starlette.requests import cookie_parser
 from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.auth import ApiKey, Decision, decide, required_scope
 from app.errors import Forbidden, ServiceError, Unauthorized
+from app.sessions import COOKIE_NAME, KEY_FORM, Sessions, decide_ui, is_ui_path, session_secret
 from app.settings import Settings
-from app.ui.session import KEY_FORM, Sessions, decide_ui, is_ui_path, session_secret
 
 from .problems import error_response
 
@@ -52,7 +56,8 @@ class ApiKeyAuth:
             scope.setdefault("state", {})["api_key"] = None
             await self.app(scope, receive, send)
             return
-        if is_ui_path(scope["path"]):
+        path = route_path(scope)
+        if is_ui_path(path):
             await self._web_view(scope, receive, send)
             return
         authorization = None
@@ -61,7 +66,7 @@ class ApiKeyAuth:
                 authorization = value
                 break
         method = scope.get("method", "GET")  # a websocket handshake is a GET
-        decision = decide(self.keys, method, scope["path"], authorization)
+        decision = decide(self.keys, method, path, authorization)
         if decision.verdict in ("open", "granted"):
             scope.setdefault("state", {})["api_key"] = decision.key.name if decision.key else None
             await self.app(scope, receive, send)
@@ -71,24 +76,24 @@ class ApiKeyAuth:
             return
         error, challenge = refusal(decision)
         response = error_response(
-            scope["path"],
+            path,
             error.status,
             error.detail,
             slug=error.slug,
             title=error.title,
             headers={"WWW-Authenticate": challenge},
+            root_path=scope.get("root_path", ""),
         )
         await response(scope, receive, send)
 
     async def _web_view(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a ``/ui`` request with a valid session (or an open one), else send the
         browser to the key form with the page it asked for."""
-        cookie = None
-        for name, value in scope["headers"]:
-            if name == b"cookie":
-                cookie = value.decode("latin-1")
-                break
-        decision = decide_ui(self.sessions, scope["path"], cookie)
+        cookies = "; ".join(
+            value.decode("latin-1") for name, value in scope["headers"] if name == b"cookie"
+        )
+        path = route_path(scope)
+        decision = decide_ui(self.sessions, path, cookie_parser(cookies).get(COOKIE_NAME))
         if decision.verdict != "sign-in":
             scope.setdefault("state", {})["api_key"] = decision.key.name if decision.key else None
             await self.app(scope, receive, send)
@@ -97,9 +102,20 @@ class ApiKeyAuth:
             await send({"type": "websocket.close", "code": 1008})
             return
         query = scope.get("query_string", b"").decode("latin-1")
-        asked = scope["path"] + (f"?{query}" if query else "")
-        target = f"{KEY_FORM}?next={quote(asked, safe='')}"
+        asked = path + (f"?{query}" if query else "")
+        root = scope.get("root_path", "").rstrip("/")
+        target = f"{root}{KEY_FORM}?next={quote(asked, safe='')}"
         await RedirectResponse(target, status_code=303)(scope, receive, send)
+
+
+def route_path(scope: Scope) -> str:
+    """The request's path below the proxy prefix ``root_path`` (uvicorn's ``--root-path``
+    puts the prefix in ``path`` too; Starlette routes on what follows it)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "").rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        return path[len(root) :] or "/"
+    return path
 
 
 def refusal(decision: Decision) -> tuple[ServiceError, str]:
@@ -123,11 +139,13 @@ def install_authentication(app: FastAPI, settings: Settings) -> None:
     elif not keys:
         logger.info("no CALIBRATION_API_KEYS: serving without authentication on %s", settings.host)
     sessions = Sessions(keys, session_secret(settings))
-    if keys and not sessions.can_sign_in:
+    if keys and settings.ui_sign_in == "off":
         logger.warning(
-            "no CALIBRATION_UI_SECRET: the web view (/ui) cannot sign in on %s with %d workers",
-            settings.host,
+            "CALIBRATION_UI_SECRET is not set: the web view (/ui) cannot sign in (%d workers "
+            "on %s need one secret they share); the API is unaffected. Set it to 32+ random "
+            "characters, the same on every replica",
             settings.workers,
+            settings.host,
         )
     app.state.ui_sessions = sessions
     app.add_middleware(ApiKeyAuth, keys=keys, sessions=sessions)
@@ -142,6 +160,8 @@ def document_bearer_scheme(app: FastAPI) -> None:
     describe = app.openapi
 
     def openapi() -> dict[str, Any]:
+        """FastAPI's OpenAPI description with the bearer scheme on keyed operations
+        (built once, then cached in ``app.openapi_schema`` as FastAPI does)."""
         if app.openapi_schema is None:
             spec = describe()  # FastAPI's own, which it caches in app.openapi_schema
             schemes = spec.setdefault("components", {}).setdefault("securitySchemes", {})

@@ -1,50 +1,59 @@
 """The key form of the web view: enter a read key once, keep a session cookie, sign out.
 
 The key travels only in a POST body, never in a URL; the answer sets a signed session
-(:mod:`app.ui.session`) as a cookie that scripts cannot read (``HttpOnly``), that no other
-site's page sends (``SameSite=Strict``), that only ``/ui`` receives (``Path=/ui``) and that
-travels only over TLS when the request came over it (``Secure``; behind a proxy trusted by
-``CALIBRATION_FORWARDED_ALLOW_IPS``, its ``X-Forwarded-Proto`` counts). Forms posted from
-another origin are refused (``Origin``, ``Sec-Fetch-Site``), and the page to return to must
-be one of the web view's (:func:`app.ui.session.safe_next`): no open redirect.
+(:mod:`app.sessions`) as a cookie that scripts cannot read (``HttpOnly``), that no other
+site's page sends (``SameSite=Strict``), that only the web view receives (``Path=/ui``, below
+the proxy prefix) and that travels only over TLS when the request came over it (``Secure``;
+behind a proxy trusted by ``CALIBRATION_FORWARDED_ALLOW_IPS``, its ``X-Forwarded-Proto``
+counts). Forms posted from another site are refused (:func:`same_origin`), and the page to
+return to must be one of the web view's (:func:`app.sessions.safe_next`): no open redirect.
 
-The form is parsed here (a urlencoded body of two fields, at most :data:`FORM_BYTES`) rather
-than by python-multipart: nothing of a multipart parser is needed for one field.
+Signing out deletes the cookie in this browser only: a copy of it stays valid until it
+expires, or until its key or the secret changes (sessions are stateless, see
+:mod:`app.sessions`).
 """
 
 from __future__ import annotations
 
 from typing import Annotated
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
+from starlette.exceptions import HTTPException
 from starlette.responses import RedirectResponse, Response
 
 from app.api.deps import read_body
+from app.api.payloads import require_media_type
 from app.auth import match_key
-from app.errors import (
-    Forbidden,
-    MalformedBody,
-    ServiceError,
-    SignInUnavailable,
-    UnsupportedMediaType,
-)
+from app.errors import CrossSiteRequest, MalformedBody, ServiceError, SignInUnavailable
+from app.sessions import COOKIE_NAME, KEY_FORM, SESSION_SECONDS, cookie_path, safe_next
 
 from .answers import error_page, sessions_of
-from .session import COOKIE_NAME, COOKIE_PATH, KEY_FORM, SESSION_SECONDS, safe_next
 from .templating import page
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 FORM_BYTES = 4096
 """The largest sign-in form read (a key is 43 characters)."""
+FORM_FIELDS = 4
+"""The most fields a sign-in form may have (it has one)."""
 FORM_TYPE = "application/x-www-form-urlencoded"
+SAME_SITE_FETCHES = ("same-origin", "none")
+"""``Sec-Fetch-Site`` values of a form of ours (``none``: the user's own navigation)."""
 NextQuery = Annotated[str | None, Query(alias="next")]
 
 
-def form_page(next_path: str, *, problem: str | None = None, status: int = 200) -> Response:
+def root_of(request: Request) -> str:
+    """The proxy prefix the request came under (``""`` without one), without a final ``/``."""
+    root: str = request.scope.get("root_path", "")
+    return root.rstrip("/")
+
+
+def form_page(
+    request: Request, next_path: str, *, problem: str | None = None, status: int = 200
+) -> Response:
     """The key form, posting back with the page to return to in its action."""
-    action = f"{KEY_FORM}?next={quote(next_path, safe='')}"
+    action = f"{root_of(request)}{KEY_FORM}?next={quote(next_path, safe='')}"
     return page("key.html", {"action": action, "problem": problem}, status=status)
 
 
@@ -54,17 +63,17 @@ async def key_form(request: Request, next_path: NextQuery = None) -> Response:
     sessions = sessions_of(request)
     target = safe_next(next_path)
     if not sessions.keys:
-        return RedirectResponse(target, status_code=303)
+        return RedirectResponse(root_of(request) + target, status_code=303)
     if not sessions.can_sign_in:
         return error_page(request, _no_secret())
-    return form_page(target)
+    return form_page(request, target)
 
 
 @router.post("/key")
 async def sign_in(request: Request, next_path: NextQuery = None) -> Response:
     """Check the posted key; on success set the session cookie and go where the user was."""
     sessions = sessions_of(request)
-    target = safe_next(next_path)
+    target = root_of(request) + safe_next(next_path)
     try:
         same_origin(request)
         if not sessions.keys:
@@ -76,13 +85,15 @@ async def sign_in(request: Request, next_path: NextQuery = None) -> Response:
         return error_page(request, exc)
     key = None if presented is None else match_key(presented, sessions.keys.values())
     if key is None:
-        return form_page(target, problem="That key is not valid here.", status=403)
+        return form_page(
+            request, safe_next(next_path), problem="That key is not valid here.", status=403
+        )
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         COOKIE_NAME,
         sessions.issue(key),
         max_age=SESSION_SECONDS,
-        path=COOKIE_PATH,
+        path=cookie_path(root_of(request)),
         secure=request.url.scheme == "https",
         httponly=True,
         samesite="strict",
@@ -92,15 +103,15 @@ async def sign_in(request: Request, next_path: NextQuery = None) -> Response:
 
 @router.post("/logout")
 async def sign_out(request: Request) -> Response:
-    """Forget the session cookie and show the key form."""
+    """Forget the session cookie in this browser and show the key form."""
     try:
         same_origin(request)
     except ServiceError as exc:
         return error_page(request, exc)
-    response = RedirectResponse(KEY_FORM, status_code=303)
+    response = RedirectResponse(root_of(request) + KEY_FORM, status_code=303)
     response.delete_cookie(
         COOKIE_NAME,
-        path=COOKIE_PATH,
+        path=cookie_path(root_of(request)),
         secure=request.url.scheme == "https",
         httponly=True,
         samesite="strict",
@@ -109,29 +120,37 @@ async def sign_out(request: Request) -> Response:
 
 
 def same_origin(request: Request) -> None:
-    """403 for a form posted by another site's page (CSRF): its ``Origin`` (when the browser
-    sent one) must be ours, and ``Sec-Fetch-Site`` must not say cross-site."""
+    """Refuse a form posted by another site's page (CSRF).
+
+    ``Sec-Fetch-Site``, which the browser sets and no page can, decides when it is sent: only
+    ``same-origin`` and ``none`` pass. It compares the page's origin with the URL the browser
+    posted to, so a proxy that rewrites ``Host`` cannot make it fail. Browsers that send none
+    (older ones) are checked by ``Origin``, when they send it: it must be this request's
+    scheme and ``Host`` (which a proxy must then pass on with its port).
+    """
+    fetched = request.headers.get("sec-fetch-site")
+    if fetched is not None:
+        if fetched not in SAME_SITE_FETCHES:
+            raise CrossSiteRequest(f"a form posted from another site ({fetched[:20]!r}) is refused")
+        return
     origin = request.headers.get("origin")
     ours = f"{request.url.scheme}://{request.headers.get('host', '')}"
     if origin is not None and origin != ours:
-        raise Forbidden(f"a form posted from {origin[:100]!r} is refused here")
-    fetched = request.headers.get("sec-fetch-site")
-    if fetched is not None and fetched not in ("same-origin", "none"):
-        raise Forbidden("a form posted from another site is refused here")
+        raise CrossSiteRequest(f"a form posted from {origin[:100]!r} to {ours[:100]!r} is refused")
 
 
 async def posted_key(request: Request) -> str | None:
     """The ``key`` field of a urlencoded form body (None when absent or empty)."""
-    media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
-    if media != FORM_TYPE:
-        raise UnsupportedMediaType(f"the key form is posted as {FORM_TYPE}")
-    body = await read_body(request, FORM_BYTES)
+    require_media_type(request.headers.get("content-type"), (FORM_TYPE,))
+    body = await read_body(request, FORM_BYTES)  # request.form() parses what it read
+    if not body.isascii():  # a urlencoded body is ASCII; a key is never anything else
+        raise MalformedBody("the form is not a urlencoded body")
     try:
-        fields = parse_qs(body.decode("ascii"), max_num_fields=4, strict_parsing=False)
-    except (UnicodeDecodeError, ValueError):
-        raise MalformedBody("the form is not a urlencoded body of at most 4 fields") from None
-    values = fields.get("key") or [""]
-    return values[0].strip() or None
+        form = await request.form(max_files=0, max_fields=FORM_FIELDS)
+    except HTTPException:
+        raise MalformedBody(f"the form has more than {FORM_FIELDS} fields") from None
+    value = form.get("key")
+    return (value.strip() or None) if isinstance(value, str) else None
 
 
 def _no_secret() -> SignInUnavailable:

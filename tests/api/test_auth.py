@@ -394,3 +394,15 @@ def test_every_entry_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatc
 )
 def test_the_scope_follows_method_and_path(method: str, path: str, scope: str | None) -> None:
     assert required_scope(method, path) == scope
+
+
+def test_keys_are_checked_below_a_proxy_prefix(secured: TestClient) -> None:
+    # uvicorn --root-path puts the prefix in scope["path"]: the scope follows what is after it.
+    client = TestClient(secured.app, root_path="/calib", raise_server_exceptions=False)
+    assert client.get("/calib/healthz").status_code == 200
+    assert client.get("/calib/problems/unauthorized").status_code == 200
+    refused = client.get("/calib/v1/calibrators")
+    assert refused.status_code == 401
+    assert refused.json()["type"] == "/calib/problems/unauthorized"
+    assert client.get("/calib/v1/calibrators", headers=READ).status_code == 200
+    assert client.post(f"/calib{BASE}/fit", json=sigmoid_batch(), headers=READ).status_code == 403

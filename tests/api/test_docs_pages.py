@@ -39,11 +39,10 @@ def test_the_assets_carry_their_licences(client: TestClient) -> None:
     assert client.get(f"{ASSETS_PATH}/nope.js").status_code == 404
 
 
-def test_swagger_ui_keeps_the_key_and_calls_no_validator(client: TestClient) -> None:
-    html = client.get("/docs").text
-    assert '"persistAuthorization": true' in html
-    assert '"validatorUrl": null' in html
-    assert "url: '/openapi.json'" in html
+def test_swagger_ui_calls_no_validator(client: TestClient) -> None:
+    # What the browser test cannot see: offline, a call to the public validator fails
+    # silently. (That the key is not stored, and the spec loads, it proves by behaviour.)
+    assert '"validatorUrl": null' in client.get("/docs").text
 
 
 def test_the_docs_follow_a_proxy_prefix(client: TestClient) -> None:

@@ -126,3 +126,20 @@ def test_real_error_answers_point_to_their_page(secured: TestClient) -> None:
 
     method = assert_problem(secured.put(FIT, json={}, headers=AUTH), 405)
     resolves(secured, method, "method-not-allowed")
+
+
+@pytest.mark.parametrize("uvicorn_style", [False, True])
+def test_problem_types_follow_a_proxy_prefix(secured: TestClient, uvicorn_style: bool) -> None:
+    # uvicorn --root-path puts the prefix in scope["path"] too; TestClient's root_path does not.
+    at = "/calib" if uvicorn_style else ""
+    client = TestClient(secured.app, root_path="/calib", raise_server_exceptions=False)
+    answers = {
+        "unauthorized": client.get(f"{at}/v1/calibrators"),
+        "unknown-route": client.get(f"{at}/v1/no/such/route", headers=AUTH),
+        "invalid-input": client.post(f"{at}{FIT}", json={"scores": [1.0]}, headers=AUTH),
+        "not-found": client.get(f"{at}/v1/calibrators/nope", headers=AUTH),
+    }
+    for slug, answer in answers.items():
+        assert answer.headers["content-type"].startswith("application/problem+json")
+        assert answer.json()["type"] == f"/calib/problems/{slug}", answer.text
+    assert client.get(f"{at}/problems/not-found").status_code == 200  # open below it too

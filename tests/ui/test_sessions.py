@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
+from starlette.requests import cookie_parser
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.auth import parse_entry
 from app.keys import new_key
 from app.main import create_app
+from app.sessions import SESSION_SECONDS, Sessions, safe_next
 from app.settings import Settings
 from app.store import Database
-from app.ui.session import SESSION_SECONDS, Sessions, cookie_value, safe_next
 
 from .conftest import SECRET
 
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 
 
-def sign_in(client: TestClient, key: str, next_path: str = "/ui", **headers: str) -> Any:
+def sign_in(
+    client: TestClient, key: str, next_path: str = "/ui", at: str = "", **headers: str
+) -> Any:
+    """Post the key form (at the path prefix ``at``, as a proxy forwards it to uvicorn)."""
     return client.post(
-        f"/ui/key?next={quote(next_path, safe='')}",
+        f"{at}/ui/key?next={quote(next_path, safe='')}",
         content=f"key={quote(key)}",
         headers={**FORM, **headers},
         follow_redirects=False,
@@ -51,7 +59,7 @@ def test_a_read_key_signs_in_with_a_strict_httponly_cookie(
     assert "samesite=strict" in cookie.lower()
     assert "path=/ui" in cookie.lower()
     assert "secure" not in attributes  # plain http here; see the https test
-    value = cookie_value(cookie.split(";")[0], "calibration_ui")
+    value = cookie_parser(cookie.split(";")[0]).get("calibration_ui")
     assert value is not None
     assert keys["read"] not in value
     page = keyed_client.get("/ui/calibrators/churn")
@@ -122,6 +130,62 @@ def test_a_form_posted_from_another_origin_is_refused(
     assert cross.status_code == 403
     ours = sign_in(keyed_client, keys["read"], origin="http://testserver")
     assert ours.status_code == 303
+    for refused in (foreign, cross):
+        assert "Cross-site request" in refused.text  # not the key-scope page of Forbidden
+    # Sec-Fetch-Site decides when the browser sends it; Origin only stands in for it.
+    spoofed = {"origin": "http://testserver", "sec-fetch-site": "same-site"}
+    assert sign_in(keyed_client, keys["read"], **spoofed).status_code == 403
+    typed = sign_in(keyed_client, keys["read"], **{"sec-fetch-site": "none"})
+    assert typed.status_code == 303
+    logout = keyed_client.post("/ui/logout", headers={"origin": "https://evil.example"})
+    assert logout.status_code == 403
+
+
+def proxied(settings: Settings, database: Database, peer: str) -> TestClient:
+    """The app as ``python -m app.serve`` runs it (uvicorn's proxy headers, trusting
+    ``forwarded_allow_ips``), called from the address ``peer``."""
+    app = ProxyHeadersMiddleware(
+        create_app(settings, database=database), trusted_hosts=settings.forwarded_allow_ips
+    )
+    return TestClient(app, client=(peer, 40000), raise_server_exceptions=False)
+
+
+def test_sign_in_works_behind_a_proxy_that_drops_the_port_from_host(
+    database_url: str, database: Database, keys: dict[str, Any]
+) -> None:
+    # nginx with `proxy_set_header Host $host` sends "localhost", while the browser's page,
+    # and so its Origin, is http://localhost:8000.
+    settings = Settings(database_url=database_url, api_keys=keys["entries"], ui_secret=SECRET)
+    browser = {"host": "localhost", "origin": "http://localhost:8000"}
+    with proxied(settings, database, "127.0.0.1") as client:
+        signed = sign_in(client, keys["read"], **browser, **{"sec-fetch-site": "same-origin"})
+        assert signed.status_code == 303, signed.text
+        assert "calibration_ui=" in signed.headers["set-cookie"]
+        # A browser without Sec-Fetch-Site is judged by Origin, which needs the port in Host
+        # (deploy/nginx.conf passes $http_host).
+        assert sign_in(client, keys["read"], **browser).status_code == 403
+        with_port = {"host": "localhost:8000", "origin": "http://localhost:8000"}
+        assert sign_in(client, keys["read"], **with_port).status_code == 303
+
+
+def test_the_cookie_is_secure_behind_a_trusted_tls_proxy_only(
+    database_url: str, database: Database, keys: dict[str, Any]
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        api_keys=keys["entries"],
+        ui_secret=SECRET,
+        forwarded_allow_ips="10.0.0.0/8",
+    )
+    tls = {"x-forwarded-proto": "https", "sec-fetch-site": "same-origin"}
+    with proxied(settings, database, "10.1.2.3") as trusted:
+        answer = sign_in(trusted, keys["read"], **tls)
+        assert answer.status_code == 303
+        assert "; secure" in answer.headers["set-cookie"].lower()
+    with proxied(settings, database, "192.0.2.7") as stranger:
+        answer = sign_in(stranger, keys["read"], **tls)
+        assert answer.status_code == 303
+        assert "secure" not in answer.headers["set-cookie"].lower()
 
 
 def test_the_form_takes_only_a_small_urlencoded_body(
@@ -190,9 +254,67 @@ def test_one_worker_on_loopback_signs_with_a_secret_of_its_own(
         assert client.get("/ui", follow_redirects=False).status_code == 200
 
 
-def test_a_short_secret_is_refused() -> None:
-    with pytest.raises(ValueError, match="at least 32 characters"):
-        Settings(ui_secret="short")
+def test_one_worker_on_a_reachable_address_without_a_secret_cannot_sign_in(
+    database_url: str, database: Database, keys: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = Settings(
+        database_url=database_url, api_keys=keys["entries"], host="0.0.0.0", workers=1
+    )
+    assert settings.ui_sign_in == "off"
+    with caplog.at_level(logging.WARNING, logger="app.auth"):
+        app = create_app(settings, database=database)
+    warnings = [r.getMessage() for r in caplog.records if "CALIBRATION_UI_SECRET" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "API is unaffected" in warnings[0]
+    with TestClient(app, raise_server_exceptions=False) as client:
+        form = client.get("/ui/key")
+        assert form.status_code == 503
+        assert "CALIBRATION_UI_SECRET" in form.text
+        assert sign_in(client, keys["read"]).status_code == 503
+        api = client.get("/v1/calibrators", headers={"Authorization": f"Bearer {keys['read']}"})
+        assert api.status_code == 200  # the API serves as ever
+
+
+@pytest.mark.parametrize(
+    ("overrides", "decision"),
+    [
+        ({}, "open"),
+        ({"auth": "disabled", "ui_secret": SECRET}, "open"),
+        ({"keys": True, "ui_secret": SECRET, "workers": 4, "host": "0.0.0.0"}, "shared-secret"),
+        ({"keys": True, "workers": 1}, "process-secret"),
+        ({"keys": True, "workers": 2}, "off"),
+        ({"keys": True, "workers": 1, "host": "10.0.0.1"}, "off"),
+    ],
+)
+def test_settings_decide_how_the_web_view_signs(
+    keys: dict[str, Any], overrides: dict[str, Any], decision: str
+) -> None:
+    values = dict(overrides)
+    if values.pop("keys", False):
+        values["api_keys"] = keys["entries"]
+    assert Settings(**values).ui_sign_in == decision
+
+
+@pytest.mark.parametrize(
+    ("secret", "message"),
+    [
+        ("short", "at least 32 characters"),
+        ("a" * 32, "at least 10 different characters"),
+        ("abc" * 20, "at least 10 different characters"),
+        ("change-me-ui-secret-from-secrets-token-urlsafe", "placeholder"),
+    ],
+)
+def test_a_weak_secret_is_refused(secret: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=message) as refused:
+        Settings(ui_secret=secret)
+    assert secret not in str(refused.value)  # never echoed into a log
+
+
+def test_the_env_example_placeholder_is_refused() -> None:
+    lines = (Path(__file__).parents[2] / ".env.example").read_text().splitlines()
+    (line,) = [line for line in lines if line.startswith("CALIBRATION_UI_SECRET=")]
+    with pytest.raises(ValidationError, match="placeholder"):
+        Settings(ui_secret=line.partition("=")[2])
 
 
 def test_a_session_ends_with_its_time_its_key_or_the_secret() -> None:
@@ -208,6 +330,9 @@ def test_a_session_ends_with_its_time_its_key_or_the_secret() -> None:
     assert Sessions((rotated,), SECRET.encode()).verify(token, now=1_000_000) is None
     tampered = token.replace("viewer:", "admin:")
     assert sessions.verify(tampered, now=1_000_000) is None
+    name, issued, mac = token.split(":")
+    superscript = f"{name}:{issued[:-1]}\u00b2:{mac}"  # a digit to isdigit, not to int
+    assert sessions.verify(superscript, now=1_000_000) is None
     assert key not in token
     assert entry.digest.hex() not in token
 
@@ -217,3 +342,59 @@ def test_open_mode_needs_no_key(open_client: TestClient) -> None:
     form = open_client.get("/ui/key?next=%2Fui%2Fcalibrators%2Fx", follow_redirects=False)
     assert form.status_code == 303
     assert form.headers["location"] == "/ui/calibrators/x"
+
+
+def test_rotating_or_removing_the_key_or_the_secret_ends_every_session(
+    database_url: str, database: Database, keys: dict[str, Any]
+) -> None:
+    """Signing out deletes the cookie in one browser only: a copy stays valid (stateless,
+    see README) until it expires or one of these changes, on every replica."""
+    entries = keys["entries"]
+
+    def replica(api_keys: Any, secret: str = SECRET) -> TestClient:
+        settings = Settings(database_url=database_url, api_keys=api_keys, ui_secret=secret)
+        return TestClient(create_app(settings, database=database), raise_server_exceptions=False)
+
+    def opens(client: TestClient, cookie: str) -> bool:
+        headers = {"cookie": f"calibration_ui={cookie}"}
+        answer = client.get("/ui", headers=headers, follow_redirects=False)
+        return answer.status_code == 200
+
+    with replica(entries) as first:
+        sign_in(first, keys["read"])
+        cookie = first.cookies.get("calibration_ui")
+        assert cookie
+        first.post("/ui/logout")
+        assert opens(first, cookie)  # a copy of the cookie outlives signing out
+    with replica(entries) as other:
+        assert opens(other, cookie)  # another replica, the same secret and keys
+    _, rotated = new_key("viewer", "read")  # the same name, a new key
+    others = {"rotated": (rotated, entries[1]), "removed": (entries[1],)}
+    for changed in others.values():
+        with replica(changed) as client:
+            assert not opens(client, cookie)
+    with replica(entries, secret="another-secret-" + SECRET) as client:
+        assert not opens(client, cookie)
+
+
+@pytest.mark.parametrize("uvicorn_style", [False, True])
+def test_the_web_view_follows_a_proxy_prefix(
+    database_url: str, database: Database, keys: dict[str, Any], uvicorn_style: bool
+) -> None:
+    # uvicorn --root-path puts the prefix in scope["path"] too; TestClient's root_path does not.
+    settings = Settings(database_url=database_url, api_keys=keys["entries"], ui_secret=SECRET)
+    app = create_app(settings, database=database)
+    at = "/calib" if uvicorn_style else ""
+    with TestClient(app, root_path="/calib", raise_server_exceptions=False) as client:
+        page = client.get(f"{at}/ui/calibrators/churn", follow_redirects=False)
+        assert page.status_code == 303
+        assert page.headers["location"] == "/calib/ui/key?next=%2Fui%2Fcalibrators%2Fchurn"
+        form = client.get(f"{at}/ui/key?next=%2Fui%2Fcalibrators%2Fchurn")
+        assert 'action="/calib/ui/key?next=%2Fui%2Fcalibrators%2Fchurn"' in form.text
+        answer = sign_in(client, keys["read"], "/ui/calibrators/churn", at=at)
+        assert answer.status_code == 303
+        assert answer.headers["location"] == "/calib/ui/calibrators/churn"
+        assert "path=/calib/ui;" in answer.headers["set-cookie"].lower()
+        out = client.post(f"{at}/ui/logout", follow_redirects=False)
+        assert out.headers["location"] == "/calib/ui/key"
+        assert "path=/calib/ui;" in out.headers["set-cookie"].lower()
