@@ -102,7 +102,8 @@ def page(
 
 
 def root_of(scope: Mapping[str, Any]) -> str:
-    """The path the service is mounted at behind a proxy (``root_path``), without a
-    trailing slash: what every link of a page starts with."""
-    root: str = scope.get("root_path", "") or ""
+    """The path the service is mounted at behind a proxy, without a trailing slash: what
+    every link of a page starts with. Starlette keeps it as ``app_root_path`` once a mount
+    (the stylesheet's) has added its own path to ``root_path``."""
+    root: str = scope.get("app_root_path", scope.get("root_path", "")) or ""
     return root.rstrip("/")
