@@ -25,6 +25,10 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $@
 
+$(VENV)/.installed-demo: pyproject.toml $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[demo]'
+	@touch $@
+
 install: $(VENV)/.installed  ## create .venv and install the service
 
 install-test: $(VENV)/.installed-test  ## install the service with its test tools
@@ -53,8 +57,8 @@ fmt: install-test  ## format and autofix
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# The demo's models come from scikit-learn, a test dependency: hence install-test.
-demo: install-test  ## fit calibrators on real data (a service of its own if none answers at URL) and print where to look
+# The demo's models come from scikit-learn: the `demo` extra, not the whole test toolchain.
+demo: $(VENV)/.installed-demo  ## fit calibrators on real data (a service of its own if none answers at URL) and print where to look
 	$(PY) -m demo $(if $(URL),--url $(URL)) $(if $(KEY),--key $(KEY)) $(DEMO_FLAGS)
 
 postgres:  ## install Debian's PostgreSQL server when it is missing (the tests start a throwaway one)

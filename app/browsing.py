@@ -1,28 +1,26 @@
-"""The read-only use cases of the web view (:mod:`app.ui`): what a page shows in one read.
+"""The read-only use cases of the web view (:mod:`app.ui`): what a page shows, in one read.
 
-- :meth:`Browsing.overview`: a page of calibrators, each with its latest version (metrics,
-  tags) and its aliases, from one snapshot;
-- :meth:`Browsing.traffic`: which versions answered logged predictions in a range, counted in
-  the database (cheap enough to ask on every page, unlike the monitoring itself);
-- :meth:`Browsing.stored_comparison`: two versions' stored out-of-sample reliability
-  curves overlaid (the reports of the diagnostics route, shared with it through its memo);
-- :meth:`Browsing.monitoring`: the monitoring rows of a range and their figure, from one
-  read of the traffic.
+- :meth:`Browsing.calibrators_page`: a page of calibrators, each with its latest version
+  (metrics, tags) and its aliases, from one snapshot and a fixed number of queries;
+- :meth:`Browsing.calibrator_page`: a calibrator, a page of its versions with their logged
+  traffic and their stored diagnostics (reports and diagram), from one snapshot;
+- :meth:`Browsing.comparison`: two versions' stored out-of-sample reliability curves
+  overlaid (the reports of the diagnostics route, shared with it through its memo);
+- :meth:`Browsing.monitoring`: the monitoring rows of a range and their figure
+  (:meth:`TrafficCases.monitoring_figure`).
 
-Knows no HTTP; the web view runs the heavy ones as jobs of the bounded pool.
+Knows no HTTP; the web view runs them as jobs of the bounded pool.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
 from app.diagnosis import DEFAULT_REPORT, Diagnosis, ImageFormat, Reports
 from app.diagrams import render_comparison_diagram
-from app.monitoring import Window
+from app.errors import NotFound, ServiceError, StoredDataCorrupt
 from app.store import CalibratorSummary, Database, Selector, VersionRecord
-from app.traffic_cases import TrafficCases, monitoring_figure
+from app.traffic_cases import Monitored, MonitoringFigure, TrafficCases
 
 
 @dataclass(frozen=True)
@@ -36,6 +34,37 @@ class Listed:
 
 
 @dataclass(frozen=True)
+class CalibratorList:
+    """A page of calibrators and how many match in all."""
+
+    listed: list[Listed]
+    total: int
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """A version as its page shows it: its record, its logged (predictions, labelled) in the
+    range asked (None without traffic), and its stored reports and diagram, or the error
+    that kept them (a version deleted meanwhile, a stored batch that cannot be read)."""
+
+    record: VersionRecord
+    traffic: tuple[int, int] | None
+    reports: Reports | None
+    picture: bytes | None
+    problem: ServiceError | None
+
+
+@dataclass(frozen=True)
+class CalibratorRead:
+    """A calibrator, a page of its versions (of ``total``) and its aliases."""
+
+    summary: CalibratorSummary
+    aliases: dict[str, int]
+    versions: list[StoredVersion]
+    total: int
+
+
+@dataclass(frozen=True)
 class StoredComparison:
     """Two versions' stored reports (a stored version's own, out of fold) and their curves
     overlaid."""
@@ -46,39 +75,52 @@ class StoredComparison:
 
 
 class Browsing:
-    """What the web view reads, one transaction a call."""
+    """What the web view reads, one use case per page."""
 
-    def __init__(self, database: Database, diagnosis: Diagnosis, live: TrafficCases) -> None:
+    def __init__(self, database: Database, diagnosis: Diagnosis, traffic: TrafficCases) -> None:
         self.database = database
         self.diagnosis = diagnosis
-        self.live = live
+        self.traffic = traffic
 
-    def overview(
+    def calibrators_page(
         self, limit: int, offset: int, tag: tuple[str, str] | None = None
-    ) -> tuple[list[Listed], int]:
+    ) -> CalibratorList:
         """A page of the live calibrators in name order (with ``tag`` = (key, value): those
         with a version tagged so) and how many match in all."""
         with self.database.transaction() as repo:
             summaries, total = repo.list_calibrators(limit, offset, tag)
-            listed = [
-                Listed(
-                    summary,
-                    None
-                    if summary.latest_version is None
-                    else repo.get_version(summary.name, summary.latest_version),
-                    repo.calibrator_aliases(summary.name),
-                )
-                for summary in summaries
-            ]
-        return listed, total
+            latest = repo.latest_with_aliases(summaries)
+        listed = [Listed(s, *latest[s.name]) for s in summaries]
+        return CalibratorList(listed, total)
 
-    def traffic(self, name: str, since: datetime, until: datetime) -> dict[int, tuple[int, int]]:
-        """Each version of ``name`` that answered logged predictions in [since, until): its
-        (predictions, labelled) counts."""
+    def calibrator_page(
+        self,
+        name: str,
+        limit: int,
+        offset: int,
+        monitored: Monitored,
+        image_format: ImageFormat = "svg",
+    ) -> CalibratorRead:
+        """``name``, a page of its versions newest first with their traffic in the
+        ``monitored`` range, and each one's stored reports and diagram: the rows (and the
+        batches whose reports are not kept) in one snapshot, the numbers computed after."""
         with self.database.transaction() as repo:
-            return repo.traffic_counts(name, since, until)
+            summary, records, total = repo.get_calibrator(name, limit, offset)
+            aliases = repo.calibrator_aliases(name)
+            traffic = repo.traffic_counts(name, monitored.since, monitored.until)
+            batches = [self.diagnosis.batch_unless_kept(r, repo, image_format) for r in records]
+        versions = []
+        for record, data in zip(records, batches, strict=True):
+            counts = traffic.get(record.version)
+            try:
+                reports, picture = self.diagnosis.reports_and_picture(record, data, image_format)
+            except (NotFound, StoredDataCorrupt) as exc:
+                versions.append(StoredVersion(record, counts, None, None, exc))
+                continue
+            versions.append(StoredVersion(record, counts, reports, picture, None))
+        return CalibratorRead(summary, aliases, versions, total)
 
-    def stored_comparison(
+    def comparison(
         self, name: str, first: Selector, second: Selector, image_format: ImageFormat
     ) -> StoredComparison:
         """The two versions' reports of :meth:`Diagnosis.stored` (the diagnostics route's
@@ -94,17 +136,22 @@ class Browsing:
         picture = self.diagnosis.pictures.get_or_compute(key, draw)
         return StoredComparison(reports[0], reports[1], picture)
 
+    def newest_two(self, name: str) -> tuple[int, int] | None:
+        """The numbers of ``name``'s two newest versions, None when it has one."""
+        with self.database.transaction() as repo:
+            _, records, _ = repo.get_calibrator(name, 2, 0)
+        return (records[0].version, records[1].version) if len(records) == 2 else None
+
     def monitoring(
-        self,
-        name: str,
-        window: Window,
-        since: datetime,
-        until: datetime,
-        selector: Selector | None,
-        image_format: ImageFormat,
-    ) -> tuple[list[dict[str, Any]], bytes]:
-        """The monitoring rows of [since, until) (:meth:`TrafficCases.monitoring`) and
-        their figure, from one read of the traffic."""
-        rows = self.live.monitoring(name, window, since, until, selector)
-        figure = monitoring_figure(rows, name, window, since, until, selector, image_format)
-        return rows, figure
+        self, name: str, monitored: Monitored, selector: Selector | None, image_format: ImageFormat
+    ) -> MonitoringFigure:
+        """The monitoring rows of the ``monitored`` range and their figure."""
+        return self.traffic.monitoring_figure(
+            name,
+            monitored.window,
+            monitored.since,
+            monitored.until,
+            selector,
+            image_format,
+            n_bins=monitored.n_bins,
+        )

@@ -117,6 +117,29 @@ class Diagnosis:
 
         return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
 
+    def batch_unless_kept(
+        self, record: VersionRecord, repo: Repository, image_format: ImageFormat
+    ) -> bytes | memoryview | None:
+        """Within the caller's snapshot: ``record``'s stored batch, unless the default
+        reports and picture of :meth:`reports_and_picture` are kept without it (None)."""
+        key = _key(record)
+        drawn = self.pictures.get((*key, DEFAULT_REPORT, image_format)) is not None
+        if drawn and self._known(record, _reported(DEFAULT_REPORT)):
+            return None
+        return None if self.batches.get(key) is not None else repo.get_batch(record.id)
+
+    def reports_and_picture(
+        self, record: VersionRecord, data: bytes | memoryview | None, image_format: ImageFormat
+    ) -> tuple[Reports, bytes]:
+        """:meth:`stored` and :meth:`stored_picture` with the default options, of a record
+        (and its batch, from :meth:`batch_unless_kept`) the caller read in its snapshot."""
+        reports = self._stored(record, _reported(DEFAULT_REPORT), data)
+        picture = self.pictures.get_or_compute(
+            (*_key(record), DEFAULT_REPORT, image_format),
+            lambda: _draw(reports, DEFAULT_REPORT, image_format),
+        )
+        return reports, picture
+
     def fitting_scores(self, record: VersionRecord, repo: Repository) -> NDArray[np.float64]:
         """The raw scores ``record``'s version was fitted on, read within ``repo``'s unit of
         work (one snapshot with the caller's reads), unless decoded right now for another."""

@@ -18,8 +18,25 @@ from app.calibration.report import Report, SmoothCurve
 
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 
+# Every colour that draws a curve, a marker or a bar's outline has a contrast of at least 3:1
+# against the white background (WCAG 2.1, 1.4.11; tests/ui/test_accessibility.py checks):
+# matplotlib's blue, a darker orange than its #ff7f0e (2.5:1), and for versions its ten with
+# the light ones darkened.
+BACKGROUND_COLOUR = "#ffffff"
 CALIBRATED_COLOUR = "#1f77b4"
-RAW_COLOUR = "#ff7f0e"
+RAW_COLOUR = "#b35900"
+VERSION_COLOURS = (
+    "#1f77b4",
+    "#b35900",
+    "#2a7d2a",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#c2185b",
+    "#6a6a6a",
+    "#8a8a00",
+    "#127a87",
+)
 LOG_SCALE_SPAN = 1000.0  # histogram on a log scale when max count / min positive count exceeds
 MIN_BAR_WIDTH = 0.004  # quantile bins of tied predictions can have zero width; keep them visible
 SPARSE_DENSITY = 0.01
@@ -119,10 +136,10 @@ def draw_smooth(
 
 def draw_versions(ax: Axes, named: Sequence[tuple[str, Series]], curve: str) -> None:
     """The diagonal and each version's curve (binned points with Wilson intervals, smooth
-    curve, or both), one colour each from matplotlib's ten, with a legend."""
+    curve, or both), one colour each of :data:`VERSION_COLOURS`, with a legend."""
     _diagonal(ax)
     for i, (label, series) in enumerate(named):
-        colour = f"C{i % 10}"
+        colour = VERSION_COLOURS[i % len(VERSION_COLOURS)]
         if curve in ("smooth", "both"):
             draw_smooth(ax, series.smooth, f"version-{i}", colour, label)
         if curve == "smooth":
@@ -175,7 +192,7 @@ def draw_histogram(ax: Axes, cal: Series, raw: Series) -> None:
     log = positive.size > 0 and positive.max() / positive.min() > LOG_SCALE_SPAN
     base = 0.5 if log else 0.0  # counts are whole numbers: 0.5 sits below every bar on a log axis
     for series, name, face, edge in (
-        (cal, "calibrated", to_rgba(CALIBRATED_COLOUR, 0.45), "none"),
+        (cal, "calibrated", to_rgba(CALIBRATED_COLOUR, 0.45), CALIBRATED_COLOUR),
         (raw, "raw", "none", RAW_COLOUR),
     ):
         bars = PolyCollection(rectangles(series, base), facecolors=face, edgecolors=edge)

@@ -1,11 +1,11 @@
-"""The use cases of the traffic loop: outcomes posted by id, live monitoring (as rows or as a
-figure), and the diagnostics of the labelled traffic of a range."""
+"""The use cases of the traffic loop: outcomes posted by id, live monitoring (as rows, or as
+rows and their figure), and the diagnostics of the labelled traffic of a range."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -13,13 +13,34 @@ from numpy.typing import NDArray
 
 from app.calibration.report import Report
 from app.diagnosis import DEFAULT_REPORT, Diagnosis, ImageFormat, ReportOptions, labelled_reports
-from app.errors import Conflict, NotFound
-from app.monitoring import Monitor, Window
+from app.errors import Conflict, NotFound, invalid
+from app.monitoring import MAX_WINDOWS, WINDOW_SECONDS, Monitor, Window, in_utc, window_start
 from app.monitoring_diagram import render_monitoring
 from app.monitoring_sums import Reference
 from app.store import Database, Repository, Selector
 from app.store.outcomes import OutcomeCounts
 from app.store.traffic_reads import MixedClasses
+
+
+@dataclass(frozen=True)
+class Monitored:
+    """What a monitoring read is asked for: the windows of a range (checked, UTC), of one
+    version or of all, with ``n_bins`` bins and ``bootstrap`` resamples."""
+
+    window: Window
+    since: datetime
+    until: datetime
+    version: str | None
+    n_bins: int
+    bootstrap: int = 0
+
+
+@dataclass(frozen=True)
+class MonitoringFigure:
+    """The monitoring rows of a range (:meth:`TrafficCases.monitoring`) and their figure."""
+
+    rows: list[dict[str, Any]]
+    picture: bytes
 
 
 @dataclass(frozen=True)
@@ -103,7 +124,7 @@ class TrafficCases:
                 references[v] = Reference(self.diagnosis.fitting_scores(record, repo))
         return references
 
-    def monitoring_picture(
+    def monitoring_figure(
         self,
         name: str,
         window: Window,
@@ -113,11 +134,16 @@ class TrafficCases:
         image_format: ImageFormat,
         *,
         n_bins: int = 10,
-    ) -> bytes:
-        """The rows of :meth:`monitoring` drawn over time (:mod:`app.monitoring_diagram`);
-        live data, so drawn for each request."""
+    ) -> MonitoringFigure:
+        """The rows of :meth:`monitoring` and their figure over time
+        (:mod:`app.monitoring_diagram`), titled with what they are, from one read of the
+        traffic; live data, so drawn for each request."""
         rows = self.monitoring(name, window, since, until, selector, n_bins=n_bins)
-        return monitoring_figure(rows, name, window, since, until, selector, image_format)
+        title = f"{name} · {window} windows · {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC"
+        if selector is not None:
+            title += f" · version {selector}"
+        picture = render_monitoring(rows, title=title, image_format=image_format)
+        return MonitoringFigure(rows, picture)
 
     def diagnostics(
         self,
@@ -165,21 +191,25 @@ class TrafficCases:
         return TrafficDiagnostics(version, int(known.sum()), calibrated, raw)
 
 
-def monitoring_figure(
-    rows: Sequence[Mapping[str, Any]],
-    name: str,
-    window: Window,
-    since: datetime,
-    until: datetime,
-    selector: Selector | None,
-    image_format: ImageFormat,
-) -> bytes:
-    """The monitoring rows of ``name`` in [since, until) (of the version ``selector``
-    denotes, or of all) drawn over time, titled with what they are."""
-    title = f"{name} · {window} windows · {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC"
-    if selector is not None:
-        title += f" · version {selector}"
-    return render_monitoring(rows, title=title, image_format=image_format)
+def monitored_range(
+    window: Window, since: datetime | None, until: datetime | None
+) -> tuple[datetime, datetime]:
+    """The monitored range: UTC, whole windows back from now by default, at most
+    :data:`MAX_WINDOWS` windows."""
+    width = WINDOW_SECONDS[window]
+    if until is None:  # the end of the current window
+        until = window_start(datetime.now(UTC), window) + timedelta(seconds=width)
+    until = in_utc(until, ("query", "until"))
+    since = (
+        until - timedelta(seconds=30 * width)
+        if since is None
+        else in_utc(since, ("query", "since"))
+    )
+    if since >= until:
+        raise invalid(("query", "since"), "must be before until")
+    if (until - since).total_seconds() > MAX_WINDOWS * width:
+        raise invalid(("query", "since"), f"spans more than {MAX_WINDOWS} windows of {window}")
+    return since, until
 
 
 def _listed(versions: NDArray[np.float64]) -> str:

@@ -19,14 +19,14 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; 0 when every fit and alias was stored."""
     started = time.perf_counter()
-    from .fits import fit_all, links  # scikit-learn's import is part of the demo's time
+    from .fits import ALIAS, fit_all, links  # scikit-learn's import is part of the demo's time
 
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__)
     parser.add_argument("--url", default=os.environ.get("URL") or DEFAULT_URL)
     parser.add_argument(
         "--key",
-        default=os.environ.get("CALIBRATION_API_KEY") or os.environ.get("KEY") or None,
-        help="a write key, when the service has keys (default: $CALIBRATION_API_KEY or $KEY)",
+        default=os.environ.get("DEMO_KEY") or os.environ.get("KEY") or None,
+        help="a write key, when the service has keys (default: $DEMO_KEY or $KEY)",
     )
     parser.add_argument(
         "--no-wait", action="store_true", help="exit after printing (stops a service started here)"
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         for name, versions in fitted.versions.items():
             listed = ", ".join(f"v{v} {method}" for method, v in versions.items())
-            print(f"{name}: {listed}; production -> v{versions['auto']}")
+            print(f"{name}: {listed}; {ALIAS} -> v{versions['auto']}")
         print()
         for label, url in links(base_url, fitted).items():
             print(f"{label + ':':<12} {url}")

@@ -3,8 +3,8 @@ figure), and the diagnostics of the labelled traffic."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import asdict
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -12,10 +12,10 @@ from starlette.responses import Response
 
 from app.calibration.bootstrap import RESAMPLES
 from app.diagnosis import DEFAULT_BINS, MEDIA_TYPES, ImageFormat
-from app.errors import invalid
-from app.monitoring import MAX_WINDOWS, WINDOW_SECONDS, Window, in_utc, window_start
+from app.monitoring import Window
 from app.service import CalibrationService
 from app.store import Selector
+from app.traffic_cases import Monitored, monitored_range
 
 from .bodies import parse_outcomes
 from .contracts import OutcomesBody
@@ -26,24 +26,9 @@ from .schemas import MonitoringOut, OutcomesOut, TrafficDiagnosticsOut
 
 router = APIRouter(prefix="/v1", tags=["traffic"])
 
-"""The bounds of ``since`` and ``until``."""
-
 VersionFilter = Annotated[
     str | None, Query(description="Only the traffic this version (number or alias) answered.")
 ]
-
-
-@dataclass(frozen=True)
-class Monitored:
-    """What a monitoring route is asked for: the windows of a range (checked, UTC), of one
-    version or of all."""
-
-    window: Window
-    since: datetime
-    until: datetime
-    version: str | None
-    n_bins: int
-    bootstrap: int = 0
 
 
 def monitoring_query(
@@ -59,7 +44,7 @@ def monitoring_query(
     bootstrap: Resamples = RESAMPLES,
 ) -> Monitored:
     """The query parameters of the monitoring JSON and pictures, one definition for all."""
-    start, end = _range(window, since, until)
+    start, end = monitored_range(window, since, until)
     return Monitored(window, start, end, version, n_bins, bootstrap)
 
 
@@ -134,9 +119,9 @@ def _picture_route(image_format: ImageFormat) -> None:
     async def monitoring_picture(
         name: NameParam, request: Request, service: ServiceDep, query: MonitoringQuery
     ) -> Response:
-        image = await off_loop(
+        drawn = await off_loop(
             request,
-            service.live.monitoring_picture,
+            service.live.monitoring_figure,
             name,
             query.window,
             query.since,
@@ -145,7 +130,7 @@ def _picture_route(image_format: ImageFormat) -> None:
             image_format,
             n_bins=query.n_bins,
         )
-        return Response(image, media_type=MEDIA_TYPES[image_format])
+        return Response(drawn.picture, media_type=MEDIA_TYPES[image_format])
 
     add_picture_route(
         router,
@@ -200,7 +185,7 @@ async def monitoring_diagnostics(
     a 404; traffic that mixes binary and k-class versions, or k-class versions of different
     class counts, a 409 (choose one with `version`); more labelled traffic than a batch may
     hold, a 413."""
-    start, end = _range("1d", since, until)
+    start, end = monitored_range("1d", since, until)
     found = await off_loop(
         request, service.live.diagnostics, name, start, end, _selector(name, version), query
     )
@@ -212,27 +197,6 @@ async def monitoring_diagnostics(
 
 def _selector(name: str, version: str | None) -> Selector | None:
     return None if version is None else parse_selector(name, version)
-
-
-def _range(
-    window: Window, since: datetime | None, until: datetime | None
-) -> tuple[datetime, datetime]:
-    """The monitored range: UTC, whole windows back from now by default, at most
-    :data:`MAX_WINDOWS` windows."""
-    width = WINDOW_SECONDS[window]
-    if until is None:  # the end of the current window
-        until = window_start(datetime.now(UTC), window) + timedelta(seconds=width)
-    until = in_utc(until, ("query", "until"))
-    since = (
-        until - timedelta(seconds=30 * width)
-        if since is None
-        else in_utc(since, ("query", "since"))
-    )
-    if since >= until:
-        raise invalid(("query", "since"), "must be before until")
-    if (until - since).total_seconds() > MAX_WINDOWS * width:
-        raise invalid(("query", "since"), f"spans more than {MAX_WINDOWS} windows of {window}")
-    return since, until
 
 
 def _record(

@@ -20,6 +20,7 @@ from app.errors import Conflict, NotFound, invalid
 from app.store.aliases import AliasOperations
 from app.store.artifacts import sha256_hex
 from app.store.blobs import BlobReads
+from app.store.listing import ListingReads
 from app.store.models import Alias, Calibrator, Version, VersionBlob, as_stored_json
 from app.store.outcomes import OutcomeOperations
 from app.store.queries import (
@@ -44,6 +45,7 @@ Selector = int | Literal["latest"] | str
 class Repository(
     AliasOperations,
     BlobReads,
+    ListingReads,
     TrafficOperations,
     OutcomeOperations,
     TrafficReads,

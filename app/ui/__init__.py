@@ -2,8 +2,18 @@
 reliability diagrams, comparisons and monitoring (Jinja2 templates, one CSS file, no
 JavaScript).
 
+- :mod:`app.ui.routes`: the routes of the pages and the error page of any other path;
+- :mod:`app.ui.pages`: each page's data (one dataclass a page), read through the service's
+  use cases (:class:`app.browsing.Browsing`);
+- :mod:`app.ui.page_responses`: a page or an error page as the answer, for every error
+  under ``/ui`` too;
+- :mod:`app.ui.templating`: the Jinja2 environment, its filters, the metrics the tables show
+  and the headers every page carries (the problem pages render through it too);
+- :mod:`app.ui.svg`: the service's SVG figures made fit to stand inside a page;
+- :mod:`app.ui.signin`: the key form and signing out;
 - :mod:`app.ui.session`: who may see the pages (a signed session cookie, decided before
   routing by :mod:`app.api.security`, the one place that decides);
-- :mod:`app.ui.pages`: the pages' contents, read through the service layer;
-- :mod:`app.ui.routes`: the routes, the key form and the error pages.
+- :mod:`app.ui.answers`: the names :mod:`app.ui.signin` still imports from their old module.
+
+``templates/`` and ``static/ui.css`` ship inside the package (pyproject's package-data).
 """

@@ -1,33 +1,34 @@
 """Routes of the web view: the pages, the key form, signing out, and HTML error pages.
 
 Who may see a page is decided before routing (:mod:`app.api.security`); these routes only
-read. Every failure is a page too, never problem+json nor a 500: an unknown calibrator, a
-name no calibrator can have, a bad query, a busy server.
+read, each page's use case as a job of the bounded pool (:func:`app.api.deps.off_loop`).
+Every failure under ``/ui`` is a page too, never problem+json: an unknown calibrator, a name
+no calibrator can have, a bad query, a busy server, a wrong method, a missing stylesheet, an
+unexpected error (:func:`app.ui.page_responses.install_error_pages`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, FastAPI, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from app.api.contracts import tag_filter
 from app.api.deps import get_service, off_loop, parse_selector
 from app.api.schemas import NAME_PATTERN
-from app.api.traffic import Monitored, monitoring_query
 from app.calibration.bootstrap import RESAMPLES
 from app.diagnosis import DEFAULT_BINS
 from app.errors import InvalidInput, NotFound
 from app.monitoring import WINDOW_SECONDS, Window
 from app.store import Selector
+from app.traffic_cases import Monitored, monitored_range
 
 from . import pages, signin
-from .answers import answer, error_page
-from .templating import STATIC
+from .page_responses import error_page, install_error_pages, render_page
+from .templating import STATIC, root_of
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -50,53 +51,58 @@ def selector_of(name: str, text: str | None) -> Selector | None:
     return parse_selector(name, text.strip())
 
 
-def monitored_range(window: str | None, version: str | None = None) -> Monitored:
-    """The monitored range of the monitoring route's defaults: 30 windows back from now."""
+def monitored(window: str | None, version: str | None = None) -> Monitored:
+    """What the monitoring route reads by default: 30 windows back from now."""
     chosen: Window = "1d"
     if window:
         if window not in WINDOW_SECONDS:
             raise InvalidInput(f"window is {window[:16]!r}; expected 1h, 1d or 7d")
         chosen = window  # type: ignore[assignment]
-    return monitoring_query(chosen, None, None, version, DEFAULT_BINS, RESAMPLES)
+    since, until = monitored_range(chosen, None, None)
+    return Monitored(chosen, since, until, version, DEFAULT_BINS, RESAMPLES)
 
 
 @router.get("")
 async def calibrator_list(request: Request, tag: Text = None) -> Response:
     """Every calibrator with its latest version's method, metrics, aliases and tags."""
 
-    async def build() -> dict[str, Any]:
+    async def read_page() -> pages.Shown:
         wanted = tag_filter(tag) if tag else None
         number = pages.page_number(request.query_params.get("page"))
-        return await run_in_threadpool(pages.calibrators, get_service(request), number, wanted)
+        service = get_service(request)
+        return await off_loop(request, pages.calibrators, service, number, wanted), 200
 
-    return await answer(request, "list.html", build)
+    return await render_page(request, "list.html", read_page)
 
 
 @router.get("/calibrators/{name}")
 async def calibrator_page(request: Request, name: str) -> Response:
     """A calibrator's versions, newest first, with their diagrams and reports."""
 
-    async def build() -> dict[str, Any]:
+    async def read_page() -> pages.Shown:
         number = pages.page_number(request.query_params.get("page"))
-        found = calibrator_name(name)
-        monitored = monitored_range(None)
+        checked = calibrator_name(name)
         service = get_service(request)
-        return await off_loop(request, pages.calibrator, service, found, number, monitored)
+        found = await off_loop(request, pages.calibrator, service, checked, number, monitored(None))
+        return found, 200
 
-    return await answer(request, "calibrator.html", build)
+    return await render_page(request, "calibrator.html", read_page)
 
 
 @router.get("/calibrators/{name}/compare")
 async def compare_page(request: Request, name: str, a: Text = None, b: Text = None) -> Response:
     """Two versions' stored reliability curves overlaid, and their metrics side by side."""
 
-    async def build() -> dict[str, Any]:
-        found = calibrator_name(name)
-        first, second = selector_of(found, a), selector_of(found, b)
+    async def read_page() -> pages.Shown:
+        checked = calibrator_name(name)
+        first, second = selector_of(checked, a), selector_of(checked, b)
         service = get_service(request)
-        return await off_loop(request, pages.comparison, service, found, first, second)
+        shown: pages.Shown = await off_loop(
+            request, pages.comparison, service, checked, first, second
+        )
+        return shown
 
-    return await answer(request, "compare.html", build)
+    return await render_page(request, "compare.html", read_page)
 
 
 @router.get("/calibrators/{name}/monitoring")
@@ -105,26 +111,29 @@ async def monitoring_page(
 ) -> Response:
     """The monitoring of a calibrator's logged traffic (of one version, or of all)."""
 
-    async def build() -> dict[str, Any]:
-        found = calibrator_name(name)
-        selector = selector_of(found, version)
-        monitored = monitored_range(window, None if selector is None else str(selector))
+    async def read_page() -> pages.Shown:
+        checked = calibrator_name(name)
+        selector = selector_of(checked, version)
+        asked = monitored(window, None if selector is None else str(selector))
         service = get_service(request)
-        return await off_loop(request, pages.monitoring, service, found, monitored, selector)
+        found = await off_loop(request, pages.monitoring, service, checked, asked, selector)
+        return found, 200
 
-    return await answer(request, "monitoring.html", build)
+    return await render_page(request, "monitoring.html", read_page)
 
 
 @router.get("/{rest:path}")
 async def unknown_page(request: Request, rest: str) -> Response:
     """Any other path under /ui: the list for ``/ui/``, else a 404 page with a way back."""
     if rest == "":
-        return RedirectResponse("/ui", status_code=303)
+        return RedirectResponse(f"{root_of(request.scope)}/ui", status_code=303)
     return error_page(request, NotFound("there is no such page of the web view"))
 
 
 def install_web_view(app: FastAPI) -> None:
-    """Serve the stylesheet and the pages (the key form before the catch-all)."""
+    """Serve the stylesheet and the pages (the key form before the catch-all), and answer
+    every error under ``/ui`` with a page (after the problem handlers are installed)."""
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")
     app.include_router(signin.router)
     app.include_router(router)
+    install_error_pages(app)

@@ -1,5 +1,9 @@
-"""Rendering the web view's pages: one Jinja2 environment (autoescaping every template, no
-undefined name passing silently) and the headers every page carries."""
+"""Rendering the service's HTML pages (the web view's and the problem types'): one Jinja2
+environment (autoescaping every template, no undefined name passing silently), the metrics
+the tables show, and the headers every page carries.
+
+Every link a template writes starts with ``root``, the path the service is mounted at behind
+a proxy (``scope["root_path"]``, empty when none)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
 from starlette.responses import HTMLResponse
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -23,6 +28,25 @@ PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
 }
+
+
+HEADLINE_METRICS = (("log_loss", "Log loss"), ("brier", "Brier"), ("ece", "ECE"))
+"""The metrics of a version that every table of versions shows, with their column names."""
+REPORTED_METRICS = (
+    *(metric for metric, _ in HEADLINE_METRICS),
+    "mce",
+    "auc",
+    "smooth_ece",
+    "calibration_slope",
+    "calibration_intercept",
+)
+"""The metrics of a reliability report that a version's table and the compare page show."""
+
+
+def code_spans(text: str) -> Markup:
+    """``text`` escaped, with its backquoted spans as ``<code>``."""
+    parts = str(escape(text)).split("`")
+    return Markup("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
 
 
 def number(value: Any, digits: int = 4) -> str:
@@ -55,8 +79,10 @@ ENVIRONMENT = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-ENVIRONMENT.filters.update(number=number, moment=moment)
-ENVIRONMENT.globals.update(interval=interval)
+ENVIRONMENT.filters.update(number=number, moment=moment, code_spans=code_spans)
+ENVIRONMENT.globals.update(
+    interval=interval, HEADLINE_METRICS=HEADLINE_METRICS, REPORTED_METRICS=REPORTED_METRICS
+)
 
 
 def page(
@@ -65,8 +91,19 @@ def page(
     *,
     status: int = 200,
     headers: Mapping[str, str] | None = None,
+    root: str = "",
 ) -> HTMLResponse:
     """``template`` rendered with ``context`` as an HTML answer with :data:`PAGE_HEADERS`.
-    Every page gets ``signed_in`` (whether to offer signing out) from the context or False."""
-    html = ENVIRONMENT.get_template(template).render({"signed_in": False, **context})
+    Every page gets ``signed_in`` (whether to offer signing out) from the context or False,
+    and ``root``, the prefix of its links (:func:`root_of` a request)."""
+    defaults = {"signed_in": False, "root": root}
+    html = ENVIRONMENT.get_template(template).render({**defaults, **context})
     return HTMLResponse(html, status_code=status, headers={**PAGE_HEADERS, **(headers or {})})
+
+
+def root_of(scope: Mapping[str, Any]) -> str:
+    """The path the service is mounted at behind a proxy, without a trailing slash: what
+    every link of a page starts with. Starlette keeps it as ``app_root_path`` once a mount
+    (the stylesheet's) has added its own path to ``root_path``."""
+    root: str = scope.get("app_root_path", scope.get("root_path", "")) or ""
+    return root.rstrip("/")

@@ -85,7 +85,7 @@ def test_every_problem_type_has_a_plain_html_page(secured: TestClient) -> None:
 
 def test_an_unknown_problem_type_is_a_404_problem(secured: TestClient) -> None:
     body = assert_problem(secured.get("/problems/no-such-thing"), 404, "no-such-thing")
-    assert body["type"] == "/problems/unknown-route"
+    assert body["type"] == "/problems/not-found"
 
 
 def resolves(client: TestClient, body: dict[str, object], slug: str) -> None:

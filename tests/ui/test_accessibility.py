@@ -9,6 +9,12 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
+from app.diagram_panels import (
+    BACKGROUND_COLOUR,
+    CALIBRATED_COLOUR,
+    RAW_COLOUR,
+    VERSION_COLOURS,
+)
 from app.ui.templating import STATIC
 
 from .html_checks import Parsed, parse
@@ -22,6 +28,9 @@ PAGES = [
     "/ui/calibrators/churn/monitoring",
     "/ui/calibrators/nope",
     "/ui/nothing",
+    "/ui/static/nothing.css",
+    "/problems",
+    "/problems/not-found",
 ]
 
 
@@ -39,7 +48,9 @@ def check_page(parsed: Parsed, path: str) -> None:
     labels = {e.attrs.get("for") for e in parsed.all("label")}
     for field in parsed.all("input"):
         if field.attrs.get("type") != "hidden":
-            assert field.attrs.get("id") in labels, f"{path}: input without a label"
+            field_id = field.attrs.get("id")
+            assert field_id, f"{path}: input without an id"
+            assert field_id in labels, f"{path}: input without a label"
     for image in parsed.all("img"):
         assert image.attrs.get("alt"), f"{path}: img without alt"
     for figure in parsed.all("svg"):
@@ -111,3 +122,20 @@ def test_the_stylesheet_loads_nothing_from_elsewhere(open_client: TestClient) ->
     assert css.headers["content-type"].startswith("text/css")
     assert "url(" not in css.text
     assert "@import" not in css.text
+
+
+def test_the_diagrams_colours_contrast_with_their_background_at_least_3_to_1() -> None:
+    """WCAG 2.1, 1.4.11: the curves, markers and bar outlines are graphics a reader needs."""
+    for colour in (CALIBRATED_COLOUR, RAW_COLOUR, *VERSION_COLOURS):
+        ratio = contrast(colour, BACKGROUND_COLOUR)
+        assert ratio >= 3.0, (colour, round(ratio, 2))
+    assert len(set(VERSION_COLOURS)) == len(VERSION_COLOURS)
+
+
+def test_the_diagrams_draw_with_those_colours(shown: TestClient) -> None:
+    svg = shown.get("/v1/calibrators/churn/versions/1/diagnostics.svg").text.lower()
+    assert CALIBRATED_COLOUR in svg
+    assert RAW_COLOUR in svg
+    assert "#ff7f0e" not in svg
+    compared = shown.get("/ui/calibrators/churn/compare", params={"a": "1", "b": "2"}).text
+    assert all(colour in compared.lower() for colour in VERSION_COLOURS[:2])

@@ -6,7 +6,12 @@ import re
 
 import pytest
 from fastapi.testclient import TestClient
+from httpx import Response
+from sqlalchemy import event
 
+from app.errors import StoredDataCorrupt
+from app.store import Database
+from app.ui import pages
 from app.ui.pages import VERSIONS_PER_PAGE
 
 from .conftest import fit
@@ -113,31 +118,101 @@ def test_monitoring_is_linked_for_a_version_with_traffic(shown: TestClient) -> N
 
 
 @pytest.mark.parametrize(
-    "path",
+    ("path", "status"),
     [
-        "/ui/calibrators/nope",
-        "/ui/calibrators/a%2Fb",
-        "/ui/calibrators/a/b/c",
-        "/ui/calibrators/caf%C3%A9",
-        "/ui/calibrators/" + "x" * 300,
-        "/ui/calibrators/churn?page=0",
-        "/ui/calibrators/churn?page=99999999999999999999",
-        "/ui/calibrators/churn?page=-1",
-        "/ui/calibrators/churn/compare?a=99999999999999999999999&b=1",
-        "/ui/calibrators/churn/compare?a=1&b=nosuchalias",
-        "/ui/calibrators/churn/compare?a=%00&b=1",
-        "/ui/calibrators/churn/monitoring?version=12345678901",
-        "/ui/calibrators/churn/monitoring?window=1y",
-        "/ui?page=abc",
-        "/ui?tag=" + "k" * 300 + ":v",
-        "/ui/nothing/here",
+        ("/ui/calibrators/nope", 404),
+        ("/ui/calibrators/a%2Fb", 404),
+        ("/ui/calibrators/a/b/c", 404),
+        ("/ui/calibrators/caf%C3%A9", 404),
+        ("/ui/calibrators/" + "x" * 300, 404),
+        ("/ui/calibrators/churn?page=0", 404),
+        ("/ui/calibrators/churn?page=99999999999999999999", 404),
+        ("/ui/calibrators/churn?page=-1", 404),
+        ("/ui/calibrators/churn/compare?a=99999999999999999999999&b=1", 404),
+        ("/ui/calibrators/churn/compare?a=1&b=nosuchalias", 404),
+        ("/ui/calibrators/churn/compare?a=%00&b=1", 404),
+        ("/ui/calibrators/churn/monitoring?version=12345678901", 404),
+        ("/ui/calibrators/churn/monitoring?window=1y", 422),
+        ("/ui?page=abc", 404),
+        ("/ui?tag=" + "k" * 300 + ":v", 422),
+        ("/ui/nothing/here", 404),
+        ("/ui/static/nothing.css", 404),
     ],
 )
-def test_bad_input_is_an_html_page_with_a_way_back(shown: TestClient, path: str) -> None:
+def test_bad_input_is_an_html_page_with_a_way_back(
+    shown: TestClient, path: str, status: int
+) -> None:
     page = shown.get(path)
-    assert 400 <= page.status_code < 500, (path, page.status_code, page.text[:300])
+    assert page.status_code == status, (path, page.status_code, page.text[:300])
+    assert_error_page(page)
+
+
+def assert_error_page(page: Response) -> None:
+    """An HTML error page with the page headers, a link to its problem type and a way back."""
     assert page.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    assert page.headers["x-content-type-options"] == "nosniff"
     assert '<a href="/ui">Back to the calibrators</a>' in page.text
+    assert re.search(r'<a href="/problems/[a-z-]+">', page.text), page.text
+
+
+def test_a_wrong_method_under_ui_is_a_405_page(shown: TestClient) -> None:
+    page = shown.post("/ui")
+    assert page.status_code == 405
+    assert page.headers["allow"] == "GET"
+    assert_error_page(page)
+    assert '<a href="/problems/method-not-allowed">' in page.text
+    api = shown.post("/v1/calibrators")
+    assert api.headers["content-type"] == "application/problem+json"  # the API's stay JSON
+
+
+def test_an_unexpected_error_under_ui_is_a_500_page(
+    shown: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(pages, "calibrators", broken)
+    page = shown.get("/ui")
+    assert page.status_code == 500
+    assert_error_page(page)
+    assert "a bug" not in page.text
+    assert '<a href="/problems/internal-error">' in page.text
+
+
+def test_a_corrupt_batch_is_the_panel_s_problem_with_its_page(
+    shown: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = shown.app.state.service  # type: ignore[attr-defined]
+
+    def corrupt(*args: object, **kwargs: object) -> None:
+        raise StoredDataCorrupt("the stored batch of 'churn' v2 cannot be read: bad")
+
+    monkeypatch.setattr(service.diagnosis, "reports_and_picture", corrupt)
+    page = shown.get("/ui/calibrators/churn")
+    assert page.status_code == 200
+    section = next(e for e in parse(page.text).all("section") if e.attrs["id"] == "v2")
+    assert "No diagnostics: the stored batch of 'churn' v2 cannot be read" in section.text
+    assert f"{StoredDataCorrupt.title}: what this problem means" in section.text
+    assert f'href="/problems/{StoredDataCorrupt.slug}"' in page.text
+
+
+def test_links_honour_the_proxy_prefix(shown: TestClient) -> None:
+    prefixed = TestClient(shown.app, root_path="/calib", raise_server_exceptions=False)
+    for path in ("/ui", "/ui/calibrators/churn", "/ui/calibrators/churn/compare", "/problems"):
+        page = prefixed.get(path)
+        assert page.status_code == 200, (path, page.text[:300])
+        parsed = parse(page.text)
+        links = [e.attrs.get("href") or e.attrs.get("action", "") for e in parsed.elements]
+        local = [link for link in links if link.startswith("/")]
+        assert local, path
+        assert all(link.startswith("/calib/") for link in local), (path, local)
+    page = parse(prefixed.get("/ui").text)
+    assert any(a.attrs.get("href") == "/calib/ui/calibrators/churn" for a in page.all("a"))
+    assert any(e.attrs.get("href") == "/calib/ui/static/ui.css" for e in page.all("link"))
+    missing = prefixed.get("/ui/nothing")
+    assert missing.status_code == 404
+    assert '<a href="/calib/ui">Back to the calibrators</a>' in missing.text
 
 
 def test_an_unknown_calibrator_is_a_404_page(shown: TestClient) -> None:
@@ -160,3 +235,27 @@ def test_pages_forbid_scripts_and_framing(shown: TestClient) -> None:
     assert "script-src" not in policy  # falls back to default-src 'none'
     assert "frame-ancestors 'none'" in policy
     assert headers["cache-control"] == "no-store"
+
+
+def test_the_list_reads_a_fixed_number_of_queries_whatever_its_length(
+    open_client: TestClient, database: Database
+) -> None:
+    def statements_of_the_list() -> int:
+        counted: list[str] = []
+
+        def count(*args: object) -> None:
+            counted.append(str(args[2]))
+
+        event.listen(database.engine, "before_cursor_execute", count)
+        try:
+            assert open_client.get("/ui").status_code == 200
+        finally:
+            event.remove(database.engine, "before_cursor_execute", count)
+        return len(counted)
+
+    fit(open_client, "a", "platt")
+    few = statements_of_the_list()
+    for name in ("b", "c", "d", "e"):
+        fit(open_client, name, "platt")
+    open_client.put("/v1/calibrators/b/aliases/production", json={"version": 1})
+    assert statements_of_the_list() == few

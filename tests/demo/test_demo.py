@@ -1,4 +1,5 @@
-"""``make demo``: its calibrators land through the API, and the URLs it prints answer."""
+"""``make demo`` (:mod:`demo`): its calibrators land through the API, and the URLs it prints
+answer."""
 
 from __future__ import annotations
 
