@@ -3,7 +3,7 @@
 One handler in :mod:`app.api.problems` renders every one of them as RFC 9457
 ``application/problem+json``; nothing below this module knows about HTTP beyond the number.
 A class's ``slug`` names its problem type: the answer's ``type`` is ``/problems/{slug}``, a
-page the service serves (:mod:`app.api.problem_pages`). One slug per kind of problem, not per
+page the service serves (:mod:`app.ui.problem_pages`). One slug per kind of problem, not per
 status: the three 503s are three types.
 
 Exception tree::

@@ -16,7 +16,6 @@ from app.api import (
     inference,
     json_process,
     predictions,
-    problem_pages,
     registry,
     traffic,
 )
@@ -31,6 +30,7 @@ from app.observability.access import install_observability
 from app.service import CalibrationService
 from app.settings import Settings, get_settings
 from app.store import Database
+from app.ui import problem_pages
 from app.ui.routes import install_web_view
 
 DESCRIPTION = """

@@ -26,6 +26,8 @@ from fastapi.openapi.docs import (
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import HTMLResponse
 
+from .mounting import root_of
+
 ASSETS_PATH = "/static/docs"
 """Where the Swagger UI and ReDoc files are mounted (open without a key: app.auth)."""
 
@@ -48,15 +50,10 @@ def install_docs(app: FastAPI) -> None:
     openapi_url = app.openapi_url or "/openapi.json"
     redirect_url = "/docs/oauth2-redirect"
 
-    def base(request: Request) -> str:
-        # Behind a proxy that strips a prefix, the page's URLs must carry it.
-        root: str = request.scope.get("root_path", "")
-        return root.rstrip("/")
-
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
         """Swagger UI on the OpenAPI description, its assets served from this service."""
-        root = base(request)
+        root = root_of(request.scope)
         return get_swagger_ui_html(
             openapi_url=root + openapi_url,
             title=title,
@@ -75,7 +72,7 @@ def install_docs(app: FastAPI) -> None:
     @app.get("/redoc", include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
         """ReDoc on the OpenAPI description, its assets served from this service."""
-        root = base(request)
+        root = root_of(request.scope)
         return get_redoc_html(
             openapi_url=root + openapi_url,
             title=title,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import PlainTextResponse, Response
 
@@ -10,6 +10,7 @@ from app.errors import DatabaseUnavailable
 from app.observability import CONTENT_TYPE_LATEST, exposition
 
 from .deps import ServiceDep, json_response
+from .mounting import root_of
 from .openapi_docs import ERRORS
 from .problems import problem_response
 from .schemas import Health
@@ -24,7 +25,7 @@ async def healthz() -> Response:
 
 
 @router.get("/readyz", response_model=Health, summary="Readiness", responses={503: ERRORS[503]})
-async def readyz(service: ServiceDep) -> Response:
+async def readyz(request: Request, service: ServiceDep) -> Response:
     """200 when the database answers, else 503 with Retry-After."""
     if await run_in_threadpool(service.ready):
         return json_response({"status": "ready"})
@@ -33,6 +34,7 @@ async def readyz(service: ServiceDep) -> Response:
         "the database does not answer",
         slug=DatabaseUnavailable.slug,
         headers={"Retry-After": "5"},
+        root_path=root_of(request.scope),
     )
 
 

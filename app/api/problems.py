@@ -3,7 +3,7 @@
 Domain errors (:mod:`app.errors`), FastAPI's request validation, Starlette's HTTP errors
 (unknown routes, wrong methods) and, as a last resort, anything unexpected are all rendered
 here as ``application/problem+json`` with ``type``, ``title``, ``status`` and ``detail``
-(``type`` is ``/problems/{slug}``, a page of :mod:`app.api.problem_pages`, below the proxy
+(``type`` is ``/problems/{slug}``, a page of :mod:`app.ui.problem_pages`, below the proxy
 prefix ``root_path`` when there is one);
 under ``/v2``, the Open Inference Protocol's routes, as its ``{"error": "..."}``
 (:func:`error_response` chooses), with 400 where ``/v1`` says 422.
@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from app.errors import FieldError, InvalidInput, MalformedBody, ServiceError, describe_loc
 
+from .mounting import root_of
 from .problem_types import HTTP_ERROR, METHOD_NOT_ALLOWED, UNKNOWN_ROUTE, type_uri
 
 PROBLEM_JSON = "application/problem+json"
@@ -97,12 +98,6 @@ def error_response(
     )
 
 
-def _root(request: Request) -> str:
-    """The proxy prefix the request came under (``""`` without one)."""
-    root: str = request.scope.get("root_path", "")
-    return root
-
-
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     headers = None
@@ -116,7 +111,7 @@ async def _service_error(request: Request, exc: Exception) -> Response:
         title=exc.title,
         errors=exc.errors,
         headers=headers,
-        root_path=_root(request),
+        root_path=root_of(request.scope),
     )
 
 
@@ -136,7 +131,7 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
         slug=error.slug,
         title=error.title,
         errors=errors,
-        root_path=_root(request),
+        root_path=root_of(request.scope),
     )
 
 
@@ -156,7 +151,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         detail,
         slug=slug,
         headers=headers,
-        root_path=_root(request),
+        root_path=root_of(request.scope),
     )
 
 
@@ -164,7 +159,7 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
     logger.exception("unexpected error on %s %s", request.method, request.url.path)
     detail = "an unexpected error occurred; it has been logged"
     return error_response(
-        request.url.path, 500, detail, slug=ServiceError.slug, root_path=_root(request)
+        request.url.path, 500, detail, slug=ServiceError.slug, root_path=root_of(request.scope)
     )
 
 

@@ -11,9 +11,9 @@ JavaScript).
   and the headers every page carries (the problem pages render through it too);
 - :mod:`app.ui.svg`: the service's SVG figures made fit to stand inside a page;
 - :mod:`app.ui.signin`: the key form and signing out;
-- :mod:`app.ui.session`: who may see the pages (a signed session cookie, decided before
-  routing by :mod:`app.api.security`, the one place that decides);
-- :mod:`app.ui.answers`: the names :mod:`app.ui.signin` still imports from their old module.
+
+Who may see the pages is :mod:`app.sessions` (a signed session cookie, decided before
+routing by :mod:`app.api.security`, the one place that decides).
 
 ``templates/`` and ``static/ui.css`` ship inside the package (pyproject's package-data).
 """

@@ -12,10 +12,11 @@ import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
+from app.api.mounting import root_of
 from app.errors import ServiceError
+from app.sessions import Sessions, is_ui_path
 
-from .session import Sessions, is_ui_path
-from .templating import page, root_of
+from .templating import page
 
 ExceptionHandler = Callable[[Request, Exception], Awaitable[Response]]
 

@@ -18,6 +18,7 @@ from starlette.staticfiles import StaticFiles
 
 from app.api.contracts import tag_filter
 from app.api.deps import get_service, off_loop, parse_selector
+from app.api.mounting import root_of
 from app.api.schemas import NAME_PATTERN
 from app.calibration.bootstrap import RESAMPLES
 from app.diagnosis import DEFAULT_BINS
@@ -28,7 +29,7 @@ from app.traffic_cases import Monitored, monitored_range
 
 from . import pages, signin
 from .page_responses import error_page, install_error_pages, render_page
-from .templating import STATIC, root_of
+from .templating import STATIC
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 

@@ -23,12 +23,13 @@ from starlette.exceptions import HTTPException
 from starlette.responses import RedirectResponse, Response
 
 from app.api.deps import read_body
+from app.api.mounting import root_of
 from app.api.payloads import require_media_type
 from app.auth import match_key
 from app.errors import CrossSiteRequest, MalformedBody, ServiceError, SignInUnavailable
 from app.sessions import COOKIE_NAME, KEY_FORM, SESSION_SECONDS, cookie_path, safe_next
 
-from .answers import error_page, sessions_of
+from .page_responses import error_page, sessions_of
 from .templating import page
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -43,17 +44,11 @@ SAME_SITE_FETCHES = ("same-origin", "none")
 NextQuery = Annotated[str | None, Query(alias="next")]
 
 
-def root_of(request: Request) -> str:
-    """The proxy prefix the request came under (``""`` without one), without a final ``/``."""
-    root: str = request.scope.get("root_path", "")
-    return root.rstrip("/")
-
-
 def form_page(
     request: Request, next_path: str, *, problem: str | None = None, status: int = 200
 ) -> Response:
     """The key form, posting back with the page to return to in its action."""
-    action = f"{root_of(request)}{KEY_FORM}?next={quote(next_path, safe='')}"
+    action = f"{root_of(request.scope)}{KEY_FORM}?next={quote(next_path, safe='')}"
     return page("key.html", {"action": action, "problem": problem}, status=status)
 
 
@@ -63,7 +58,7 @@ async def key_form(request: Request, next_path: NextQuery = None) -> Response:
     sessions = sessions_of(request)
     target = safe_next(next_path)
     if not sessions.keys:
-        return RedirectResponse(root_of(request) + target, status_code=303)
+        return RedirectResponse(root_of(request.scope) + target, status_code=303)
     if not sessions.can_sign_in:
         return error_page(request, _no_secret())
     return form_page(request, target)
@@ -73,7 +68,7 @@ async def key_form(request: Request, next_path: NextQuery = None) -> Response:
 async def sign_in(request: Request, next_path: NextQuery = None) -> Response:
     """Check the posted key; on success set the session cookie and go where the user was."""
     sessions = sessions_of(request)
-    target = root_of(request) + safe_next(next_path)
+    target = root_of(request.scope) + safe_next(next_path)
     try:
         same_origin(request)
         if not sessions.keys:
@@ -93,7 +88,7 @@ async def sign_in(request: Request, next_path: NextQuery = None) -> Response:
         COOKIE_NAME,
         sessions.issue(key),
         max_age=SESSION_SECONDS,
-        path=cookie_path(root_of(request)),
+        path=cookie_path(root_of(request.scope)),
         secure=request.url.scheme == "https",
         httponly=True,
         samesite="strict",
@@ -108,10 +103,10 @@ async def sign_out(request: Request) -> Response:
         same_origin(request)
     except ServiceError as exc:
         return error_page(request, exc)
-    response = RedirectResponse(root_of(request) + KEY_FORM, status_code=303)
+    response = RedirectResponse(root_of(request.scope) + KEY_FORM, status_code=303)
     response.delete_cookie(
         COOKIE_NAME,
-        path=cookie_path(root_of(request)),
+        path=cookie_path(root_of(request.scope)),
         secure=request.url.scheme == "https",
         httponly=True,
         samesite="strict",

@@ -99,11 +99,3 @@ def page(
     defaults = {"signed_in": False, "root": root}
     html = ENVIRONMENT.get_template(template).render({**defaults, **context})
     return HTMLResponse(html, status_code=status, headers={**PAGE_HEADERS, **(headers or {})})
-
-
-def root_of(scope: Mapping[str, Any]) -> str:
-    """The path the service is mounted at behind a proxy, without a trailing slash: what
-    every link of a page starts with. Starlette keeps it as ``app_root_path`` once a mount
-    (the stylesheet's) has added its own path to ``root_path``."""
-    root: str = scope.get("app_root_path", scope.get("root_path", "")) or ""
-    return root.rstrip("/")

@@ -12,10 +12,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import HTMLResponse
 
+from app.api.mounting import root_of
+from app.api.problem_types import PROBLEM_TYPES, ProblemType
 from app.errors import NotFound
-from app.ui.templating import page, root_of
-
-from .problem_types import PROBLEM_TYPES, ProblemType
+from app.ui.templating import page
 
 router = APIRouter(prefix="/problems", include_in_schema=False)
 
