@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ UI_ROOT = "/ui"
 KEY_FORM = "/ui/key"
 SIGN_OUT = "/ui/logout"
 STATIC_PREFIX = "/ui/static/"
+_ISSUED = re.compile(r"[1-9][0-9]{0,11}")
+"""A token's issue time: whole seconds, as the service writes them."""
 _CONTEXT = b"calibration-ui-session\x00"
 
 
@@ -92,10 +95,8 @@ class Sessions:
         name, _, rest = token.partition(":")
         issued_text, _, mac = rest.partition(":")
         key = self.keys.get(name)
-        # isascii: "²" is a digit to str.isdigit and not to int.
-        if key is None or not (issued_text.isascii() and issued_text.isdigit()):
-            return None
-        if len(issued_text) > 12:
+        # one spelling of each time (no sign, no leading zero; "²" is no digit to int)
+        if key is None or not _ISSUED.fullmatch(issued_text):
             return None
         issued = int(issued_text)
         moment = time.time() if now is None else now

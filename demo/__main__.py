@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         print()
         for label, url in links(base_url, fitted).items():
             print(f"{label + ':':<12} {url}")
+        if args.key:  # a browser's session opens /ui only
+            print("(the diagram's /v1 URL takes the key as a Bearer header; /ui shows it too)")
         print(f"\nThe demo took {time.perf_counter() - started:.1f} s.")
         if own is not None and not args.no_wait:
             print("Serving until Ctrl-C.")

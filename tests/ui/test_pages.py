@@ -49,6 +49,18 @@ def test_the_tag_filter_keeps_the_calibrators_tagged_so(shown: TestClient) -> No
     assert "key:value" in bad.text
 
 
+def test_a_tag_chip_links_to_its_filter_unless_its_key_has_a_colon(shown: TestClient) -> None:
+    """``tag=key:value`` splits at the first colon, so a key with one cannot be filtered."""
+    fit(shown, "colons", "platt", tags={"a:b": "c", "zone": "eu:west"})
+    page = parse(shown.get("/ui").text)
+    chips = {e.text: e for e in page.elements if "chip" in e.attrs.get("class", "").split()}
+    assert chips["a:b:c"].tag == "span"
+    link = chips["zone:eu:west"]
+    assert link.tag == "a"
+    filtered = parse(shown.get(link.attrs["href"]).text)
+    assert [e.text.split()[0] for e in filtered.all("tr")[1:]] == ["colons"]
+
+
 def test_a_calibrator_page_shows_every_version_with_its_diagram_and_bins(
     shown: TestClient,
 ) -> None:

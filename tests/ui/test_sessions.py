@@ -333,6 +333,8 @@ def test_a_session_ends_with_its_time_its_key_or_the_secret() -> None:
     name, issued, mac = token.split(":")
     superscript = f"{name}:{issued[:-1]}\u00b2:{mac}"  # a digit to isdigit, not to int
     assert sessions.verify(superscript, now=1_000_000) is None
+    for spelling in (f"0{issued}", f"+{issued}", f" {issued}"):  # one spelling a time
+        assert sessions.verify(f"{name}:{spelling}:{mac}", now=1_000_000) is None
     assert key not in token
     assert entry.digest.hex() not in token
 
