@@ -29,6 +29,7 @@ from sqlalchemy import create_engine, text
 
 from app.serve import GRACEFUL_SHUTDOWN_SECONDS, MIGRATION_LOCK_ID, migrate_when_ready
 from app.settings import Settings
+from demo.server import LocalService, free_port
 from tests.api.helpers import sigmoid_batch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,66 +40,17 @@ POSTGRES_ONLY = pytest.mark.parametrize(
 SLOW_FIT = {"method": "histogram_binning", "params": {"n_bins": "cv"}}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class Served:
-    """One ``python -m app.serve`` process, its base URL and its log."""
-
-    def __init__(self, database_url: str, log: Path, workers: int) -> None:
-        port = free_port()
-        self.base = f"http://127.0.0.1:{port}"
-        self.log = log
-        env = {
-            **os.environ,
-            "CALIBRATION_DATABASE_URL": database_url,
-            "CALIBRATION_HOST": "127.0.0.1",
-            "CALIBRATION_PORT": str(port),
-            "CALIBRATION_WORKERS": str(workers),
-            "CALIBRATION_LOG_LEVEL": "info",
-        }
-        with log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app.serve"],
-                env=env,
-                cwd=ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_until_healthy(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"app.serve exited {self.proc.returncode}:\n{self.output()}")
-            try:
-                if httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        pytest.fail(f"app.serve did not answer /healthz within {timeout:g} s:\n{self.output()}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Any]:
     """Start ``app.serve`` processes; any still running at the end are killed."""
-    started: list[Served] = []
+    started: list[LocalService] = []
 
-    def start(database_url: str, workers: int = 2) -> Served:
-        served = Served(database_url, tmp_path / f"serve-{len(started)}.log", workers)
+    def start(database_url: str, workers: int = 2) -> LocalService:
+        log = tmp_path / f"serve-{len(started)}.log"
+        # JSON logs at info: the tests read the migration's and the access log's lines
+        served = LocalService(
+            database_url, log, workers, CALIBRATION_LOG_LEVEL="info", CALIBRATION_LOG_FORMAT="json"
+        )
         started.append(served)
         return served
 
@@ -109,11 +61,13 @@ def serve(tmp_path: Path) -> Iterator[Any]:
 
 @POSTGRES_ONLY
 def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, serve: Any) -> None:
-    served: Served = serve(empty_database_url, workers=2)
-    served.wait_until_healthy()
-    assert httpx.get(f"{served.base}/readyz", timeout=5).status_code == 200
+    served: LocalService = serve(empty_database_url, workers=2)
+    served.wait_until_ready()
+    assert httpx.get(f"{served.base_url}/readyz", timeout=5).status_code == 200
     small = httpx.post(
-        f"{served.base}/v1/calibrators/churn/fit?method=platt", json=sigmoid_batch(500), timeout=30
+        f"{served.base_url}/v1/calibrators/churn/fit?method=platt",
+        json=sigmoid_batch(500),
+        timeout=30,
     )
     assert small.status_code == 201, small.text
 
@@ -125,7 +79,7 @@ def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, se
     def fit_large() -> None:
         try:
             results["response"] = httpx.post(
-                f"{served.base}/v1/calibrators/churn/fit",
+                f"{served.base_url}/v1/calibrators/churn/fit",
                 content=body,
                 headers={"Content-Type": "application/json", "X-Request-ID": "drain-check"},
                 timeout=GRACEFUL_SHUTDOWN_SECONDS,
@@ -138,9 +92,9 @@ def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, se
     time.sleep(0.75)
     assert client.is_alive(), "the large fit finished before SIGTERM: make it larger"
     started = time.monotonic()
-    served.proc.send_signal(signal.SIGTERM)  # docker stop signals PID 1 only
+    served.process.send_signal(signal.SIGTERM)  # docker stop signals PID 1 only
     client.join(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
-    code = served.proc.wait(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
+    code = served.process.wait(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
 
     assert "error" not in results, f"{results.get('error')!r}\n{served.output()}"
     response: httpx.Response = results["response"]
@@ -168,17 +122,17 @@ def test_replicas_started_together_migrate_once(empty_database_url: str, serve: 
             # Hold the replicas' migration lock so that both reach it before either migrates,
             # then let them race for it.
             holder.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_ID})
-            replicas: list[Served] = [serve(empty_database_url, workers=1) for _ in range(2)]
+            replicas: list[LocalService] = [serve(empty_database_url, workers=1) for _ in range(2)]
             deadline = time.monotonic() + 30
             while holder.execute(waiting).scalar_one() < 2:
                 for served in replicas:
-                    assert served.proc.poll() is None, served.output()
+                    assert served.process.poll() is None, served.output()
                 assert time.monotonic() < deadline, [served.output() for served in replicas]
                 time.sleep(0.1)
             holder.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_ID})
         for served in replicas:
-            served.wait_until_healthy()
-            assert httpx.get(f"{served.base}/readyz", timeout=5).status_code == 200
+            served.wait_until_ready()
+            assert httpx.get(f"{served.base_url}/readyz", timeout=5).status_code == 200
         with engine.connect() as connection:
             versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
     finally:
@@ -188,7 +142,9 @@ def test_replicas_started_together_migrate_once(empty_database_url: str, serve: 
     applied = [served.output().count("Running upgrade  -> 0001") for served in replicas]
     assert sorted(applied) == [0, 1], [served.output() for served in replicas]
     fit = httpx.post(
-        f"{replicas[1].base}/v1/calibrators/a/fit?method=platt", json=sigmoid_batch(), timeout=30
+        f"{replicas[1].base_url}/v1/calibrators/a/fit?method=platt",
+        json=sigmoid_batch(),
+        timeout=30,
     )
     assert fit.status_code == 201, fit.text
 
