@@ -35,7 +35,7 @@ class NewVersion:
     metrics: dict[str, Any]
     selection: dict[str, Any] | None
     artifact: bytes
-    batch: bytes
+    batch: bytes | memoryview
     source: dict[str, Any] | None = None
 
 

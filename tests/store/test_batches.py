@@ -77,7 +77,7 @@ def test_labels_may_come_as_whole_floats() -> None:
 def test_what_is_stored(k: int | None, weights: str, label_bytes: int, weight_bytes: int) -> None:
     """Binary labels as bits, up to 256 classes as bytes, no column for uniform weights."""
     scores, labels, w, oof = _batch(1000, k, weights)
-    data = encode_batch(scores, labels, w, oof)
+    data = bytes(encode_batch(scores, labels, w, oof))
     assert len(data) == HEADER.size + 2 * scores.nbytes + weight_bytes + label_bytes
     magic, version, flags, _, _, n, columns, _, weight = HEADER.unpack_from(data)
     assert (magic, version, n, columns) == (b"\x89CSBATCH", 1, 1000, k or 1)
@@ -91,7 +91,7 @@ def test_reading_copies_only_the_labels(weights: str) -> None:
     labels alone are widened into a new int64 array (after unpacking, bits to bytes)."""
     n = 200_000
     scores, labels, w, oof = _batch(n, None, weights)
-    data = encode_batch(scores, labels, w, oof)
+    data = bytes(encode_batch(scores, labels, w, oof))
     tracemalloc.start()
     try:
         batch = decode_batch(data)
@@ -118,7 +118,7 @@ def test_a_scalar_is_not_a_batch() -> None:
 
 def test_labels_past_65535_take_four_bytes() -> None:
     scores = np.zeros((2, 70_000))
-    data = encode_batch(scores, [69_999, 0], np.ones(2), scores)
+    data = bytes(encode_batch(scores, [69_999, 0], np.ones(2), scores))
     assert (HEADER.unpack_from(data)[3], len(data)) == (4, HEADER.size + 2 * scores.nbytes + 8)
     assert decode_batch(data).labels.tolist() == [69_999, 0]
 
@@ -172,8 +172,8 @@ def _reheader(data: bytes, **fields: Any) -> bytes:
     return HEADER.pack(*{**values, **fields}.values()) + data[HEADER.size :]
 
 
-BINARY = encode_batch([0.1, 0.7, 0.4], [0, 1, 1], [1.0, 2.0, 1.0], [0.2, 0.6, 0.5])
-MULTICLASS = encode_batch(np.eye(3), [0, 2, 1], np.ones(3), np.eye(3))
+BINARY = bytes(encode_batch([0.1, 0.7, 0.4], [0, 1, 1], [1.0, 2.0, 1.0], [0.2, 0.6, 0.5]))
+MULTICLASS = bytes(encode_batch(np.eye(3), [0, 2, 1], np.ones(3), np.eye(3)))
 
 
 @pytest.mark.parametrize(
