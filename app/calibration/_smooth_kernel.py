@@ -17,7 +17,8 @@ package ``relplot`` 1.0.3 in its default configuration (no logit scaling,
 
 Reflected that way the grid is periodic with period P = 2G - 2, and the kernel's G points fit in
 one period, so the convolution is circular on P points: a real FFT does it
-(:class:`ReflectedGaussian`). Its rounding error is absolute (about 1e-16 of the largest
+(:class:`ReflectedGaussian`; the grid's own transform is a type-I DCT, the reflection being
+even). Its rounding error is absolute (about 1e-16 of the largest
 smoothed value), which the smooth ECE's sums do not notice; a ratio of two smoothed curves far
 from the data would, so the curves use the kernel as a matrix (:func:`mesh_matrix`), whose
 products keep their relative accuracy in the tails, as relplot's direct convolution does.
@@ -100,8 +101,8 @@ class ReflectedGaussian:
     """relplot's ``ReflectedGaussianKernel(sigma)`` on its grid, read at the smooth ECE's mesh.
 
     ``spectrum`` is the FFT of the kernel wrapped onto the period (``spectrum32`` the same in
-    single precision, for grids in float32); ``cell`` and ``frac`` place
-    the mesh points on the grid; ``mass[a]`` is the sum over the mesh of the smoothed unit
+    single precision, for grids in float32); ``cell`` and ``frac`` place the mesh points on
+    the grid; ``mass[a]`` is the sum over the mesh of the smoothed unit
     vector at grid point a, so that the summed density of a grid v is ``v @ mass``.
     """
 
