@@ -30,6 +30,7 @@ from app.errors import Forbidden, ServiceError, Unauthorized
 from app.sessions import COOKIE_NAME, KEY_FORM, Sessions, decide_ui, is_ui_path, session_secret
 from app.settings import Settings
 
+from .mounting import route_path
 from .problems import error_response
 
 logger = logging.getLogger("app.auth")
@@ -106,16 +107,6 @@ class ApiKeyAuth:
         root = scope.get("root_path", "").rstrip("/")
         target = f"{root}{KEY_FORM}?next={quote(asked, safe='')}"
         await RedirectResponse(target, status_code=303)(scope, receive, send)
-
-
-def route_path(scope: Scope) -> str:
-    """The request's path below the proxy prefix ``root_path`` (uvicorn's ``--root-path``
-    puts the prefix in ``path`` too; Starlette routes on what follows it)."""
-    path: str = scope["path"]
-    root: str = scope.get("root_path", "").rstrip("/")
-    if root and (path == root or path.startswith(root + "/")):
-        return path[len(root) :] or "/"
-    return path
 
 
 def refusal(decision: Decision) -> tuple[ServiceError, str]:

@@ -12,7 +12,7 @@ import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from app.api.mounting import root_of
+from app.api.mounting import root_of, route_path
 from app.errors import ServiceError
 from app.sessions import Sessions, is_ui_path
 
@@ -75,20 +75,13 @@ def error_page(
     return page("error.html", context, status=status, headers=sent, root=root_of(request.scope))
 
 
-def route_path(request: Request) -> str:
-    """The request's path without the prefix the service is mounted at."""
-    path: str = request.scope["path"]
-    root = root_of(request.scope)
-    return path[len(root) :] if root and path.startswith(root + "/") else path
-
-
 def under_web_view(handler: ExceptionHandler) -> ExceptionHandler:
     """``handler`` (one of :mod:`app.api.problems`'), whose problem document becomes an
     error page for a request under ``/ui``; it still runs there, for its logging."""
 
     async def answer_error(request: Request, exc: Exception) -> Response:
         problem = await handler(request, exc)
-        if not is_ui_path(route_path(request)):
+        if not is_ui_path(route_path(request.scope)):
             return problem
         document = orjson.loads(bytes(problem.body))
         shown = ShownError(
