@@ -42,6 +42,7 @@ from sklearn.model_selection import cross_val_predict
 
 from app.calibration import fit_calibrator, load_calibrator
 from app.calibration.diagnostics import headline, raw_as_probabilities
+from app.serve import allocator_environment
 from bench.fits import batch
 from bench.table import Row, Target, compare_ms, median_seconds, progress
 
@@ -73,7 +74,8 @@ SERVE = (
     "uvicorn.run(sys.argv[1], host='127.0.0.1', port=int(sys.argv[2]), workers=1, loop='uvloop',"
     " http=DeadlineProtocol, access_log=False, log_level='warning')"
 )
-"""Both apps are served as ``python -m app.serve`` serves: uvloop and the deadline protocol."""
+"""Both apps are served as ``python -m app.serve`` serves: uvloop and the deadline protocol,
+under its allocator settings (:func:`serve_process`)."""
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -99,6 +101,7 @@ def serve_process(app: str, env: dict[str, str]) -> Iterator[tuple[str, subproce
     """
     port = free_port()
     command = [sys.executable, "-c", SERVE, app, str(port)]
+    env = allocator_environment(env) or env
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log

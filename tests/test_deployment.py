@@ -27,7 +27,13 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.serve import GRACEFUL_SHUTDOWN_SECONDS, MIGRATION_LOCK_ID, migrate_when_ready
+from app.serve import (
+    ALLOCATOR_TUNABLES,
+    GRACEFUL_SHUTDOWN_SECONDS,
+    MIGRATION_LOCK_ID,
+    allocator_tunables,
+    migrate_when_ready,
+)
 from app.settings import Settings
 from demo.server import LocalService, free_port
 from tests.api.helpers import sigmoid_batch
@@ -171,6 +177,62 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path) -> None:
         f"CALIBRATION_PORT={port + 1} (with make: make run PORT={port + 1})"
     ]
     assert not database.exists()  # refused before migrating anything
+
+
+OURS = ":".join(ALLOCATOR_TUNABLES)
+
+
+@pytest.mark.parametrize(
+    ("current", "libc", "expected"),
+    [
+        (None, "glibc 2.36", OURS),
+        ("", "glibc 2.36", OURS),
+        ("glibc.rtld.nns=2", "glibc 2.36", f"glibc.rtld.nns=2:{OURS}"),  # others are kept
+        ("glibc.malloc.arena_max=4", "glibc 2.36", None),  # the operator's choice wins
+        (None, None, None),  # musl, macOS: nothing to set
+        (OURS, "glibc 2.36", None),  # already restarted: never a second time
+    ],
+)
+def test_serve_restarts_under_the_allocator_tunables_unless_told_otherwise(
+    current: str | None, libc: str | None, expected: str | None
+) -> None:
+    assert allocator_tunables(current, libc) == expected
+
+
+@pytest.mark.skipif(
+    not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"), reason="glibc's tunables"
+)
+def test_serve_and_its_workers_run_under_the_allocator_tunables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    served = LocalService(f"sqlite:///{tmp_path / 'calibration.db'}", workers=2)
+    try:
+        served.wait_until_ready()
+        processes = [served.process.pid, *_children(served.process.pid)]
+        assert len(processes) >= 3, processes  # the server and its two workers at least
+        for pid in processes:
+            # glibc parses the value in place, where /proc reads it: the first tunable shows
+            variables = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
+            given = [v.removeprefix("GLIBC_TUNABLES=") for v in variables if "TUNABLES=" in v]
+            assert len(given) == 1, (pid, given)
+            assert OURS.startswith(given[0]), (pid, given)
+            assert given[0].startswith(ALLOCATOR_TUNABLES[0]), (pid, given)
+    finally:
+        served.stop()
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from ``/proc/*/stat``)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
 
 
 def test_serve_gives_up_on_an_unreachable_database(caplog: pytest.LogCaptureFixture) -> None:

@@ -19,9 +19,9 @@ from sqlalchemy import ColumnElement, delete, func, select, update
 from app.errors import Conflict, NotFound, invalid
 from app.store.aliases import AliasOperations
 from app.store.artifacts import sha256_hex
-from app.store.blobs import BlobReads
+from app.store.blobs import BlobOperations
 from app.store.listing import ListingReads
-from app.store.models import Alias, Calibrator, Version, VersionBlob, as_stored_json
+from app.store.models import Alias, Calibrator, Version, as_stored_json
 from app.store.outcomes import OutcomeOperations
 from app.store.queries import (
     aliases_of,
@@ -44,7 +44,7 @@ Selector = int | Literal["latest"] | str
 
 class Repository(
     AliasOperations,
-    BlobReads,
+    BlobOperations,
     ListingReads,
     TrafficOperations,
     OutcomeOperations,
@@ -99,8 +99,7 @@ class Repository(
         )
         self._session.add(row)
         self._session.flush()
-        self._session.add(VersionBlob(version_id=row.id, artifact=new.artifact, batch=new.batch))
-        self._session.flush()
+        self.add_blobs(row.id, new.artifact, new.batch)
         return version_record(name, row, ())
 
     def delete_version(self, name: str, version: int, *, force: bool = False) -> None:

@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.errors import NotFound
-from app.store.blobs import BlobReads
+from app.store.blobs import BlobOperations
 
 from .helpers import sigmoid_batch
 
@@ -26,13 +26,13 @@ def test_a_picture_of_reports_already_kept_does_not_read_the_batch(
     fit(client, "churn", 0)
     assert client.get("/v1/calibrators/churn/versions/1/diagnostics").status_code == 200
     reads: list[int] = []
-    original = BlobReads.get_batch
+    original = BlobOperations.get_batch
 
-    def counted(self: BlobReads, version_id: int) -> Any:
+    def counted(self: BlobOperations, version_id: int) -> Any:
         reads.append(version_id)
         return original(self, version_id)
 
-    monkeypatch.setattr(BlobReads, "get_batch", counted)
+    monkeypatch.setattr(BlobOperations, "get_batch", counted)
     picture = client.get("/v1/calibrators/churn/versions/1/diagnostics.png")
     assert picture.status_code == 200
     assert picture.headers["content-type"] == "image/png"
