@@ -1,260 +1,93 @@
 """The container's entrypoint: ``python -m app.serve`` migrates the database, then serves.
 
-0. **Check the port.** A host and port another process listens on end the start at once, in
-   one line that says so (:func:`ensure_port_free`), before anything is migrated.
-1. **Migrate.** The configured database (``CALIBRATION_DATABASE_URL``) is brought to the newest
-   Alembic revision. A database that does not answer yet (a container started together with
-   its PostgreSQL) is retried every second for up to :data:`MIGRATION_WAIT_SECONDS`; then the
-   process exits 1 with a line that says so. On PostgreSQL the upgrade runs while this process
-   holds a session advisory lock, so replicas that start at once migrate one after the other:
-   the first applies the revisions, the others find the schema at head and change nothing.
-2. **Serve.** uvicorn runs ``app.main:app`` with ``CALIBRATION_WORKERS`` worker processes on
-   ``CALIBRATION_HOST:CALIBRATION_PORT``, trusting ``X-Forwarded-*`` only from the proxies in
-   ``CALIBRATION_FORWARDED_ALLOW_IPS``. The HTTP protocol is httptools with deadlines for request
-   headers and bodies (:mod:`app.http_protocol`), and idle keep-alive connections are
-   closed after ``CALIBRATION_KEEP_ALIVE_SECONDS``.
-   SIGTERM (``docker stop``) closes the listening sockets and lets requests in flight finish
-   for up to :data:`GRACEFUL_SHUTDOWN_SECONDS` before the workers exit; the process exits 0.
-   The workers' metrics meet in ``PROMETHEUS_MULTIPROC_DIR`` (:func:`metrics_directory`), and
-   uvicorn's access log is off: the app writes its own JSON line per request.
-
-Before all of this, ``python -m app.serve`` starts itself again, once, under glibc's allocator
-settings :data:`ALLOCATOR_TUNABLES` (:func:`keep_freed_memory`), which its workers inherit.
+First it settles glibc's allocator (:func:`keep_freed_memory`): the process executes itself
+again, once, with :data:`ALLOCATOR_TUNABLES` in ``GLIBC_TUNABLES``, which its workers inherit.
+That happens before anything heavy is imported (this module imports only the standard
+library), so the restart costs a Python start-up, not the service's ~1.5 s of imports. Then
+:func:`app.startup.serve` checks the port, migrates, and runs uvicorn.
 """
 
 from __future__ import annotations
 
-import errno
-import logging
 import os
-import shutil
-import socket
 import sys
-import tempfile
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Mapping
 
-import uvicorn
-from pydantic import ValidationError
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.pool import NullPool
-
-from app.http_protocol import DeadlineProtocol
-from app.observability import configure_logging
-from app.settings import Settings, get_settings
-from app.store.engines import normalize_url
-from app.store.migrate import upgrade
-
-logger = logging.getLogger("app.serve")
-
-MIGRATION_WAIT_SECONDS = 60.0
-"""How long to keep retrying a database that does not answer before giving up."""
-
-MIGRATION_RETRY_SECONDS = 1.0
-"""The pause between two attempts to reach the database."""
-
-MIGRATION_LOCK_ID = 0x63616C6962726174
-"""The PostgreSQL advisory lock key held while migrating (the bytes of ``b"calibrat"``)."""
-
-GRACEFUL_SHUTDOWN_SECONDS = 30
-"""How long requests in flight may run after SIGTERM. Keep it below the orchestrator's grace
-period (``stop_grace_period`` in docker-compose.yml), or they are killed mid-way."""
-
-METRICS_DIRECTORY_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
-"""prometheus-client's multiprocess mode: where the worker processes write their samples."""
-
-ALLOCATOR_TUNABLES = (
-    "glibc.malloc.arena_max=1",
-    "glibc.malloc.mmap_max=0",
-    f"glibc.malloc.trim_threshold={2**60}",
-)
+ALLOCATOR_TUNABLES = {
+    "glibc.malloc.arena_max": "1",
+    "glibc.malloc.mmap_max": "0",
+    "glibc.malloc.trim_threshold": str(2**60),
+}
 """glibc's allocator keeps what a process frees, for its next arrays: one arena, no chunk of
-its own mapping, the heap never trimmed. A fit of 10^7 rows makes and frees arrays of 80 MB
-by the hundred; returned to the kernel and faulted in again (9.4 million fresh pages a fit,
-measured in ``/proc/vmstat``), they stalled the event loop past 100 ms now and then (see
-``tests/test_responsiveness.py``) and cost 15 % of the fit's time (18 s against 15.5 s). The
-price: a worker holds on to the memory of the largest request it served (~3 GB after a 10^7-row
-fit) until it exits."""
+its own mapping, the heap never trimmed.
 
-_UNREACHABLE = (OperationalError, InterfaceError)
+A fit of 10^7 rows makes and frees arrays of 80 MB by the hundred. Returned to the kernel and
+faulted in again (9.4 million fresh pages a fit, read in ``/proc/vmstat``), they stalled the
+event loop past 100 ms now and then (``tests/test_responsiveness.py``), and made fits slower:
+``bench.columnar``'s 10^7-pair fit took 19.3 s as Parquet and 24.1 s as JSON without these
+settings, 16.3 s and 19.2 s with them, at the same peak memory (3.0 GB). All three count:
+without ``arena_max=1`` the threads' own arenas still give their memory back (6.9 million
+fresh pages, against 1.2 million with it). The price: each process keeps the memory of the
+largest request it served until it exits."""
+
+MALLOC_VARIABLES = {
+    "glibc.malloc.arena_max": "MALLOC_ARENA_MAX",
+    "glibc.malloc.mmap_max": "MALLOC_MMAP_MAX_",
+    "glibc.malloc.trim_threshold": "MALLOC_TRIM_THRESHOLD_",
+}
+"""The older environment variable that sets each tunable (glibc's ``mallopt`` aliases)."""
 
 
-def allocator_tunables(current: str | None, libc: str | None) -> str | None:
-    """The ``GLIBC_TUNABLES`` to restart under, or None to keep the present ones: the C library
-    is not glibc (``libc``, as ``os.confstr("CS_GNU_LIBC_VERSION")`` names it), or the
-    operator already set an allocator tunable (``glibc.malloc.*``), which wins."""
-    if not (libc or "").startswith("glibc") or "glibc.malloc." in (current or ""):
+def glibc_version() -> str | None:
+    """The C library's name and version (``"glibc 2.36"``), or None when it is not glibc."""
+    try:
+        version = os.confstr("CS_GNU_LIBC_VERSION")
+    except (AttributeError, ValueError, OSError):  # no confstr, or no such name: not glibc
         return None
-    return ":".join([*filter(None, [current]), *ALLOCATOR_TUNABLES])
+    return version if version and version.startswith("glibc") else None
+
+
+def allocator_tunables(environ: Mapping[str, str], libc: str | None) -> str | None:
+    """The ``GLIBC_TUNABLES`` to restart under, or None when there is nothing to add.
+
+    Each of :data:`ALLOCATOR_TUNABLES` is added unless the operator set it already, as a
+    tunable or through its :data:`MALLOC_VARIABLES` alias: theirs wins, the others are still
+    added. Nothing is added when ``libc`` is not glibc (musl, macOS), and, after the restart,
+    because every tunable is then set: the restart happens once.
+    """
+    if libc is None:
+        return None
+    current = environ.get("GLIBC_TUNABLES", "")
+    named = {item.partition("=")[0] for item in current.split(":")}
+    missing = [
+        f"{name}={value}"
+        for name, value in ALLOCATOR_TUNABLES.items()
+        if name not in named and MALLOC_VARIABLES[name] not in environ
+    ]
+    return ":".join([current, *missing] if current else missing) if missing else None
 
 
 def allocator_environment(environ: Mapping[str, str]) -> dict[str, str] | None:
-    """``environ`` with :data:`ALLOCATOR_TUNABLES` added, or None when it needs no change (see
-    :func:`allocator_tunables`)."""
-    try:
-        libc: str | None = os.confstr("CS_GNU_LIBC_VERSION")
-    except (AttributeError, ValueError, OSError):  # no confstr, or no such name: not glibc
-        libc = None
-    tunables = allocator_tunables(environ.get("GLIBC_TUNABLES"), libc)
+    """``environ`` with :func:`allocator_tunables` in it, or None when it needs no change."""
+    tunables = allocator_tunables(environ, glibc_version())
     return None if tunables is None else {**environ, "GLIBC_TUNABLES": tunables}
 
 
 def keep_freed_memory() -> None:
     """Execute this same command again (same process id) in :func:`allocator_environment`, or
-    return when there is nothing to change. glibc reads its tunables only as a process
-    starts, so setting them takes a new program image."""
+    return when there is nothing to change: glibc reads its tunables only as a process
+    starts."""
     environment = allocator_environment(os.environ)
     if environment is not None:
         os.execve(sys.executable, sys.orig_argv, environment)
 
 
-def ensure_port_free(host: str, port: int) -> None:
-    """Exit with one line when ``host:port`` cannot be listened on (another server has it).
-
-    The probe binds as uvicorn will (IPv6 for a host with a colon, ``SO_REUSEADDR``, so a port
-    left in TIME_WAIT by a server just stopped counts as free), then lets the port go.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                reason = (
-                    f"port {port} on {host} is in use; choose another: "
-                    f"CALIBRATION_PORT={port + 1} (with make: make run PORT={port + 1})"
-                )
-            else:
-                reason = f"cannot listen on {host}:{port}: {exc.strerror or exc}"
-            raise SystemExit(f"calibration: {reason}") from None
-
-
-@contextmanager
-def migration_lock(url: str, connect_timeout: float) -> Iterator[None]:
-    """Hold PostgreSQL's advisory lock :data:`MIGRATION_LOCK_ID` (nothing on other backends).
-
-    The lock belongs to a session of its own, so it is released when the block ends, or by
-    the server when this process dies holding it.
-    """
-    url = normalize_url(url)
-    if make_url(url).get_backend_name() != "postgresql":
-        yield
-        return
-    engine = create_engine(
-        url, poolclass=NullPool, connect_args={"connect_timeout": max(1, round(connect_timeout))}
-    )
-    try:
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_ID})
-            try:
-                yield
-            finally:
-                connection.execute(
-                    text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_ID}
-                )
-    finally:
-        engine.dispose()
-
-
-def migrate_when_ready(
-    settings: Settings,
-    wait_seconds: float = MIGRATION_WAIT_SECONDS,
-    retry_seconds: float = MIGRATION_RETRY_SECONDS,
-) -> None:
-    """Upgrade ``settings.database_url`` to head, retrying while the database does not answer.
-
-    Raises :class:`SystemExit` when it still does not answer after ``wait_seconds``. Errors
-    other than an unreachable database (a failing migration) are raised at once.
-    """
-    url = settings.database_url
-    safe_url = make_url(normalize_url(url)).render_as_string(hide_password=True)
-    deadline = time.monotonic() + wait_seconds
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            with migration_lock(url, settings.db_connect_timeout_seconds):
-                upgrade(url)
-        except _UNREACHABLE as exc:
-            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            if time.monotonic() + retry_seconds > deadline:
-                raise SystemExit(
-                    f"cannot migrate: {safe_url} did not answer within {wait_seconds:g} s "
-                    f"({attempt} attempts; last error: {reason})"
-                ) from exc
-            logger.warning(
-                "database %s not ready (attempt %d: %s); retrying in %g s",
-                safe_url,
-                attempt,
-                reason,
-                retry_seconds,
-            )
-            time.sleep(retry_seconds)
-        else:
-            logger.info("database %s is at the newest revision", safe_url)
-            return
-
-
-@contextmanager
-def metrics_directory(workers: int) -> Iterator[None]:
-    """Give the workers a shared, empty :data:`METRICS_DIRECTORY_VARIABLE` while serving.
-
-    Each worker writes its metric samples there and ``/metrics`` sums them all. A directory
-    the operator set is emptied first (an earlier run's samples would be summed in); with
-    several workers and none set, a fresh temporary one is used and removed afterwards; a
-    single worker without one keeps its metrics in memory.
-    """
-    given = os.environ.get(METRICS_DIRECTORY_VARIABLE)
-    if given:
-        directory = Path(given)
-        directory.mkdir(parents=True, exist_ok=True)
-        for stale in directory.glob("*.db"):
-            stale.unlink()
-        yield
-        return
-    if workers == 1:
-        yield
-        return
-    created = tempfile.mkdtemp(prefix="calibration-metrics-")
-    os.environ[METRICS_DIRECTORY_VARIABLE] = created
-    try:
-        yield
-    finally:
-        os.environ.pop(METRICS_DIRECTORY_VARIABLE, None)
-        shutil.rmtree(created, ignore_errors=True)
-
-
 def main() -> None:
-    """Migrate the configured database, then serve until SIGTERM or SIGINT."""
-    try:
-        settings = get_settings()
-    except ValidationError as exc:  # e.g. bound to 0.0.0.0 without API keys: refuse to start
-        reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
-        raise SystemExit(f"invalid settings, not starting: {reasons}") from exc
-    configure_logging(settings.log_level, settings.log_format)
-    ensure_port_free(settings.host, settings.port)
-    migrate_when_ready(settings)
-    logger.info("serving on %s:%d with %d workers", settings.host, settings.port, settings.workers)
-    with metrics_directory(settings.workers):
-        uvicorn.run(
-            "app.main:app",
-            host=settings.host,
-            port=settings.port,
-            workers=settings.workers,
-            log_level=settings.log_level.lower(),
-            log_config=None,  # the app's own handler formats uvicorn's lines too
-            access_log=False,  # the app writes one access line per request itself
-            http=DeadlineProtocol,  # not "auto": httptools would have no deadlines
-            timeout_keep_alive=settings.keep_alive_seconds,
-            proxy_headers=True,
-            forwarded_allow_ips=settings.forwarded_allow_ips,
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-        )
+    """Migrate the configured database, then serve until SIGTERM or SIGINT
+    (:func:`app.startup.serve`, imported here, after the allocator is settled)."""
+    from app.startup import serve
+
+    serve()
 
 
 if __name__ == "__main__":

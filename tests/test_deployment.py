@@ -27,14 +27,9 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.serve import (
-    ALLOCATOR_TUNABLES,
-    GRACEFUL_SHUTDOWN_SECONDS,
-    MIGRATION_LOCK_ID,
-    allocator_tunables,
-    migrate_when_ready,
-)
+from app.serve import ALLOCATOR_TUNABLES, allocator_tunables, glibc_version
 from app.settings import Settings
+from app.startup import GRACEFUL_SHUTDOWN_SECONDS, MIGRATION_LOCK_ID, migrate_when_ready
 from demo.server import LocalService, free_port
 from tests.api.helpers import sigmoid_batch
 
@@ -179,29 +174,57 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path) -> None:
     assert not database.exists()  # refused before migrating anything
 
 
-OURS = ":".join(ALLOCATOR_TUNABLES)
+OURS = ":".join(f"{name}={value}" for name, value in ALLOCATOR_TUNABLES.items())
+GLIBC = "glibc 2.36"
 
 
 @pytest.mark.parametrize(
-    ("current", "libc", "expected"),
+    ("environ", "libc", "expected"),
     [
-        (None, "glibc 2.36", OURS),
-        ("", "glibc 2.36", OURS),
-        ("glibc.rtld.nns=2", "glibc 2.36", f"glibc.rtld.nns=2:{OURS}"),  # others are kept
-        ("glibc.malloc.arena_max=4", "glibc 2.36", None),  # the operator's choice wins
-        (None, None, None),  # musl, macOS: nothing to set
-        (OURS, "glibc 2.36", None),  # already restarted: never a second time
+        ({}, GLIBC, OURS),
+        ({"GLIBC_TUNABLES": ""}, GLIBC, OURS),
+        ({"GLIBC_TUNABLES": "glibc.rtld.nns=2"}, GLIBC, f"glibc.rtld.nns=2:{OURS}"),
+        # the operator's own value wins, as a tunable or as its older variable; ours fill in
+        (
+            {"GLIBC_TUNABLES": "glibc.malloc.arena_max=4"},
+            GLIBC,
+            f"glibc.malloc.arena_max=4:{OURS.partition(':')[2]}",
+        ),
+        ({"MALLOC_ARENA_MAX": "2"}, GLIBC, OURS.partition(":")[2]),
+        (
+            {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_MAX_": "9", "MALLOC_TRIM_THRESHOLD_": "0"},
+            GLIBC,
+            None,
+        ),
+        ({}, None, None),  # musl, macOS: nothing to set
+        ({"GLIBC_TUNABLES": OURS}, GLIBC, None),  # restarted already: never a second time
     ],
 )
-def test_serve_restarts_under_the_allocator_tunables_unless_told_otherwise(
-    current: str | None, libc: str | None, expected: str | None
+def test_serve_restarts_under_the_allocator_tunables_the_operator_did_not_set(
+    environ: dict[str, str], libc: str | None, expected: str | None
 ) -> None:
-    assert allocator_tunables(current, libc) == expected
+    assert allocator_tunables(environ, libc) == expected
 
 
-@pytest.mark.skipif(
-    not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"), reason="glibc's tunables"
-)
+GLIBC_ONLY = pytest.mark.skipif(glibc_version() is None, reason="glibc's tunables")
+
+
+@GLIBC_ONLY
+def test_serve_restarts_itself_once_in_the_same_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    code = (
+        "import os, app.serve as s; s.keep_freed_memory(); "
+        "print(os.getpid(), os.environ['GLIBC_TUNABLES'])"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert out.splitlines() == [f"{process.pid} {OURS}"]  # one line: one restart, same pid
+
+
+@GLIBC_ONLY
 def test_serve_and_its_workers_run_under_the_allocator_tunables(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -216,8 +239,8 @@ def test_serve_and_its_workers_run_under_the_allocator_tunables(
             variables = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
             given = [v.removeprefix("GLIBC_TUNABLES=") for v in variables if "TUNABLES=" in v]
             assert len(given) == 1, (pid, given)
+            assert given[0], (pid, given)
             assert OURS.startswith(given[0]), (pid, given)
-            assert given[0].startswith(ALLOCATOR_TUNABLES[0]), (pid, given)
     finally:
         served.stop()
 
@@ -238,7 +261,7 @@ def _children(pid: int) -> list[int]:
 def test_serve_gives_up_on_an_unreachable_database(caplog: pytest.LogCaptureFixture) -> None:
     url = f"postgresql://nobody:secret@127.0.0.1:{free_port()}/calibration"
     settings = Settings(database_url=url, db_connect_timeout_seconds=1)
-    with caplog.at_level("WARNING", logger="app.serve"), pytest.raises(SystemExit) as exited:
+    with caplog.at_level("WARNING", logger="app.startup"), pytest.raises(SystemExit) as exited:
         migrate_when_ready(settings, wait_seconds=0.6, retry_seconds=0.2)
     message = str(exited.value.code)
     assert message.startswith("cannot migrate: postgresql+psycopg://nobody:***@127.0.0.1")

@@ -9,13 +9,14 @@ size (one ``np.loadtxt`` over the body): polls waited 1 to 2 s.
 Every poll must answer within :data:`POLL_SECONDS`, the issue's target. Served by uvicorn's
 h11 protocol the worst poll was 105 to 191 ms; served by httptools (:mod:`app.http_protocol`)
 38 to 51 ms, until polls of 100 to 250 ms came back in about half the runs. A watchdog that
-dumps every thread's stack when a thread has not run for 40 ms found two causes. sqlite3 bound
-the 160 MB stored batch whole, holding the GIL (now written in pieces:
-:meth:`app.store.blobs.BlobOperations.add_blobs`). And the fit's 80 MB arrays, returned to the
-kernel and faulted in again by the hundred, froze the whole machine (both processes at once,
-the watchdog's own C thread included) now and then: ``python -m app.serve`` now keeps freed
-memory (:data:`app.serve.ALLOCATOR_TUNABLES`), and the worst poll was 20 to 56 ms in ten runs.
-The figures are printed (``pytest -s``). Everything is bounded: the test takes ~15 s.
+dumps every thread's stack when a thread has not run for 40 ms found two causes. sqlite3
+bound the 160 MB stored batch whole, holding the GIL for about 60 ms (now written through its
+blob I/O: :meth:`app.store.blobs.BlobOperations.add_blobs`). And the fit's 80 MB arrays,
+returned to the kernel and faulted in again by the hundred, froze the whole machine (both
+processes at once, the watchdog's own C thread included) now and then: ``python -m
+app.serve`` now keeps freed memory (:data:`app.serve.ALLOCATOR_TUNABLES`), and the worst poll
+was 20 to 56 ms in ten runs. The figures are printed (``pytest -s``). Everything is
+bounded: the test takes ~15 s.
 """
 
 from __future__ import annotations

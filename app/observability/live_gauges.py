@@ -14,7 +14,7 @@ its last numbers for good: neither the bound on the series nor the refusal of st
 could hold. A snapshot replaced whole gives both.
 
 Where the snapshot lives: in memory in a single process. With several workers
-(``PROMETHEUS_MULTIPROC_DIR``, see :mod:`app.serve`), in :data:`SNAPSHOT_FILE` in that
+(``PROMETHEUS_MULTIPROC_DIR``, see :mod:`app.startup`), in :data:`SNAPSHOT_FILE` in that
 directory, written beside it and renamed over it, so a scrape never reads half of one;
 whichever worker answers the scrape reads it. Only the worker holding :class:`Leadership`
 computes it.

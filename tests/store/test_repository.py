@@ -230,7 +230,7 @@ def test_the_tag_filter_finds_keys_of_any_characters(
         assert repo.list_calibrators(10, 0, ('team":x', "x")) == ([], 0)
 
 
-def test_a_batch_is_written_and_read_back_whole_in_many_pieces(
+def test_a_batch_is_read_back_whole_from_many_pieces(
     database: Database, make_version: MakeVersion, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from app.store import blobs
@@ -245,7 +245,7 @@ def test_a_batch_is_written_and_read_back_whole_in_many_pieces(
     with database.transaction() as repo:
         data = repo.get_batch(stored.id)
         assert repo.get_artifact(stored.id) == new.artifact
-        assert bytes(repo.get_batch(other.id)) == other_batch  # its pieces, in its own row
+        assert bytes(repo.get_batch(other.id)) == other_batch  # each written to its own row
     assert len(new.batch) > 5 * 37
     assert bytes(data) == new.batch
     np.testing.assert_array_equal(decode_batch(data).scores, decode_batch(new.batch).scores)
