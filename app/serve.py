@@ -76,10 +76,18 @@ def allocator_environment(environ: Mapping[str, str]) -> dict[str, str] | None:
 def keep_freed_memory() -> None:
     """Execute this same command again (same process id) in :func:`allocator_environment`, or
     return when there is nothing to change: glibc reads its tunables only as a process
-    starts."""
+    starts. When it cannot (no known executable, an environment past the kernel's limits),
+    it says so in one line and serves as it is."""
     environment = allocator_environment(os.environ)
-    if environment is not None:
-        os.execve(sys.executable, sys.orig_argv, environment)
+    if environment is None:
+        return
+    reason = "the Python executable is unknown"
+    if sys.executable:
+        try:
+            os.execve(sys.executable, sys.orig_argv, environment)
+        except OSError as exc:
+            reason = str(exc)
+    print(f"calibration: serving without the allocator tunables: {reason}", file=sys.stderr)
 
 
 def main() -> None:

@@ -224,6 +224,32 @@ def test_serve_restarts_itself_once_in_the_same_process(monkeypatch: pytest.Monk
     assert out.splitlines() == [f"{process.pid} {OURS}"]  # one line: one restart, same pid
 
 
+@pytest.mark.parametrize(
+    ("executable", "failure"),
+    [("", None), (sys.executable, OSError(7, "Argument list too long"))],
+)
+def test_serve_goes_on_without_the_tunables_when_it_cannot_restart(
+    executable: str,
+    failure: OSError | None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from app import serve
+
+    def execve(*args: object) -> None:
+        assert failure is not None, "no executable to restart: execve must not be called"
+        raise failure
+
+    monkeypatch.setattr(serve, "allocator_environment", lambda environ: {"GLIBC_TUNABLES": OURS})
+    monkeypatch.setattr(sys, "executable", executable)
+    monkeypatch.setattr(os, "execve", execve)
+    serve.keep_freed_memory()  # returns: the caller goes on to serve
+    reason = "the Python executable is unknown" if failure is None else str(failure)
+    assert capsys.readouterr().err == (
+        f"calibration: serving without the allocator tunables: {reason}\n"
+    )
+
+
 @GLIBC_ONLY
 def test_serve_and_its_workers_run_under_the_allocator_tunables(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
