@@ -33,7 +33,8 @@ class BlobOperations(RepositoryBase):
         On SQLite the batch goes in through the driver's incremental blob I/O, in the same
         transaction: ``zeroblob`` reserves its bytes, ``Connection.blobopen`` writes them with
         the GIL released (binding 160 MB held it for about 60 ms, and took 270 ms against
-        210 ms, measured). PostgreSQL's driver sends a ``bytea`` parameter as it is, in binary.
+        210 ms, measured). On PostgreSQL the row is inserted as before: psycopg sends a
+        ``bytea`` parameter in binary (how long it holds the GIL doing so is not measured).
         """
         session = self._session
         if postgresql(session):
