@@ -10,7 +10,7 @@ import argparse
 import secrets
 import sys
 
-from app.auth import NAME_PATTERN, SCOPES, ApiKey, key_digest
+from app.access.api_keys import NAME_PATTERN, SCOPES, ApiKey, key_digest
 
 
 def new_key(name: str, scope: str) -> tuple[str, ApiKey]:

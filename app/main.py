@@ -9,25 +9,25 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import (
+from app.api.bodies import json_process
+from app.api.fast_predict import FastPredict
+from app.api.problems import install_problem_handlers
+from app.api.request_id import RequestIdMiddleware
+from app.api.routes import (
     calibrators,
     diagnostics,
     health,
     inference,
-    json_process,
     predictions,
     registry,
     traffic,
 )
-from app.api.docs_pages import install_docs
-from app.api.fast_predict import FastPredict
-from app.api.problems import install_problem_handlers
-from app.api.request_id import RequestIdMiddleware
+from app.api.routes.docs import install_docs
 from app.api.security import install_authentication
-from app.live_metrics import start_live_metrics
 from app.observability import configure_logging
 from app.observability.access import install_observability
-from app.service import CalibrationService
+from app.service.calibrators import CalibrationService
+from app.service.traffic.live import start_live_metrics
 from app.settings import Settings, get_settings
 from app.store import Database
 from app.ui import problem_pages

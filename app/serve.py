@@ -4,7 +4,7 @@ First it settles glibc's allocator (:func:`keep_freed_memory`): the process exec
 again, once, with :data:`ALLOCATOR_TUNABLES` in ``GLIBC_TUNABLES``, which its workers inherit.
 That happens before anything heavy is imported (this module imports only the standard
 library), so the restart costs a Python start-up, not the service's ~1.5 s of imports. Then
-:func:`app.startup.serve` checks the port, migrates, and runs uvicorn.
+:func:`app.server.startup.serve` checks the port, migrates, and runs uvicorn.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ its own mapping, the heap never trimmed.
 
 A fit of 10^7 rows makes and frees arrays of 80 MB by the hundred. Returned to the kernel and
 faulted in again (9.4 million fresh pages a fit, read in ``/proc/vmstat``), they stalled the
-event loop past 100 ms now and then (``tests/test_responsiveness.py``), and made fits slower:
+event loop past 100 ms now and then (``tests/server/test_responsiveness.py``), and made fits slower:
 ``bench.columnar``'s 10^7-pair fit took 19.3 s as Parquet and 24.1 s as JSON without these
 settings, 16.3 s and 19.2 s with them, at the same peak memory (3.0 GB). All three count:
 without ``arena_max=1`` the threads' own arenas still give their memory back (6.9 million
@@ -92,8 +92,8 @@ def keep_freed_memory() -> None:
 
 def main() -> None:
     """Migrate the configured database, then serve until SIGTERM or SIGINT
-    (:func:`app.startup.serve`, imported here, after the allocator is settled)."""
-    from app.startup import serve
+    (:func:`app.server.startup.serve`, imported here, after the allocator is settled)."""
+    from app.server.startup import serve
 
     serve()
 

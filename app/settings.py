@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from app.auth import ApiKey, check_unique, is_loopback, parse_api_keys
+from app.access.api_keys import ApiKey, check_unique, is_loopback, parse_api_keys
 
 DEFAULT_SQLITE_PATH = Path("data") / "calibration.db"
 MIN_UI_SECRET_CHARACTERS = 32

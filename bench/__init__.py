@@ -2,7 +2,7 @@
 
 ``python -m bench`` runs everything (``make bench``); ``python -m bench --quick`` is the smoke
 run (small sizes; no wrk, and over HTTP only the two fits of :mod:`bench.columnar`; ``make
-bench-smoke`` and ``tests/test_bench_smoke.py``). Every timing is the median of several
+bench-smoke`` and ``tests/bench/test_bench_smoke.py``). Every timing is the median of several
 repetitions (but :mod:`bench.columnar`'s, one fit per server), and every row is a ratio ours /
 reference, so the table reads the same on a faster or slower machine. Targets come from
 issue 6.

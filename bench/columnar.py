@@ -9,7 +9,7 @@ are built before the clock starts; the time is the client's, upload to answer, a
 unmeasured fit of :data:`WARM_UP` pairs in the same media type (a long-running service has
 paid its first-use costs: pyarrow's, the JSON worker process's start). The memory is
 ``VmHWM`` from ``/proc/PID/status``: of the server process alone, and of the server plus its
-children (a big JSON body is parsed in a worker process, :mod:`app.api.json_process`, started
+children (a big JSON body is parsed in a worker process, :mod:`app.api.bodies.json_process`, started
 on first use through a forkserver; a Parquet body starts none), whose summed peaks bound
 their joint peak from above. Each measurement has a server of its own, so that the peaks do
 not mix, and is made once (a 10^7-pair fit takes seconds and gigabytes).

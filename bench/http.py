@@ -41,7 +41,7 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import cross_val_predict
 
 from app.calibration import fit_calibrator, load_calibrator
-from app.calibration.diagnostics import headline, raw_as_probabilities
+from app.calibration.measures.diagnostics import headline, raw_as_probabilities
 from app.serve import allocator_environment
 from bench.fits import batch
 from bench.table import Row, Target, compare_ms, median_seconds, progress
@@ -70,7 +70,7 @@ LOGGED_SECONDS = 5
 """The length of each of those runs."""
 SERVE = (
     "import sys, uvicorn\n"
-    "from app.http_protocol import DeadlineProtocol\n"
+    "from app.server.protocol import DeadlineProtocol\n"
     "uvicorn.run(sys.argv[1], host='127.0.0.1', port=int(sys.argv[2]), workers=1, loop='uvloop',"
     " http=DeadlineProtocol, access_log=False, log_level='warning')"
 )

@@ -6,7 +6,8 @@
 2. 10^6 outcomes posted: ten ``POST …/outcomes`` of 10^5 ids, against one bare
    ``UPDATE … FROM unnest`` per 10^5 on that copy.
 3. One ``monitoring?window=1d`` over the labelled 10^6, against the same computation
-   (:class:`app.monitoring.Monitor`) on the arrays in memory: what reading them costs.
+   (:class:`app.service.traffic.monitoring.Monitor`) on the arrays in memory: what reading them
+   costs.
 4. A fit ``from_traffic`` (Platt) on the 10^6 labelled predictions, against the same fit of
    the same pairs posted as a JSON batch.
 5. The bytes a labelled row takes (its day partition, indexes and key included), against the
@@ -29,7 +30,7 @@ import numpy as np
 import orjson
 import psycopg
 
-from app.monitoring import Monitor, Reference
+from app.service.traffic.monitoring import Monitor, Reference
 from bench.fits import batch
 from bench.http import serve
 from bench.postgres import cluster

@@ -15,7 +15,7 @@ from app.settings import get_settings
 from app.store.engines import normalize_url
 from app.store.migrate import URL_ATTRIBUTE
 from app.store.models import Base
-from app.store.partitions import not_a_partition
+from app.store.traffic.partitions import not_a_partition
 
 config = context.config
 url = normalize_url(config.attributes.get(URL_ATTRIBUTE) or get_settings().database_url)

@@ -12,14 +12,13 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
+from app.api.bodies.json_process import IN_PROCESS_BYTES
+from app.api.bodies.payloads import byte_count
+from app.api.documents import NAME_PATTERN
 from app.errors import ClientGone, NotFound, PayloadTooLarge, RequestTimeout, invalid
-from app.http_limits import ANSWERED
-from app.service import CalibrationService
+from app.server.limits import ANSWERED
+from app.service.calibrators import CalibrationService
 from app.store import Selector
-
-from .json_process import IN_PROCESS_BYTES
-from .payloads import byte_count
-from .schemas import NAME_PATTERN
 
 # openapi_examples fill /docs' "Try it out" fields (Swagger UI ignores the schema's examples).
 NameParam = Annotated[
@@ -133,7 +132,7 @@ async def read_job_body(request: Request) -> bytes:
 async def off_loop(
     request: Request, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs
 ) -> T:
-    """``function`` run as a job of the service's bounded pool (:mod:`app.work`): admitted
+    """``function`` run as a job of the service's bounded pool (:mod:`app.service.work`): admitted
     (503 when the pool is full), off the event loop, within its time budget, abandoned when
     the client disconnects. Read the body first (:func:`read_job_body`): a slow upload never
     holds a place meant for work."""
@@ -144,7 +143,7 @@ async def answer_by_size(
     request: Request, answer: Callable[[bytes], T], *, inflates: bool = False
 ) -> T:
     """``answer(body)``: in the threadpool for a body declared under
-    :data:`~app.api.json_process.IN_PROCESS_BYTES` (a few ms of work, which a model server's
+    :data:`~app.api.bodies.json_process.IN_PROCESS_BYTES` (a few ms of work, which a model server's
     every request must not queue behind fits for), else as a job of the bounded pool
     (:func:`off_loop`: up to millions of rows, CPU-heavy work like any other). A body that
     ``inflates`` (compressed) is a job whatever its size: a small one may inflate to the limit."""

@@ -3,11 +3,11 @@ Protocol's ``POST /v2/models/{name}[/versions/{version}]/infer``, in plain ASGI.
 
 Model servers call predict on every request they serve, so its overhead is their latency.
 When a small request (JSON for predict; JSON or binary tensors for infer) names a version
-that may be served from memory (the freshness policy of :mod:`app.version_cache`), this
+that may be served from memory (the freshness policy of :mod:`app.service.version_cache`), this
 middleware answers it directly, without FastAPI's routing, dependency solving or the
 threadpool hop. It runs the very function the regular route runs
-(:func:`app.api.predictions.answer_predict`, :func:`app.api.inference.answer_infer`), so the
-answer is the same either way; anything that function cannot answer from memory — a cache
+(:func:`app.api.routes.predictions.answer_predict`, :func:`app.api.routes.inference.answer_infer`),
+so the answer is the same either way; anything that function cannot answer from memory — a cache
 miss that needs the database, a large body, an error to report — is handed, body and all,
 to the regular route.
 """
@@ -20,13 +20,12 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.service import CalibrationService
-
-from .inference import Answer, answer_infer
-from .payloads import byte_count
-from .predictions import answer_predict
-from .schemas import NAME_PATTERN
-from .tensors import is_compressed
+from app.api.bodies.payloads import byte_count
+from app.api.bodies.tensors import is_compressed
+from app.api.documents import NAME_PATTERN
+from app.api.routes.inference import Answer, answer_infer
+from app.api.routes.predictions import answer_predict
+from app.service.calibrators import CalibrationService
 
 _PATH = re.compile(rf"^/v1/calibrators/({NAME_PATTERN.strip('^$')})/predict$")
 _INFER_PATH = re.compile(rf"^/v2/models/({NAME_PATTERN.strip('^$')})(?:/versions/([^/]+))?/infer$")

@@ -10,11 +10,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 from starlette.responses import Response
 
-from app.calibration.catalog import params_markdown
-from app.diagnosis import MEDIA_TYPES, ImageFormat
-
-from .columnar import ARROW_STREAM, PARQUET
-from .contracts import (
+from app.api.bodies.columnar import ARROW_STREAM, PARQUET
+from app.api.bodies.contracts import (
     CompareBody,
     CompareFields,
     DiagnosticsBody,
@@ -24,9 +21,11 @@ from .contracts import (
     ReportFields,
     TrafficFitBody,
 )
-from .labelled import JSON_OPTIONS
-from .payloads import MULTIPART
-from .schemas import Problem
+from app.api.bodies.labelled import JSON_OPTIONS
+from app.api.bodies.payloads import MULTIPART
+from app.api.documents import Problem
+from app.calibration import params_markdown
+from app.service.diagnosis import MEDIA_TYPES, ImageFormat
 
 _PROBLEM = {"application/problem+json": {"schema": Problem.model_json_schema()}}
 
@@ -77,7 +76,7 @@ def _json_choice(*models: type[Any]) -> dict[str, Any]:
 
 def _batch_body(json: dict[str, Any], options: type[BaseModel]) -> dict[str, Any]:
     """``openapi_extra`` for a route that takes a labelled batch in every media type of
-    :mod:`app.api.labelled`: the JSON body ``json``, CSV, Parquet, an Arrow stream, or a
+    :mod:`app.api.bodies.labelled`: the JSON body ``json``, CSV, Parquet, an Arrow stream, or a
     multipart upload with the fields of ``options`` beside its file."""
     fields = {key: _form_field(key, schema) for key, schema in _properties(options).items()}
     return {

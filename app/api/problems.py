@@ -22,10 +22,9 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from app.api.mounting import root_of
+from app.api.problem_types import HTTP_ERROR, METHOD_NOT_ALLOWED, UNKNOWN_ROUTE, type_uri
 from app.errors import FieldError, InvalidInput, MalformedBody, ServiceError, describe_loc
-
-from .mounting import root_of
-from .problem_types import HTTP_ERROR, METHOD_NOT_ALLOWED, UNKNOWN_ROUTE, type_uri
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("app.errors")

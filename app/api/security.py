@@ -1,4 +1,4 @@
-"""API-key authentication for every request, before routing (see :mod:`app.auth`).
+"""API-key authentication for every request, before routing (see :mod:`app.access.api_keys`).
 
 :class:`ApiKeyAuth` is a plain ASGI middleware placed outside the predict hot path and the
 router, so one check covers every ``/v1`` route, unknown routes (401 before any 404) and the
@@ -7,7 +7,7 @@ hot path alike. A refused request is answered here as problem+json with ``WWW-Au
 when the service runs open), which the hot path also takes as proof the check ran.
 
 The web view (``/ui``) is decided here too, by its session cookie instead of a Bearer header
-(:func:`app.sessions.decide_ui`): a page without a valid session is redirected (303) to the
+(:func:`app.access.sessions.decide_ui`): a page without a valid session is redirected (303) to the
 key form. The cookie is read for ``/ui`` paths only, so it never opens an API route.
 
 Behind a proxy that strips a prefix (``scope["root_path"]``), paths are decided below it, as
@@ -25,13 +25,19 @@ from starlette.requests import cookie_parser
 from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.auth import ApiKey, Decision, decide, required_scope
+from app.access.api_keys import ApiKey, Decision, decide, required_scope
+from app.access.sessions import (
+    COOKIE_NAME,
+    KEY_FORM,
+    Sessions,
+    decide_ui,
+    is_ui_path,
+    session_secret,
+)
+from app.api.mounting import route_path
+from app.api.problems import error_response
 from app.errors import Forbidden, ServiceError, Unauthorized
-from app.sessions import COOKIE_NAME, KEY_FORM, Sessions, decide_ui, is_ui_path, session_secret
 from app.settings import Settings
-
-from .mounting import route_path
-from .problems import error_response
 
 logger = logging.getLogger("app.auth")
 
@@ -145,8 +151,8 @@ def install_authentication(app: FastAPI, settings: Settings) -> None:
 
 def document_bearer_scheme(app: FastAPI) -> None:
     """Declare the bearer scheme in the OpenAPI description (/docs' Authorize button) on every
-    operation that needs a key (:func:`app.auth.required_scope`): /docs shows them locked and
-    sends the key given to Authorize with them."""
+    operation that needs a key (:func:`app.access.api_keys.required_scope`): /docs shows them locked
+    and sends the key given to Authorize with them."""
 
     describe = app.openapi
 

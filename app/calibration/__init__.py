@@ -1,8 +1,8 @@
 """Probability calibration, pure numerics (numpy and scipy; nothing about HTTP or storage).
 
 The service uses :func:`fit_calibrator` to fit, :func:`load_calibrator` to rebuild a stored
-version and :mod:`app.calibration.diagnostics` for the measures. Methods follow the papers in
-the README's method table: Niculescu-Mizil & Caruana (*Predicting Good Probabilities With
+version and :mod:`app.calibration.measures.diagnostics` for the measures. Methods follow the papers
+in the README's method table: Niculescu-Mizil & Caruana (*Predicting Good Probabilities With
 Supervised Learning*; *Obtaining Calibrated Probabilities from Boosting*), Rüping (*Robust
 Probabilistic Calibration*), Kull et al. (beta), Zadrozny & Elkan (binning, one-vs-rest),
 Boström (*Calibrating Random Forests*), Guo et al. (temperature) and Vovk, Petej & Fedorova
@@ -19,38 +19,89 @@ from app.calibration.base import (
     ParamError,
     StateError,
 )
-from app.calibration.beta import BetaCalibrator, require_open_unit_interval
-from app.calibration.binning import HistogramBinning
-from app.calibration.bostrom import BostromCalibrator
 from app.calibration.fitting import (
     FitOutcome,
     fit_calibrator,
     load_calibrator,
     make_calibrator,
 )
-from app.calibration.isotonic import IsotonicCalibrator
-from app.calibration.logistic import LogisticCorrection
-from app.calibration.methods import (
+from app.calibration.kernels.bounds import OutputBound
+from app.calibration.kernels.budget import Abandoned, Budget, checkpoint, enter
+from app.calibration.kernels.knots import interp_slopes
+from app.calibration.measures.bootstrap import (
+    MAX_RESAMPLES,
+    RESAMPLES,
+    calibration_error_interval,
+    percentile_interval,
+)
+from app.calibration.measures.bootstrap import (
+    SEED as BOOTSTRAP_SEED,
+)
+from app.calibration.measures.diagnostics import (
+    fit_resamples,
+    headline_resampled,
+    raw_as_probabilities,
+    reliability_reports,
+    with_intervals,
+)
+from app.calibration.measures.metrics import log_losses, squared_errors
+from app.calibration.measures.multiclass_metrics import (
+    brier_distances,
+    multiclass_log_losses,
+    top_label,
+)
+from app.calibration.measures.reliability import MAX_BINS, MIN_BINS
+from app.calibration.measures.report import Report, Resampled, SmoothCurve
+from app.calibration.methods.beta import (
+    EPS as BETA_EPS,
+)
+from app.calibration.methods.beta import (
+    BetaCalibrator,
+    beta_features,
+    require_open_unit_interval,
+)
+from app.calibration.methods.binning import HistogramBinning
+from app.calibration.methods.bostrom import BostromCalibrator
+from app.calibration.methods.catalog import params_markdown
+from app.calibration.methods.isotonic import IsotonicCalibrator, overflow_scale
+from app.calibration.methods.logistic import SATURATION as LOGISTIC_SATURATION
+from app.calibration.methods.logistic import LogisticCorrection
+from app.calibration.methods.minmax import MinMaxScaling
+from app.calibration.methods.multiclass import MulticlassCalibrator, OneVsRest
+from app.calibration.methods.platt import PlattCalibrator
+from app.calibration.methods.registry import (
     BINARY_ONLY,
     CALIBRATOR_METHODS,
+    CAPABILITIES,
     METHODS,
     MULTICLASS_ONLY,
     PROBABILITY_METHODS,
 )
-from app.calibration.minmax import MinMaxScaling
-from app.calibration.multiclass import MulticlassCalibrator
-from app.calibration.platt import PlattCalibrator
-from app.calibration.temperature import TemperatureScaling
-from app.calibration.venn_abers import VennAbersCalibrator
+from app.calibration.methods.temperature import FLOOR as TEMPERATURE_FLOOR
+from app.calibration.methods.temperature import SMALLEST_P as TEMPERATURE_SMALLEST_P
+from app.calibration.methods.temperature import TemperatureScaling
+from app.calibration.methods.venn_abers import VennAbersCalibrator
 
 __all__ = [
+    "BETA_EPS",
     "BINARY_ONLY",
+    "BOOTSTRAP_SEED",
     "CALIBRATOR_METHODS",
+    "CAPABILITIES",
+    "LOGISTIC_SATURATION",
+    "MAX_BINS",
+    "MAX_RESAMPLES",
     "METHODS",
+    "MIN_BINS",
     "MULTICLASS_ONLY",
     "PROBABILITY_METHODS",
+    "RESAMPLES",
+    "TEMPERATURE_FLOOR",
+    "TEMPERATURE_SMALLEST_P",
+    "Abandoned",
     "BetaCalibrator",
     "BostromCalibrator",
+    "Budget",
     "CalibrationError",
     "Calibrator",
     "Capabilities",
@@ -63,13 +114,36 @@ __all__ = [
     "LogisticCorrection",
     "MinMaxScaling",
     "MulticlassCalibrator",
+    "OneVsRest",
+    "OutputBound",
     "ParamError",
     "PlattCalibrator",
+    "Report",
+    "Resampled",
+    "SmoothCurve",
     "StateError",
     "TemperatureScaling",
     "VennAbersCalibrator",
+    "beta_features",
+    "brier_distances",
+    "calibration_error_interval",
+    "checkpoint",
+    "enter",
     "fit_calibrator",
+    "fit_resamples",
+    "headline_resampled",
+    "interp_slopes",
     "load_calibrator",
+    "log_losses",
     "make_calibrator",
+    "multiclass_log_losses",
+    "overflow_scale",
+    "params_markdown",
+    "percentile_interval",
+    "raw_as_probabilities",
+    "reliability_reports",
     "require_open_unit_interval",
+    "squared_errors",
+    "top_label",
+    "with_intervals",
 ]

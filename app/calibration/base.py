@@ -6,8 +6,8 @@ JSON-able *state* of plain numbers (floats, ints, strings and lists of floats); 
 persists that state, never a Python object, and :meth:`Calibrator.from_state` rebuilds an
 equivalent calibrator from it without executing any stored code (see :mod:`app.store.artifacts`).
 
-A batch is checked once, by :mod:`~app.calibration.checks`, before any method sees it, and
-its weights are read as relative weights (:mod:`~app.calibration.weights`). Nothing in
+A batch is checked once, by :mod:`~app.calibration.kernels.checks`, before any method sees it, and
+its weights are read as relative weights (:mod:`~app.calibration.kernels.weights`). Nothing in
 :mod:`app.calibration` imports FastAPI, pydantic or SQLAlchemy.
 """
 
@@ -85,7 +85,7 @@ class Capabilities:
     intervals : bool
         It also answers a probability interval per score (``predict_interval``).
     bound : bool
-        It takes the ``bound`` parameter (:mod:`app.calibration.bounds`).
+        It takes the ``bound`` parameter (:mod:`app.calibration.kernels.bounds`).
     """
 
     vector: bool = True
@@ -107,8 +107,9 @@ class Calibrator(Protocol):
 
     ``fit`` receives validated arrays of equal length n >= 1: finite ``scores``; ``labels``
     as float64 0.0/1.0; non-negative ``sample_weight`` with a positive sum, of any finite size
-    (weights are relative: see :func:`~app.calibration.weights.relative_weights`). A training
-    fold may hold a single class (cross-validation on small batches); a method must still fit.
+    (weights are relative: see :func:`~app.calibration.kernels.weights.relative_weights`). A
+    training fold may hold a single class (cross-validation on small batches); a method must still
+    fit.
     """
 
     method: ClassVar[str]

@@ -10,20 +10,28 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration.base import CalibrationError, Calibrator, FloatArray, JSONValue, StateError
-from app.calibration.beta import require_open_unit_interval
-from app.calibration.candidates import AutoSpec, Candidate, eligible_candidates
-from app.calibration.checks import check_batch
-from app.calibration.crossval import effective_class_folds, predict_folds, stratified_class_folds
-from app.calibration.methods import (
+from app.calibration.kernels.checks import check_batch
+from app.calibration.kernels.crossval import (
+    effective_class_folds,
+    predict_folds,
+    stratified_class_folds,
+)
+from app.calibration.kernels.pooling import is_sorted
+from app.calibration.measures.multiclass_metrics import check_multiclass_batch
+from app.calibration.methods.beta import require_open_unit_interval
+from app.calibration.methods.candidates import AutoSpec, Candidate, eligible_candidates
+from app.calibration.methods.multiclass import (
+    MulticlassCalibrator,
+    load_multiclass,
+    make_multiclass,
+)
+from app.calibration.methods.registry import (
     BINARY,
     BINARY_ONLY,
     MULTICLASS_ONLY,
     PROBABILITY_METHODS,
 )
-from app.calibration.multiclass import MulticlassCalibrator, load_multiclass, make_multiclass
-from app.calibration.multiclass_metrics import check_multiclass_batch
-from app.calibration.pooling import is_sorted
-from app.calibration.selection import select
+from app.calibration.methods.selection import select
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,7 @@ def fit_calibrator(
     Parameters
     ----------
     method : str
-        One of :data:`~app.calibration.methods.METHODS`.
+        One of :data:`~app.calibration.methods.registry.METHODS`.
     params : mapping
         The method's parameters, validated before any work (:class:`ParamError`).
     scores, labels, sample_weight : ndarray
@@ -104,7 +112,7 @@ def fit_calibrator(
         both classes, n >= 2; weights non-negative with a positive sum, ``None`` for all ones.
     n_folds : int
         Folds of the out-of-fold predictions (reduced for a rare class, see
-        :func:`~app.calibration.crossval.effective_class_folds`).
+        :func:`~app.calibration.kernels.crossval.effective_class_folds`).
     n_jobs : int
         joblib workers (threads) for the folds.
 
@@ -112,7 +120,7 @@ def fit_calibrator(
     -------
     FitOutcome
         ``out_of_fold`` are the k-fold predictions of the same method and params. For
-        ``auto`` (:class:`~app.calibration.candidates.AutoSpec`) its ``cv`` folds decide and
+        ``auto`` (:class:`~app.calibration.methods.candidates.AutoSpec`) its ``cv`` folds decide and
         ``out_of_fold`` reuses them: the chosen candidate's predictions from the selection,
         not a second run (``n_folds`` does not apply to ``auto``).
 

@@ -39,8 +39,7 @@ from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_exp import Exp
 from onnx.reference.ops.op_log import Log
 
-from app.calibration import Calibrator, FloatArray, IntervalCalibrator
-from app.calibration.multiclass import MulticlassCalibrator
+from app.calibration import Calibrator, FloatArray, IntervalCalibrator, MulticlassCalibrator
 
 from .binary import binary_outputs
 from .graph import DOUBLE, FLOAT, ExportError, GraphBuilder, tensor

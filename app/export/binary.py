@@ -17,18 +17,18 @@ from typing import Any
 import numpy as np
 
 from app.calibration import (
+    BETA_EPS,
+    LOGISTIC_SATURATION,
     BetaCalibrator,
     Calibrator,
     HistogramBinning,
     IsotonicCalibrator,
     LogisticCorrection,
     MinMaxScaling,
+    OutputBound,
     PlattCalibrator,
     VennAbersCalibrator,
 )
-from app.calibration.beta import EPS
-from app.calibration.bounds import OutputBound
-from app.calibration.logistic import SATURATION
 
 from .graph import ExportError, GraphBuilder
 from .steps import count_at_most, interp, interp_clipped, lookup
@@ -66,17 +66,17 @@ def _platt(g: GraphBuilder, c: PlattCalibrator, f: str) -> Outputs:
 
 
 def _logistic(g: GraphBuilder, c: LogisticCorrection, f: str) -> Outputs:
-    margin = g.op("Clip", f, g.const(-SATURATION), g.const(SATURATION))
+    margin = g.op("Clip", f, g.const(-LOGISTIC_SATURATION), g.const(LOGISTIC_SATURATION))
     return {"probabilities": expit(g, g.times(margin, 2.0))}
 
 
 def _beta(g: GraphBuilder, c: BetaCalibrator, f: str) -> Outputs:
-    """expit(a ln f - b ln(1 - f) + c) on f clipped to [EPS, 1 - EPS] (Kull et al. 2017).
+    """expit(a ln f - b ln(1 - f) + c) on f clipped to [BETA_EPS, 1 - BETA_EPS] (Kull et al. 2017).
 
     ONNX has no log1p: ln(1 - f) is Goldberg's log(u) * (-f) / (u - 1) with u = 1 - f, within
-    a few ulps of log1p(-f) (u != 1, since f >= EPS).
+    a few ulps of log1p(-f) (u != 1, since f >= BETA_EPS).
     """
-    x = g.op("Clip", f, g.const(EPS), g.const(1.0 - EPS))
+    x = g.op("Clip", f, g.const(BETA_EPS), g.const(1.0 - BETA_EPS))
     u = g.op("Sub", g.const(1.0), x)
     log1p_minus = g.op(
         "Div", g.op("Mul", g.op("Log", u), g.op("Neg", x)), g.op("Sub", u, g.const(1.0))

@@ -1,7 +1,7 @@
 """k-class calibrators as ONNX nodes: an n x k score matrix to n x k probability rows.
 
 One-vs-rest runs each class's binary graph on its column (:mod:`app.export.binary`) and
-renormalises the rows as :class:`~app.calibration.multiclass.OneVsRest` does (a row of zeros
+renormalises the rows as :class:`~app.calibration.methods.multiclass.OneVsRest` does (a row of zeros
 becomes uniform); temperature scaling and Boström's correction follow their ``predict``
 step by step. Reductions run along axis 1 with ``keepdims``, as numpy's
 ``sum(axis=1, keepdims=True)`` does.
@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.calibration import BostromCalibrator, TemperatureScaling
-from app.calibration.bounds import OutputBound
-from app.calibration.multiclass import MulticlassCalibrator, OneVsRest
-from app.calibration.temperature import FLOOR, SMALLEST_P
+from app.calibration import (
+    TEMPERATURE_FLOOR,
+    TEMPERATURE_SMALLEST_P,
+    BostromCalibrator,
+    MulticlassCalibrator,
+    OneVsRest,
+    OutputBound,
+    TemperatureScaling,
+)
 
 from .binary import Outputs, binary_outputs, expit
 from .graph import ExportError, GraphBuilder
@@ -66,9 +71,13 @@ def _one_vs_rest(g: GraphBuilder, calibrator: OneVsRest, s: str, k: int) -> Outp
 def _temperature(g: GraphBuilder, c: TemperatureScaling, s: str) -> Outputs:
     """softmax(z / T) of logits centred on their row maximum and floored (Guo et al. 2017);
     probability rows are read as their logs first."""
-    z = g.op("Log", g.op("Max", s, g.const(SMALLEST_P))) if c.input == "probabilities" else s
+    z = (
+        g.op("Log", g.op("Max", s, g.const(TEMPERATURE_SMALLEST_P)))
+        if c.input == "probabilities"
+        else s
+    )
     centred = g.op("Sub", z, g.op("ReduceMax", z, axes=[1], keepdims=1))
-    scaled = g.divided(g.op("Max", centred, g.const(FLOOR)), c.T)
+    scaled = g.divided(g.op("Max", centred, g.const(TEMPERATURE_FLOOR)), c.T)
     e = g.op("Exp", scaled)
     return {"probabilities": _rows_bounded(g, c.bound, g.op("Div", e, _row_sums(g, e)))}
 

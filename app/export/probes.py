@@ -19,6 +19,7 @@ import numpy as np
 from scipy.special import expit
 
 from app.calibration import (
+    BETA_EPS,
     BetaCalibrator,
     BostromCalibrator,
     Calibrator,
@@ -26,12 +27,13 @@ from app.calibration import (
     HistogramBinning,
     IsotonicCalibrator,
     MinMaxScaling,
+    MulticlassCalibrator,
+    OneVsRest,
     PlattCalibrator,
     TemperatureScaling,
     VennAbersCalibrator,
+    beta_features,
 )
-from app.calibration.beta import EPS, beta_features
-from app.calibration.multiclass import MulticlassCalibrator, OneVsRest
 
 from .graph import ExportError
 
@@ -40,7 +42,9 @@ _WIDE = np.array(
     [-1e300, -1e6, -1e3, -100.0, -10.0, -1.0, -1e-12, 0.0, 1e-300, 1e-12, 1.0, 10.0, 1e6, 1e300]
 )
 _NON_FINITE = np.array([-np.inf, np.inf, np.nan])  # a float32 logit of 0 or 1; a NaN
-_UNIT = np.concatenate([np.linspace(0.0, 1.0, 201), [EPS, 1.0 - EPS, 1e-300, 1e-12, 1 - 1e-12]])
+_UNIT = np.concatenate(
+    [np.linspace(0.0, 1.0, 201), [BETA_EPS, 1.0 - BETA_EPS, 1e-300, 1e-12, 1 - 1e-12]]
+)
 
 
 def probe_scores(calibrator: Calibrator | MulticlassCalibrator, n_classes: int) -> FloatArray:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.calibration import FloatArray
-from app.calibration.isotonic import overflow_scale
-from app.calibration.knots import interp_slopes
+from app.calibration import FloatArray, interp_slopes, overflow_scale
 
 from .graph import GraphBuilder
 
@@ -66,8 +64,8 @@ def interp(g: GraphBuilder, x: FloatArray, v: FloatArray, f: str) -> str:
 
 
 def interp_clipped(g: GraphBuilder, x: FloatArray, v: FloatArray, f: str) -> str:
-    """The isotonic map's own interpolation (``app.calibration.isotonic._interpolate``), used
-    where ``np.interp`` could overflow or step down by an ulp: f clipped to [x[0], x[-1]],
+    """The isotonic map's own interpolation (``app.calibration.methods.isotonic._interpolate``),
+    used where ``np.interp`` could overflow or step down by an ulp: f clipped to [x[0], x[-1]],
     thresholds halved past 2^1022, t = (f - x[j]) / (x[j+1] - x[j]) (0 on an empty segment),
     and v[j] + t (v[j+1] - v[j]) clipped into [v[j], v[j+1]]."""
     m = x.size

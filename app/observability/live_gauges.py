@@ -1,6 +1,6 @@
 """The live calibration gauges: computed by one process, exported by every one.
 
-:mod:`app.live_metrics` computes a :class:`LiveSnapshot` now and then: per calibrator, the
+:mod:`app.service.traffic.live` computes a :class:`LiveSnapshot` now and then: per calibrator, the
 numbers of its traffic's most recent complete window. It publishes the snapshot whole
 (:func:`publish_live`), and :class:`LiveCollector` turns the one published into gauges at each
 scrape, with the one label ``calibrator``; a calibrator that is not in it has no series.
@@ -14,7 +14,7 @@ its last numbers for good: neither the bound on the series nor the refusal of st
 could hold. A snapshot replaced whole gives both.
 
 Where the snapshot lives: in memory in a single process. With several workers
-(``PROMETHEUS_MULTIPROC_DIR``, see :mod:`app.startup`), in :data:`SNAPSHOT_FILE` in that
+(``PROMETHEUS_MULTIPROC_DIR``, see :mod:`app.server.startup`), in :data:`SNAPSHOT_FILE` in that
 directory, written beside it and renamed over it, so a scrape never reads half of one;
 whichever worker answers the scrape reads it. Only the worker holding :class:`Leadership`
 computes it.

@@ -104,7 +104,7 @@ def encode_batch(
     pieces += [np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in sections]
     pieces.append(np.frombuffer(packed, np.uint8))
     # numpy's copies leave the GIL to other threads; b"".join held it for 76 ms at 10^7 rows,
-    # stalling the event loop past its 100 ms bound (tests/test_responsiveness.py)
+    # stalling the event loop past its 100 ms bound (tests/server/test_responsiveness.py)
     blob = np.empty(sum(piece.size for piece in pieces), np.uint8)
     np.concatenate(pieces, out=blob)
     return blob.data

@@ -2,7 +2,7 @@
 
 ``python -m app.store.migrate`` brings the configured database (``CALIBRATION_DATABASE_URL``)
 to the newest revision; ``make migrate`` calls it (``make run`` migrates through
-:mod:`app.startup`). Tests call :func:`upgrade` and :func:`downgrade` with their own URLs.
+:mod:`app.server.startup`). Tests call :func:`upgrade` and :func:`downgrade` with their own URLs.
 """
 
 from __future__ import annotations

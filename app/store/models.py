@@ -183,8 +183,8 @@ class Prediction(Base):
     again under the name starts without it.
 
     On PostgreSQL the table is partitioned by day of ``predicted_at`` (migration 0005,
-    :mod:`app.store.partitions`), which every unique index must then hold: the first record of
-    an id is kept by :class:`PredictionKey`, whose time tells an outcome which day to read.
+    :mod:`app.store.traffic.partitions`), which every unique index must then hold: the first record
+    of an id is kept by :class:`PredictionKey`, whose time tells an outcome which day to read.
     """
 
     __tablename__ = "predictions"
@@ -209,7 +209,7 @@ class PredictionKey(Base):
     """The first record of a logged id: when it was made. Logging an id inserts its key
     first, and only a new key's prediction is written; an outcome finds its prediction's
     partition by this time. Expires in batches after the day it points to
-    (:mod:`app.store.upkeep`)."""
+    (:mod:`app.store.traffic.upkeep`)."""
 
     __tablename__ = "prediction_keys"
     __table_args__ = (Index("ix_prediction_keys_predicted_at", "predicted_at"),)

@@ -22,7 +22,6 @@ from app.store.artifacts import sha256_hex
 from app.store.blobs import BlobOperations
 from app.store.listing import ListingReads
 from app.store.models import Alias, Calibrator, Version, as_stored_json
-from app.store.outcomes import OutcomeOperations
 from app.store.queries import (
     aliases_of,
     live,
@@ -33,10 +32,11 @@ from app.store.queries import (
     version_record,
 )
 from app.store.records import MAX_TAGS, CalibratorSummary, NewVersion, VersionRecord
-from app.store.traffic import TrafficOperations
-from app.store.traffic_names import TrafficNames
-from app.store.traffic_reads import TrafficReads
-from app.store.upkeep import TrafficUpkeep
+from app.store.traffic.log import TrafficOperations
+from app.store.traffic.names import TrafficNames
+from app.store.traffic.outcomes import OutcomeOperations
+from app.store.traffic.reads import TrafficReads
+from app.store.traffic.upkeep import TrafficUpkeep
 
 Selector = int | Literal["latest"] | str
 """A version number, ``"latest"``, or an alias name."""

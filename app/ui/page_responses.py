@@ -12,9 +12,9 @@ import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
+from app.access.sessions import Sessions, is_ui_path
 from app.api.mounting import root_of, route_path
 from app.errors import ServiceError
-from app.sessions import Sessions, is_ui_path
 
 from .templating import page
 

@@ -1,5 +1,5 @@
 """What each page of the web view shows: one dataclass per page, read through the service's
-use cases (:class:`app.browsing.Browsing`).
+use cases (:class:`app.service.browsing.Browsing`).
 
 Plain functions of the service and the page's parsed arguments, returning the page's data
 and its HTTP status; the routes run them as jobs of the bounded pool. Versions are shown
@@ -18,13 +18,13 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup
 
-from app.browsing import Listed, StoredVersion
-from app.calibration.report import Report
-from app.diagnosis import DEFAULT_REPORT, Reports
+from app.calibration import Report
 from app.errors import NotFound, ServiceError, StoredDataCorrupt
-from app.service import CalibrationService
+from app.service.browsing import Listed, StoredVersion
+from app.service.calibrators import CalibrationService
+from app.service.diagnosis import DEFAULT_REPORT, Reports
+from app.service.traffic.cases import Monitored
 from app.store import CalibratorSummary, Selector, VersionRecord
-from app.traffic_cases import Monitored
 
 from .svg import inline_svg
 

@@ -3,8 +3,8 @@
 HTML for a person who followed a ``type`` from an error: what the problem means and how to
 fix it, rendered like the web view's pages (:mod:`app.ui.templating`: its templates, its
 stylesheet, its security headers), with no script and nothing from elsewhere, so they read the
-same offline. They are open to anyone (:data:`app.auth.OPEN_PREFIXES`) and not part of the
-OpenAPI description, which documents the API, not its help pages.
+same offline. They are open to anyone (:data:`app.access.api_keys.OPEN_PREFIXES`) and not part of
+the OpenAPI description, which documents the API, not its help pages.
 """
 
 from __future__ import annotations

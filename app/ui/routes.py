@@ -16,16 +16,16 @@ from fastapi import APIRouter, FastAPI, Query, Request
 from starlette.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
-from app.api.contracts import tag_filter
+from app.api.bodies.contracts import tag_filter
 from app.api.deps import get_service, off_loop, parse_selector
+from app.api.documents import NAME_PATTERN
 from app.api.mounting import root_of
-from app.api.schemas import NAME_PATTERN
-from app.calibration.bootstrap import RESAMPLES
-from app.diagnosis import DEFAULT_BINS
+from app.calibration import RESAMPLES
 from app.errors import InvalidInput, NotFound
-from app.monitoring import WINDOW_SECONDS, Window
+from app.service.diagnosis import DEFAULT_BINS
+from app.service.traffic.cases import Monitored, monitored_range
+from app.service.traffic.monitoring import WINDOW_SECONDS, Window
 from app.store import Selector
-from app.traffic_cases import Monitored, monitored_range
 
 from . import pages, signin
 from .page_responses import error_page, install_error_pages, render_page

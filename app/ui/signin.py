@@ -1,16 +1,16 @@
 """The key form of the web view: enter a read key once, keep a session cookie, sign out.
 
 The key travels only in a POST body, never in a URL; the answer sets a signed session
-(:mod:`app.sessions`) as a cookie that scripts cannot read (``HttpOnly``), that no other
+(:mod:`app.access.sessions`) as a cookie that scripts cannot read (``HttpOnly``), that no other
 site's page sends (``SameSite=Strict``), that only the web view receives (``Path=/ui``, below
 the proxy prefix) and that travels only over TLS when the request came over it (``Secure``;
 behind a proxy trusted by ``CALIBRATION_FORWARDED_ALLOW_IPS``, its ``X-Forwarded-Proto``
 counts). Forms posted from another site are refused (:func:`same_origin`), and the page to
-return to must be one of the web view's (:func:`app.sessions.safe_next`): no open redirect.
+return to must be one of the web view's (:func:`app.access.sessions.safe_next`): no open redirect.
 
 Signing out deletes the cookie in this browser only: a copy of it stays valid until it
 expires, or until its key or the secret changes (sessions are stateless, see
-:mod:`app.sessions`).
+:mod:`app.access.sessions`).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from fastapi import APIRouter, Query, Request
 from starlette.exceptions import HTTPException
 from starlette.responses import RedirectResponse, Response
 
+from app.access.api_keys import match_key
+from app.access.sessions import COOKIE_NAME, KEY_FORM, SESSION_SECONDS, cookie_path, safe_next
+from app.api.bodies.payloads import require_media_type
 from app.api.deps import read_body
 from app.api.mounting import root_of
-from app.api.payloads import require_media_type
-from app.auth import match_key
 from app.errors import CrossSiteRequest, MalformedBody, ServiceError, SignInUnavailable
-from app.sessions import COOKIE_NAME, KEY_FORM, SESSION_SECONDS, cookie_path, safe_next
 
 from .page_responses import error_page, sessions_of
 from .templating import page

@@ -1,4 +1,4 @@
-"""Our own SVG figures (:mod:`app.diagrams`) made fit to stand inside an HTML page.
+"""Our own SVG figures (:mod:`app.figures.reliability`) made fit to stand inside an HTML page.
 
 The figures are generated here, from stored numbers, with matplotlib, which escapes the text it
 writes (names follow the calibrator-name pattern anyway): inlining them is safe. What changes

@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
+from app.access.api_keys import ApiKey, key_digest, match_key, parse_api_keys, required_scope
 from app.api.security import ApiKeyAuth
-from app.auth import ApiKey, key_digest, match_key, parse_api_keys, required_scope
 from app.keys import new_key
 from app.main import create_app
 from app.settings import Settings, get_settings
@@ -358,7 +358,7 @@ def test_every_entry_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatc
         compared.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(hmac, "compare_digest", counting)  # as app.auth calls it
+    monkeypatch.setattr(hmac, "compare_digest", counting)  # as app.access.api_keys calls it
     for presented, expected in [("secret-0", keys[0]), ("secret-3", keys[3]), ("nope", None)]:
         compared.clear()
         assert match_key(presented, keys) == expected

@@ -7,7 +7,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.docs_pages import ASSETS_PATH
+from app.api.routes.docs import ASSETS_PATH
 
 # src="..." and href="..." of a page, and any absolute URL written anywhere in it.
 LINKED = re.compile(r'(?:src|href)="([^"]+)"')

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.tensors import parse_infer
+from app.api.bodies.tensors import parse_infer
 from app.errors import InvalidInput
 from app.settings import Settings
 

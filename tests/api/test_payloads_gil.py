@@ -33,10 +33,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.api import csv_batches, payloads
-from app.api.csv_batches import parse_csv
-from app.api.json_process import JsonProcess, parse_json_body
-from app.api.payloads import BATCH_ARRAYS, ParsedArray, number_array, read_json_arrays
+from app.api.bodies import csv_batches, payloads
+from app.api.bodies.csv_batches import parse_csv
+from app.api.bodies.json_process import JsonProcess, parse_json_body
+from app.api.bodies.payloads import BATCH_ARRAYS, ParsedArray, number_array, read_json_arrays
 from app.errors import FieldError, InvalidInput, MalformedBody, ServiceError
 
 T = TypeVar("T")
@@ -321,7 +321,7 @@ import sys
 import numpy as np
 import orjson
 from app.api import json_process
-from app.api.payloads import BATCH_ARRAYS
+from app.api.bodies.payloads import BATCH_ARRAYS
 from tests.api.test_payloads_gil import JSON_GAP_BOUND, longest_gap
 
 rng = np.random.default_rng(1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from fastapi.testclient import TestClient
 
-from app.calibration.venn_abers import VennAbersCalibrator
+from app.calibration.methods.venn_abers import VennAbersCalibrator
 
 from .helpers import assert_problem, sigmoid_batch
 

@@ -95,7 +95,7 @@ def test_a_full_pool_answers_503_with_retry_after_before_reading_the_body(
             assert_problem(r, 503, "busy")
             assert r.headers["retry-after"].isdigit()
             # Served, the connection then closes with the body unread: the server's protocol
-            # does that for every early answer (tests/test_timeouts.py).
+            # does that for every early answer (tests/server/test_timeouts.py).
         assert client.post(f"{BASE}/fit", json=sigmoid_batch()).status_code == 201
 
 

@@ -21,7 +21,7 @@ from app.calibration import (
     load_calibrator,
     make_calibrator,
 )
-from app.calibration.metrics import brier_score, log_loss
+from app.calibration.measures.metrics import brier_score, log_loss
 
 NEW_METHODS = ("beta", "histogram_binning", "minmax")
 

@@ -9,8 +9,8 @@ from sklearn.datasets import load_digits
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import train_test_split
 
-from app.calibration.bostrom import BostromCalibrator
-from app.calibration.multiclass_metrics import accuracy, multiclass_brier
+from app.calibration.measures.multiclass_metrics import accuracy, multiclass_brier
+from app.calibration.methods.bostrom import BostromCalibrator
 
 
 @pytest.fixture(scope="module")

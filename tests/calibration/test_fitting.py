@@ -20,7 +20,7 @@ from app.calibration import (
     load_calibrator,
     make_calibrator,
 )
-from app.calibration.crossval import out_of_fold_predictions
+from app.calibration.kernels.crossval import out_of_fold_predictions
 from tests.calibration.batches import random_weights, sigmoid_batch
 
 

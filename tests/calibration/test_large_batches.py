@@ -1,8 +1,8 @@
 """Batches of several blocks: the measures against direct references, and what they allocate.
 
-The measures work through a batch :data:`~app.calibration.weights.BLOCK` rows at a time; these
-batches span three blocks (the last partial), with ties across the blocks' boundaries and points
-exactly on bin edges, and the references are the unblocked formulas.
+The measures work through a batch :data:`~app.calibration.kernels.weights.BLOCK` rows at a time;
+these batches span three blocks (the last partial), with ties across the blocks' boundaries and
+points exactly on bin edges, and the references are the unblocked formulas.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import pytest
 from numpy.typing import NDArray
 from sklearn.metrics import roc_auc_score
 
-from app.calibration.auc import roc_auc
-from app.calibration.budget import Abandoned, Budget, enter
-from app.calibration.diagnostics import headline, reliability_report
-from app.calibration.metrics import brier_score, log_loss
-from app.calibration.reliability import reliability_bins
-from app.calibration.weights import BLOCK, weighted_mean
+from app.calibration.kernels.budget import Abandoned, Budget, enter
+from app.calibration.kernels.weights import BLOCK, weighted_mean
+from app.calibration.measures.auc import roc_auc
+from app.calibration.measures.diagnostics import headline, reliability_report
+from app.calibration.measures.metrics import brier_score, log_loss
+from app.calibration.measures.reliability import reliability_bins
 from tests.calibration.batches import random_weights
 
 N = 2 * BLOCK + 1234

@@ -1,7 +1,7 @@
 """Weights of any finite size: subnormal, mixed with ordinary ones, or near 1e308.
 
-Weights are relative (:func:`~app.calibration.weights.relative_weights`): every method and measure
-gives the same answer for weights times any constant, except where a definition adds
+Weights are relative (:func:`~app.calibration.kernels.weights.relative_weights`): every method and
+measure gives the same answer for weights times any constant, except where a definition adds
 pseudo-counts to weighted counts (Platt's targets, binning's Laplace smoothing), whose limits
 are tested here too. Every warning is an error in this module, so "no RuntimeWarning" is proved
 by the tests passing, not only "no NaN".
@@ -26,12 +26,12 @@ from app.calibration import (
     PlattCalibrator,
     fit_calibrator,
 )
-from app.calibration.bounds import effective_size
-from app.calibration.crossval import check_training_weight
-from app.calibration.diagnostics import headline, reliability_report
-from app.calibration.methods import BINARY_ONLY, MULTICLASS_ONLY
-from app.calibration.reliability import reliability_bins
-from app.calibration.weights import relative_weights, unit_weight
+from app.calibration.kernels.bounds import effective_size
+from app.calibration.kernels.crossval import check_training_weight
+from app.calibration.kernels.weights import relative_weights, unit_weight
+from app.calibration.measures.diagnostics import headline, reliability_report
+from app.calibration.measures.reliability import reliability_bins
+from app.calibration.methods.registry import BINARY_ONLY, MULTICLASS_ONLY
 
 pytestmark = pytest.mark.filterwarnings("error")
 

@@ -28,8 +28,8 @@ from app.calibration import (
     load_calibrator,
     make_calibrator,
 )
-from app.calibration.methods import BINARY
-from app.calibration.multiclass import OneVsRest, make_multiclass
+from app.calibration.methods.multiclass import OneVsRest, make_multiclass
+from app.calibration.methods.registry import BINARY
 from app.export import FLOAT32_BOUND, ExportError, export_onnx
 from app.export.binary import EMITTERS
 from app.export.probes import probe_scores

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, inspect, text
 from app.settings import get_settings
 from app.store.migrate import downgrade, main, upgrade
 from app.store.models import Base
-from app.store.partitions import not_a_partition
+from app.store.traffic.partitions import not_a_partition
 
 TABLES = {"calibrators", "versions", "version_blobs", "aliases", "predictions", "pending_outcomes"}
 

@@ -1,4 +1,4 @@
-"""The freshness policy of app/version_cache.py, step by step: a fake clock, and
+"""The freshness policy of app/service/version_cache.py, step by step: a fake clock, and
 re-confirmations that run only when the test says so. No sleeping."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from app.calibration import fit_calibrator
 from app.errors import DatabaseUnavailable, NotFound
+from app.service.version_cache import VersionCache
 from app.store import Database, NewVersion, encode_artifact
-from app.version_cache import VersionCache
 
 from .conftest import MakeVersion
 

@@ -9,7 +9,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from app.diagram_panels import (
+from app.figures.panels import (
     BACKGROUND_COLOUR,
     CALIBRATED_COLOUR,
     RAW_COLOUR,

@@ -13,10 +13,10 @@ from pydantic import ValidationError
 from starlette.requests import cookie_parser
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from app.auth import parse_entry
+from app.access.api_keys import parse_entry
+from app.access.sessions import SESSION_SECONDS, Sessions, safe_next
 from app.keys import new_key
 from app.main import create_app
-from app.sessions import SESSION_SECONDS, Sessions, safe_next
 from app.settings import Settings
 from app.store import Database
 
@@ -261,7 +261,7 @@ def test_one_worker_on_a_reachable_address_without_a_secret_cannot_sign_in(
         database_url=database_url, api_keys=keys["entries"], host="0.0.0.0", workers=1
     )
     assert settings.ui_sign_in == "off"
-    with caplog.at_level(logging.WARNING, logger="app.auth"):
+    with caplog.at_level(logging.WARNING, logger="app.access.api_keys"):
         app = create_app(settings, database=database)
     warnings = [r.getMessage() for r in caplog.records if "CALIBRATION_UI_SECRET" in r.getMessage()]
     assert len(warnings) == 1

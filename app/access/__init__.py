@@ -1,0 +1,1 @@
+"""Who may call: API keys and their scopes, and the web view's signed sessions."""

@@ -1,0 +1,365 @@
+"""The JSON request bodies: one pydantic model each, which both validates and documents.
+
+The limits ``/docs`` shows are the limits enforced, because they are the same model. Only the
+big arrays (``scores``, ``labels``, ``sample_weight``) are left to the numpy path of
+:mod:`app.api.bodies.payloads`, which converts millions of numbers at once and names the index of
+the first bad one; here they are documented (:data:`Numbers`) and passed through as parsed.
+Validation errors become one 422 whose ``errors`` carry each failure's location and a
+sentence (:func:`validated`).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+)
+
+from app.api.bodies.validation import sentence
+from app.api.documents import NAME_PATTERN
+from app.calibration import MAX_BINS, MAX_RESAMPLES, METHODS, MIN_BINS
+from app.errors import invalid
+from app.service.comparison import MAX_COMPARED
+from app.service.diagnosis import DEFAULT_REPORT, Curve, Strategy
+from app.store.records import MAX_TAGS
+
+MAX_DESCRIPTION = 10_000
+
+MAX_CLASS_INDEX = 100_000
+BINS_TEXT = (
+    "Number of bins, 2..100, or `auto`: the smallest k with k^3 >= the (effective) number of "
+    "rows, clipped to 2..100 (the cube-root rule; Sun et al., NeurIPS 2023)."
+)
+BOOTSTRAP_TEXT = (
+    "Bootstrap resamples behind the 95% intervals (0: no intervals). Seeded: the same request "
+    "gives the same intervals."
+)
+CURVE_TEXT = (
+    "What the diagram draws: `binned` (the bins' fractions with their Wilson intervals), "
+    "`smooth` (the kernel-smoothed curve of the smooth ECE with its bootstrap band) or `both`. "
+    "JSON answers hold both."
+)
+
+
+def _bin_count(value: object) -> int | Literal["auto"]:
+    """``n_bins``: an integer in 2..100 (a query's text too) or ``"auto"``; one message for
+    anything else, located at the field itself (a union's errors would name its members)."""
+    if value == "auto":
+        return "auto"
+    digits = value.strip().lstrip("+-") if isinstance(value, str) else ""
+    text = isinstance(value, str) and digits.isascii() and digits.isdigit() and len(digits) < 10
+    whole = isinstance(value, float) and value.is_integer()  # 10.0 in JSON, as before
+    if text or whole:
+        value = int(value)  # type: ignore[call-overload]
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_BINS <= value <= MAX_BINS:
+        raise ValueError(f"must be an integer in {MIN_BINS}..{MAX_BINS} or auto, not {value!r}")
+    return value
+
+
+BinCount = Annotated[
+    int | Literal["auto"],
+    PlainValidator(_bin_count),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": MIN_BINS, "maximum": MAX_BINS},
+                {"type": "string", "enum": ["auto"]},
+            ]
+        }
+    ),
+]
+STRATEGY_TEXT = "Equal widths or equal counts."
+CLASS_INDEX_TEXT = "One class against the rest (default: top label)."
+"""The options of a reliability report, the same in a query (GET) as in a body (POST)."""
+
+_VECTOR = {"type": "array", "items": {"type": "number"}}
+_MATRIX = {"type": "array", "items": _VECTOR}
+Numbers = Annotated[Any, WithJsonSchema({"anyOf": [_VECTOR, _MATRIX]})]
+"""Scores: a vector, or n x k for multiclass (converted and checked by the numpy path)."""
+Labels = Annotated[Any, WithJsonSchema({"type": "array", "items": {"type": "integer"}})]
+Weights = Annotated[Any, WithJsonSchema({"anyOf": [_VECTOR, {"type": "null"}]})]
+
+
+def _no_nul(text: str) -> str:
+    if "\x00" in text:
+        raise ValueError("holds the character U+0000 (NUL), which no text may contain")
+    return text
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+# In the bounded texts below the lengths come before the NUL check: pydantic then checks them
+# in its core, where after a Python validator a predict body with ids validates a third slower.
+MAX_CLIENT_ID = 128
+ClientId = Annotated[str, Field(min_length=1, max_length=MAX_CLIENT_ID), AfterValidator(_no_nul)]
+"""A client's id of a prediction."""
+MAX_TAG_KEY = 128
+MAX_TAG_VALUE = 1024
+TagKey = Annotated[str, Field(min_length=1, max_length=MAX_TAG_KEY), AfterValidator(_no_nul)]
+
+
+_NAME = re.compile(NAME_PATTERN)
+
+
+def _selector(value: object) -> object:
+    """A version number (1 or more), ``latest`` or an alias: what the path accepts."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("must be a version number, 'latest' or an alias")
+    if isinstance(value, int) and value < 1:
+        raise ValueError(f"must be a version number (1 or more), not {value}")
+    if isinstance(value, str) and not _NAME.match(value):
+        raise ValueError(f"must be a version number, 'latest' or an alias ({NAME_PATTERN})")
+    return value
+
+
+Selector = Annotated[int | str, BeforeValidator(_selector)]
+
+
+def _tag_value(value: object, *, deletes: bool) -> object:
+    if value is None and deletes:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("must be a string or null" if deletes else "must be a string")
+    if len(value) > MAX_TAG_VALUE:
+        raise ValueError(f"has {len(value)} characters; the limit is {MAX_TAG_VALUE} (too long)")
+    return _no_nul(value)
+
+
+TagValue = Annotated[str, BeforeValidator(lambda v: _tag_value(v, deletes=False))]
+TagPatch = Annotated[str | None, BeforeValidator(lambda v: _tag_value(v, deletes=True))]
+
+
+class _TagFilter(BaseModel):
+    key: TagKey
+    value: TagValue
+
+
+def tag_filter(tag: str) -> tuple[str, str]:
+    """``key:value`` as a (key, value) pair, the key and value held to the limits of a tag."""
+    key, colon, value = tag.partition(":")
+    if not colon:
+        raise invalid(("query", "tag"), "must be key:value, e.g. team:risk")
+    try:
+        _TagFilter.model_validate({"key": key, "value": value})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        part = error["loc"][0]
+        raise invalid(("query", "tag"), f"{part} {sentence(_TagFilter, error)}") from None
+    return key, value
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class FitOptions(_Body):
+    """What a fit is asked to do, in any media type (CSV takes them from the query or form)."""
+
+    method: Text = Field(
+        default="auto",
+        max_length=64,
+        description=f"One of {', '.join(METHODS)}; see the method table below for params.",
+    )
+    params: dict[str, Any] = Field(default_factory=dict, description="Method parameters.")
+    description: Text = Field(default="", max_length=MAX_DESCRIPTION)
+    tags: dict[TagKey, TagValue] = Field(default_factory=dict, max_length=MAX_TAGS)
+
+
+class LabelledBody(_Body):
+    """A labelled batch: what a fit is made on and stored versions are judged on. Each body
+    that carries one adds the options of its route (the fields of another media type's query
+    or form)."""
+
+    scores: Numbers = Field(description="Raw model outputs, finite.")
+    labels: Labels = Field(
+        description="0/1 or booleans (binary); 0..k-1 (multiclass). Same length as scores."
+    )
+    sample_weight: Weights = Field(default=None, description="Non-negative weights.")
+
+
+class FitBody(FitOptions, LabelledBody):
+    """A labelled batch to fit a new version on (also accepted as CSV; see the README)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "scores": [-2.1, -0.4, 0.3, 1.7, 2.2, -1.0],
+                    "labels": [0, 0, 1, 1, 1, 0],
+                    "method": "platt",
+                    "params": {"targets": "platt"},
+                    "description": "weekly refit",
+                    "tags": {"team": "risk"},
+                }
+            ]
+        },
+    )
+
+
+Moment = Annotated[datetime, Field(strict=False)]
+"""A time as ISO 8601 text (a time without a zone is read as UTC)."""
+
+
+class TrafficRange(_Body):
+    """Which logged predictions a fit ``from_traffic`` is made on: those with an outcome,
+    logged in [since, until), answered by one ``version`` or by any."""
+
+    since: Moment | None = Field(default=None, description="Start (default: all logged).")
+    until: Moment | None = Field(default=None, description="End, exclusive (default: now).")
+    version: Selector | None = Field(
+        default=None, description="Only the traffic this version (number or alias) answered."
+    )
+
+
+class TrafficFitBody(FitOptions):
+    """A fit on the logged predictions that have outcomes, instead of a posted batch."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "from_traffic": {"since": "2026-11-01T00:00:00Z", "version": "production"},
+                    "method": "auto",
+                    "description": "refit on November's traffic",
+                }
+            ]
+        },
+    )
+
+    from_traffic: TrafficRange
+
+
+class PredictBody(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"scores": [0.12, 0.5, 0.87], "version": "latest"}]},
+    )
+
+    scores: Numbers = Field(
+        description="Raw scores to calibrate, finite: a vector, or n x k for multiclass."
+    )
+    version: Selector | None = Field(
+        default=None, description="A version number, `latest` (the default) or an alias."
+    )
+    intervals: Annotated[bool | None, WithJsonSchema({"type": "boolean", "default": False})] = (
+        Field(
+            default=None,
+            description="Also answer each score's Venn-ABERS interval [p0, p1] (methods that give "
+            "intervals: venn_abers); 422 for other methods. Also `?intervals=true`.",
+        )
+    )
+    ids: list[ClientId] | None = Field(
+        default=None,
+        description="Your id of each score (row), unique within the request: each prediction "
+        "is logged under it, for outcomes posted later (`POST .../outcomes`).",
+    )
+
+
+class OutcomesBody(_Body):
+    """Outcomes of logged predictions, by the ids they were logged under."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"ids": ["req-1", "req-2"], "labels": [1, 0]}]},
+    )
+
+    ids: list[ClientId] = Field(min_length=1, description="Ids given to predict, each once.")
+    labels: list[Annotated[int, Field(ge=0)]] = Field(
+        description="The outcome of each id: 0/1 (binary), 0..k-1 (multiclass)."
+    )
+
+
+class ReportFields(_Body):
+    """What a reliability report on a posted batch is asked for (a CSV, Parquet or Arrow
+    body gives it in the query or the multipart form)."""
+
+    n_bins: BinCount = Field(default=DEFAULT_REPORT.n_bins, description=BINS_TEXT)
+    strategy: Strategy = Field(default=DEFAULT_REPORT.strategy, description=STRATEGY_TEXT)
+    bootstrap: int = Field(
+        default=DEFAULT_REPORT.bootstrap, ge=0, le=MAX_RESAMPLES, description=BOOTSTRAP_TEXT
+    )
+    class_index: int | None = Field(
+        default=DEFAULT_REPORT.class_index, ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT
+    )
+    curve: Curve = Field(default=DEFAULT_REPORT.curve, description=CURVE_TEXT)
+
+
+class DiagnosticsBody(ReportFields, LabelledBody):
+    """A fresh labelled batch to report a stored version's reliability on."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "scores": [-1.2, 0.1, 0.8, 2.0],
+                    "labels": [0, 0, 1, 1],
+                    "n_bins": 10,
+                    "strategy": "uniform",
+                }
+            ]
+        },
+    )
+
+
+VERSIONS_TEXT = (
+    "Selectors to compare, at least one (default: every version, newest first, at most 50)."
+)
+
+
+class CompareFields(_Body):
+    """Which versions a comparison ranks (a CSV, Parquet or Arrow body gives them in the
+    query or the multipart form, one selector a parameter: ``versions=1&versions=latest``)."""
+
+    versions: list[Selector] | None = Field(
+        default=None, min_length=1, max_length=MAX_COMPARED, description=VERSIONS_TEXT
+    )
+    bootstrap: int = Field(
+        default=DEFAULT_REPORT.bootstrap, ge=0, le=MAX_RESAMPLES, description=BOOTSTRAP_TEXT
+    )
+    curve: Curve = Field(default=DEFAULT_REPORT.curve, description=CURVE_TEXT)
+
+
+class CompareBody(CompareFields, LabelledBody):
+    """A fresh labelled batch to rank stored versions on."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "scores": [-1.2, 0.1, 0.8, 2.0],
+                    "labels": [0, 0, 1, 1],
+                    "versions": [1, "production", "latest"],
+                }
+            ]
+        },
+    )
+
+
+class AliasBody(_Body):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"version": 3}]})
+
+    version: int = Field(ge=1, description="The version the alias points to from now on.")
+
+
+class PatchBody(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"description": "promoted after review", "tags": {"stage": "prod"}}]
+        },
+    )
+
+    description: Text | None = Field(
+        default=None, max_length=MAX_DESCRIPTION, description="Replaces the description."
+    )
+    tags: dict[TagKey, TagPatch] | None = Field(
+        default=None,
+        max_length=MAX_TAGS,
+        description="Merged into the tags; a null value deletes its key.",
+    )

@@ -1,0 +1,174 @@
+"""A labelled batch in any media type a route takes it in, with the options given beside it.
+
+Fit, POST diagnostics and compare take one contract: JSON, CSV (``text/csv``), Parquet,
+an Arrow IPC stream, or a multipart upload whose ``file`` is CSV or (named ``*.parquet``)
+Parquet. A JSON body carries the route's options as its own fields; every body may also give
+them in the query string, and an upload in its form. Where several places give one option the
+body's own field wins, then the form's, then the query's. Each place answers for its own
+errors (``query``, ``form``, ``body``), and is read as what it holds: typed JSON in the body,
+text elsewhere (``?n_bins=5``; ``params`` and ``tags`` as JSON objects; a list option as the
+parameter repeated, ``?versions=1&versions=latest``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar, get_args, get_origin
+
+import orjson
+from fastapi import Request
+from pydantic import BaseModel
+from starlette.datastructures import FormData, UploadFile
+
+from app.api.bodies.columnar import COLUMNAR_TYPES, PARQUET, parse_columnar
+from app.api.bodies.contracts import LabelledBody
+from app.api.bodies.csv_batches import parse_csv
+from app.api.bodies.json_process import parse_json_body
+from app.api.bodies.payloads import (
+    BATCH_ARRAYS,
+    CSV_TYPES,
+    JSON_TYPES,
+    MULTIPART,
+    number_array,
+    optional_number_array,
+    require_media_type,
+)
+from app.api.bodies.validation import validated
+from app.api.deps import read_job_body
+from app.errors import invalid
+from app.service.batches import Batch, validate_batch
+
+M = TypeVar("M", bound=BaseModel)
+
+BATCH_TYPES = (*JSON_TYPES, *CSV_TYPES, *COLUMNAR_TYPES, MULTIPART)
+"""The media types of a labelled batch."""
+JSON_OPTIONS = ("params", "tags")
+"""Options that are JSON objects, sent as JSON text outside a JSON body."""
+
+
+@dataclass(frozen=True)
+class BatchSource:
+    """A labelled-batch request as received, before parsing: its media type (an uploaded
+    file's: Parquet when its name ends in ``.parquet``, else the multipart type, for CSV),
+    the bytes to parse (the JSON, CSV, Parquet or Arrow body, or the uploaded file) and the
+    options given outside them, by where they were given (``query``, ``form``)."""
+
+    kind: str
+    data: bytes
+    options: dict[str, dict[str, Any]]
+
+
+class Given(NamedTuple):
+    """What a request gives beside its arrays: the options from the query and the form, typed
+    (the form's overriding the query's), and the JSON body parsed (None for other types)."""
+
+    options: dict[str, Any]
+    json: dict[str, Any] | None
+
+
+async def read_batch(
+    request: Request, query: Mapping[str, object], options: type[BaseModel]
+) -> BatchSource:
+    """What a labelled-batch request holds, read on the event loop (the multipart form needs
+    it): 415 for another media type before the body is read; ``query`` holds the options the
+    route declares (None where not given), ``options`` is their model."""
+    kind = require_media_type(request.headers.get("content-type"), BATCH_TYPES)
+    body = await read_job_body(request)
+    given = {"query": {key: value for key, value in query.items() if value is not None}}
+    if kind != MULTIPART:
+        return BatchSource(kind, body, given)
+    form = await request.form()
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise invalid(
+            ("body", "file"),
+            "is required: a CSV or Parquet file field (curl -F file=@batch.csv)",
+        )
+    given["form"] = _form_options(form, options)
+    name = (upload.filename or "").lower()
+    return BatchSource(PARQUET if name.endswith(".parquet") else kind, await upload.read(), given)
+
+
+def given_beside(source: BatchSource, options: type[BaseModel]) -> Given:
+    """The options ``source`` gives outside its JSON fields, each place validated as
+    ``options`` (422 located at that place), and its JSON body."""
+    typed: dict[str, Any] = {}
+    for where, texts in source.options.items():
+        these = {key: _from_text(where, key, value) for key, value in texts.items()}
+        valid = validated(options, these, source=where, strict=False)  # text: "5" is 5
+        typed.update((key, getattr(valid, key)) for key in these)
+    json = parse_json_body(source.data, BATCH_ARRAYS) if source.kind in JSON_TYPES else None
+    return Given(typed, json)
+
+
+def labelled_batch(
+    source: BatchSource,
+    given: Given,
+    options: type[M],
+    body: type[LabelledBody],
+    *,
+    max_rows: int,
+    require_both_classes: bool,
+) -> tuple[Batch, M]:
+    """The batch of ``source`` in its media type, and its options: for JSON, the ``body``
+    model (which extends ``options``) over the given options and the body's fields; else the
+    given options. CPU-heavy: run off the loop."""
+    chosen: M
+    if given.json is not None:
+        data = validated(body, {**given.options, **given.json})
+        assert isinstance(data, options)  # each body model extends its options model
+        scores = number_array(data.scores, "scores", matrix=True)
+        labels = number_array(data.labels, "labels")
+        weights = optional_number_array(data.sample_weight, "sample_weight")
+        chosen = data
+    else:
+        chosen = validated(options, given.options)
+        field = "file" if "form" in source.options else "body"  # an upload, or the body
+        if source.kind in COLUMNAR_TYPES:
+            scores, labels, weights = parse_columnar(
+                source.data, source.kind, field=field, max_rows=max_rows
+            )
+        else:
+            scores, labels, weights = parse_csv(source.data, field=field)
+    batch = validate_batch(
+        scores, labels, weights, max_rows=max_rows, require_both_classes=require_both_classes
+    )
+    return batch, chosen
+
+
+def judged_batch(
+    source: BatchSource, options: type[M], body: type[LabelledBody], max_rows: int
+) -> tuple[Batch, M]:
+    """The batch of a request that judges stored versions (diagnostics, compare), and its
+    options: one class alone is fine there."""
+    given = given_beside(source, options)
+    return labelled_batch(
+        source, given, options, body, max_rows=max_rows, require_both_classes=False
+    )
+
+
+def _form_options(form: FormData, options: type[BaseModel]) -> dict[str, Any]:
+    """The form's fields that are options: a list option from all its fields, another from
+    its last."""
+    found: dict[str, Any] = {}
+    for key, field in options.model_fields.items():
+        values = [value for value in form.getlist(key) if isinstance(value, str)]
+        if values:
+            found[key] = values if _is_list(field.annotation) else values[-1]
+    return found
+
+
+def _is_list(annotation: Any) -> bool:
+    """Whether a field's type is a list (or a list or None)."""
+    return list in (get_origin(annotation), *map(get_origin, get_args(annotation)))
+
+
+def _from_text(where: str, key: str, value: Any) -> Any:
+    """An option as given: ``params`` and ``tags`` are JSON objects in text."""
+    if key not in JSON_OPTIONS or not isinstance(value, str):
+        return value
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        raise invalid((where, key), 'must be a JSON object, e.g. {"targets": "hard"}') from None

@@ -1,0 +1,1 @@
+"""The routers, one per resource. A route never imports another route."""

@@ -1,0 +1,215 @@
+"""Routes: fit a version, read versions and calibrators, delete them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from app.api.bodies.contracts import FitOptions, TrafficRange, tag_filter
+from app.api.bodies.labelled import BatchSource, read_batch
+from app.api.bodies.media import parse_fit
+from app.api.deps import (
+    NameParam,
+    SelectorParam,
+    ServiceDep,
+    existing_version_number,
+    json_response,
+    off_loop,
+    parse_selector,
+)
+from app.api.documents import CalibratorList, CalibratorOut, VersionOut
+from app.api.openapi_docs import ERRORS, FIT_BODY, FIT_DESCRIPTION
+from app.service.calibrators import CalibrationService
+from app.service.views import VersionView
+from app.store import VersionRecord
+
+router = APIRouter(prefix="/v1", tags=["calibrators"])
+
+Limit = Annotated[int, Query(ge=1, le=1000, description="Page size.")]
+Offset = Annotated[int, Query(ge=0, le=2**62, description="Items to skip.")]
+
+
+def version_summary(record: VersionRecord) -> dict[str, Any]:
+    """A version as the API writes it in lists (``VersionOut`` without ``fitted``)."""
+    return {
+        "name": record.name,
+        "version": record.version,
+        "method": record.method,
+        "params": record.params,
+        "n_samples": record.n_samples,
+        "n_positive": record.n_positive,
+        "n_classes": record.n_classes,
+        "class_counts": record.class_counts,
+        "created_at": record.created_at,
+        "description": record.description,
+        "tags": record.tags,
+        "metrics": record.metrics,
+        "selection": record.selection,
+        "source": record.source,
+        "aliases": list(record.aliases),
+        "artifact": {"sha256": record.artifact_sha256, "bytes": record.artifact_bytes},
+    }
+
+
+def version_document(view: VersionView) -> dict[str, Any]:
+    """A version as the API writes it alone, with its fitted numbers (``VersionOut``)."""
+    return {**version_summary(view.record), "fitted": view.fitted}
+
+
+@router.post(
+    "/calibrators/{name}/fit",
+    status_code=201,
+    response_model=VersionOut,
+    summary="Fit a new version",
+    description=FIT_DESCRIPTION,
+    openapi_extra=FIT_BODY,
+    responses=ERRORS,
+)
+async def fit(
+    name: NameParam,
+    request: Request,
+    service: ServiceDep,
+    method: Annotated[str | None, Query(description="Method, for a body that is not JSON.")] = None,
+    params: Annotated[str | None, Query(description="Method parameters as JSON.")] = None,
+    description: Annotated[str | None, Query(description="Free text.")] = None,
+    tags: Annotated[str | None, Query(description="Tags as a JSON object.")] = None,
+) -> Response:
+    """Fit `method` on a labelled batch in any of its media types and store it as the next
+    version of `name`, creating `name` on first use."""
+    query = {"method": method, "params": params, "description": description, "tags": tags}
+    source = await read_batch(request, query, FitOptions)
+    view = await off_loop(request, _fit, service, name, source)
+    location = f"/v1/calibrators/{name}/versions/{view.record.version}"
+    return json_response(version_document(view), 201, headers={"Location": location})
+
+
+def _fit(service: CalibrationService, name: str, source: BatchSource) -> VersionView:
+    args = parse_fit(source, service.settings.max_batch_rows)
+    options = args.options
+    if not isinstance(args.batch, TrafficRange):
+        return service.fit_version(
+            name,
+            args.batch,
+            method=options.method,
+            params=options.params,
+            description=options.description,
+            tags=options.tags,
+        )
+    wanted = args.batch
+    return service.fit_from_traffic(
+        name,
+        wanted.since,
+        wanted.until,
+        None if wanted.version is None else parse_selector(name, str(wanted.version)),
+        method=options.method,
+        params=options.params,
+        description=options.description,
+        tags=options.tags,
+    )
+
+
+@router.get(
+    "/calibrators/{name}/versions/{selector}",
+    response_model=VersionOut,
+    summary="Get a version",
+    responses=ERRORS,
+)
+async def get_version(name: NameParam, selector: SelectorParam, service: ServiceDep) -> Response:
+    """One version with its fitted numbers, metrics and artifact checksum."""
+    view = await run_in_threadpool(service.get_version, name, parse_selector(name, selector))
+    return json_response(version_document(view))
+
+
+@router.get(
+    "/calibrators", response_model=CalibratorList, summary="List calibrators", responses=ERRORS
+)
+async def list_calibrators(
+    service: ServiceDep,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    tag: Annotated[
+        str | None,
+        Query(
+            description="Only calibrators with a version tagged `key:value` (the first `:` "
+            "ends the key).",
+            examples=["team:risk"],
+        ),
+    ] = None,
+) -> Response:
+    """Every calibrator with its latest version, by name."""
+    wanted = None if tag is None else tag_filter(tag)
+    items, total = await run_in_threadpool(service.list_calibrators, limit, offset, wanted)
+    return json_response(
+        {
+            "items": [
+                {
+                    "name": s.name,
+                    "latest_version": s.latest_version,
+                    "method": s.method,
+                    "n_versions": s.n_versions,
+                    "updated_at": s.updated_at,
+                }
+                for s in items
+            ],
+            "total": total,
+        }
+    )
+
+
+@router.get(
+    "/calibrators/{name}",
+    response_model=CalibratorOut,
+    summary="Get a calibrator and its versions",
+    responses=ERRORS,
+)
+async def get_calibrator(
+    name: NameParam, service: ServiceDep, limit: Limit = 100, offset: Offset = 0
+) -> Response:
+    """The calibrator with its versions, newest first, paginated."""
+    view = await run_in_threadpool(service.get_calibrator, name, limit, offset)
+    s = view.summary
+    return json_response(
+        {
+            "name": s.name,
+            "latest_version": s.latest_version,
+            "method": s.method,
+            "n_versions": s.n_versions,
+            "updated_at": s.updated_at,
+            "aliases": view.aliases,
+            "versions": [version_summary(v) for v in view.versions],
+            "total": view.total,
+        }
+    )
+
+
+@router.delete(
+    "/calibrators/{name}/versions/{version}",
+    status_code=204,
+    summary="Delete a version",
+    responses=ERRORS,
+)
+async def delete_version(
+    name: NameParam,
+    version: Annotated[int, Path(ge=1, description="Version number.")],
+    service: ServiceDep,
+    force: Annotated[
+        bool, Query(description="Also delete the aliases that point to this version.")
+    ] = False,
+) -> Response:
+    """The version is no longer served; its number is never given out again. A version that
+    an alias points to is 409 unless `force=true`."""
+    version = existing_version_number(name, version)
+    await run_in_threadpool(service.delete_version, name, version, force=force)
+    return Response(status_code=204)
+
+
+@router.delete(
+    "/calibrators/{name}", status_code=204, summary="Delete a calibrator", responses=ERRORS
+)
+async def delete_calibrator(name: NameParam, service: ServiceDep) -> Response:
+    """All its versions go; fitting the name again continues the numbering."""
+    await run_in_threadpool(service.delete_calibrator, name)
+    return Response(status_code=204)

@@ -1,0 +1,269 @@
+"""Routes: the Open Inference Protocol (KServe's V2 REST, Triton's HTTP API) beside ``/v1``.
+
+A model is a calibrator and its version a number or an alias, as in ``/v1``; a model's one
+input is ``scores`` and its outputs ``probabilities``, with ``p0`` and ``p1`` for
+``venn_abers`` versions. Infer runs the very predict ``/v1`` runs
+(:meth:`app.service.calibrators.CalibrationService.predict`), so the probabilities are the same to
+the bit, and ``parameters.ids`` logs the predictions as ``/v1``'s ``ids`` do. Tensors come and go
+as JSON or with the binary tensor data extension (:mod:`app.api.bodies.tensors`). Errors are the
+protocol's ``{"error": "..."}`` (:func:`app.api.problems.protocol_error`); the keys and
+scopes are ``/v1``'s (infer reads, as predict does).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, overload
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from app import __version__
+from app.api.bodies.tensors import (
+    HEADER_LENGTH,
+    INPUT,
+    decompressed,
+    encode_infer,
+    is_compressed,
+    parse_infer,
+)
+from app.api.deps import NameParam, ServiceDep, answer_by_size, json_response, parse_selector
+from app.api.openapi_docs import ERRORS
+from app.calibration import CAPABILITIES
+from app.errors import InvalidInput, invalid
+from app.service.calibrators import CalibrationService
+
+_ERROR = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "properties": {"error": {"type": "string"}},
+            "required": ["error"],
+        }
+    }
+}
+PROTOCOL_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "A request to fix; the error names field and index", "content": _ERROR}
+}
+"""The protocol's errors: ``{"error": "..."}``, 400 where ``/v1`` answers 422, and the
+others as ``/v1`` documents them."""
+PROTOCOL_ERRORS.update({s: {**ERRORS[s], "content": _ERROR} for s in (401, 404, 413, 415, 503)})
+
+router = APIRouter(prefix="/v2", tags=["open inference protocol"], responses=PROTOCOL_ERRORS)
+
+EXTENSIONS = ["binary_tensor_data"]
+MAX_LISTED_VERSIONS = 1000
+"""The most version numbers a model's metadata lists (the newest)."""
+
+
+@router.get("", summary="Server metadata")
+async def server_metadata() -> Response:
+    """The server's name, version and protocol extensions."""
+    return json_response(
+        {"name": "calibration-service", "version": __version__, "extensions": EXTENSIONS}
+    )
+
+
+@router.get("/health/live", summary="Server liveness")
+async def live() -> Response:
+    """200 while the process runs."""
+    return json_response({"live": True})
+
+
+@router.get(
+    "/health/ready",
+    summary="Server readiness",
+    responses={
+        200: {"content": {"application/json": {"example": {"ready": True}}}},
+        503: {
+            "description": "The database does not answer (the protocol's readiness body, "
+            "not an error)",
+            "content": {"application/json": {"example": {"ready": False}}},
+        },
+    },
+)
+async def ready(service: ServiceDep) -> Response:
+    """`{"ready": true}` (200) when the database answers, else `{"ready": false}` (503)."""
+    answers = await run_in_threadpool(service.ready)
+    return json_response({"ready": answers}, status_code=200 if answers else 503)
+
+
+@router.get("/models/{name}", summary="Model metadata (the latest version)")
+async def model_metadata(name: NameParam, service: ServiceDep) -> Response:
+    """The latest version's inputs and outputs, and the model's version numbers."""
+    return json_response(await run_in_threadpool(_metadata, service, name, "latest"))
+
+
+@router.get("/models/{name}/versions/{version}", summary="Model metadata (one version)")
+async def version_metadata(name: NameParam, version: str, service: ServiceDep) -> Response:
+    """One version's inputs and outputs (a number or an alias)."""
+    return json_response(await run_in_threadpool(_metadata, service, name, version))
+
+
+@router.get("/models/{name}/ready", summary="Model readiness (the latest version)")
+async def model_ready(name: NameParam, service: ServiceDep) -> Response:
+    """200 when the latest version can be served, 404 when there is none."""
+    return await _ready(service, name, "latest")
+
+
+@router.get("/models/{name}/versions/{version}/ready", summary="Model readiness (one version)")
+async def version_ready(name: NameParam, version: str, service: ServiceDep) -> Response:
+    """200 when the version (a number or an alias) can be served, 404 when there is none."""
+    return await _ready(service, name, version)
+
+
+async def _ready(service: CalibrationService, name: str, version: str) -> Response:
+    loaded = await run_in_threadpool(service.resolve, name, parse_selector(name, version))
+    return json_response({"name": name, "version": str(loaded.version), "ready": True})
+
+
+@router.post("/models/{name}/infer", summary="Infer (the latest version)")
+async def infer(name: NameParam, request: Request, service: ServiceDep) -> Response:
+    """Calibrate the ``scores`` tensor with the latest version."""
+    return await _infer(request, service, name, "latest")
+
+
+@router.post("/models/{name}/versions/{version}/infer", summary="Infer (one version)")
+async def version_infer(
+    name: NameParam, version: str, request: Request, service: ServiceDep
+) -> Response:
+    """Calibrate the ``scores`` tensor with one version (a number or an alias)."""
+    return await _infer(request, service, name, version)
+
+
+async def _infer(
+    request: Request, service: CalibrationService, name: str, version: str
+) -> Response:
+    encoding = request.headers.get("content-encoding")
+    header_length = request.headers.get(HEADER_LENGTH)
+
+    def answer(body: bytes) -> Answer:
+        return answer_infer(service, name, version, body, encoding, header_length)
+
+    inflates = is_compressed(encoding)
+    content, headers, media_type = await answer_by_size(request, answer, inflates=inflates)
+    return Response(content, media_type=media_type, headers=headers)
+
+
+Answer = tuple[bytes, dict[str, str], str]
+"""A response's body, extra headers and media type."""
+
+
+@overload
+def answer_infer(
+    service: CalibrationService,
+    name: str,
+    version: str,
+    body: bytes,
+    encoding: str | None,
+    header_length: str | None,
+    *,
+    cached_only: Literal[False] = False,
+) -> Answer: ...
+@overload
+def answer_infer(
+    service: CalibrationService,
+    name: str,
+    version: str,
+    body: bytes,
+    encoding: str | None,
+    header_length: str | None,
+    *,
+    cached_only: Literal[True],
+) -> Answer | None: ...
+def answer_infer(
+    service: CalibrationService,
+    name: str,
+    version: str,
+    body: bytes,
+    encoding: str | None,
+    header_length: str | None,
+    *,
+    cached_only: bool = False,
+) -> Answer | None:
+    """An infer request's answer, off the event loop (inflating a compressed body is work
+    too). The one infer path: the route runs it, and the hot path
+    (:mod:`app.api.fast_predict`) with ``cached_only``, when it gives None when the version
+    is not in memory (the route then answers)."""
+    body = decompressed(body, encoding, service.settings.max_body_bytes)
+    request = parse_infer(body, header_length, service.settings.max_batch_rows)
+    selector = parse_selector(name, version)
+    asked = request.outputs
+    if cached_only:
+        cached = service.versions.cached(name, selector)
+        if cached is None:
+            return None
+        loaded = cached
+    else:
+        loaded = service.resolve(name, selector)
+    available = ["probabilities", *(["p0", "p1"] if CAPABILITIES[loaded.method].intervals else [])]
+    wanted = list(asked) if asked is not None else available
+    for i, output in enumerate(wanted):
+        if output not in available:
+            raise invalid(
+                ("outputs", i, "name"),
+                f"is {output!r}, which {name!r} v{loaded.version} ({loaded.method}) does not give",
+            )
+    intervals = ("outputs",) if {"p0", "p1"} & set(wanted) else None
+    try:
+        prediction = service.predict(
+            name,
+            loaded.version,
+            request.scores,
+            intervals=intervals,
+            ids=request.ids,
+            cached_only=cached_only,
+        )
+    except InvalidInput as exc:
+        raise _located(exc) from None
+    if prediction is None:
+        return None
+    shape = request.shape if request.scores.ndim == 1 else prediction.probabilities.shape
+    arrays = {"probabilities": prediction.probabilities.reshape(shape)}
+    if prediction.intervals is not None:
+        arrays["p0"] = prediction.intervals[..., 0].reshape(shape)
+        arrays["p1"] = prediction.intervals[..., 1].reshape(shape)
+    header: dict[str, Any] = {"model_name": name, "model_version": str(prediction.version)}
+    if request.id is not None:
+        header["id"] = request.id
+    if prediction.logged is not None:
+        header["parameters"] = {"logged": prediction.logged}
+    outputs = []
+    for output in wanted:
+        binary = asked.get(output) if asked is not None else None
+        outputs.append(
+            (output, arrays[output], request.binary_default if binary is None else binary)
+        )
+    return encode_infer(header, outputs)
+
+
+def _located(exc: InvalidInput) -> InvalidInput:
+    """A refusal of the scores, located as the protocol's client sent them: ``inputs[0]``
+    and the row, where predict's names ``scores[row]`` of its JSON body."""
+    found = exc.errors[0] if exc.errors else None
+    if found is None or found.loc[:2] != ("body", "scores"):
+        return exc
+    places = zip(("row", "column"), found.loc[2:], strict=False)  # a row, maybe a column
+    where = ", ".join(f"{what} {at}" for what, at in places)
+    return invalid(("inputs", 0), f"{f'{where}: ' if where else ''}{found.msg}")
+
+
+def _metadata(service: CalibrationService, name: str, version: str) -> dict[str, Any]:
+    """A version's model metadata: the input and outputs with their datatypes and shapes
+    (-1: any number of rows)."""
+    view = service.get_version(name, parse_selector(name, version))
+    record = view.record
+    calibrator = service.get_calibrator(name, MAX_LISTED_VERSIONS, 0)
+    shape = [-1] if record.n_classes == 2 else [-1, record.n_classes]
+    outputs = ["probabilities"]
+    if CAPABILITIES[record.method].intervals:
+        outputs += ["p0", "p1"]
+    return {
+        "name": name,
+        "versions": [str(v) for v in sorted(v.version for v in calibrator.versions)],
+        "platform": "calibration",
+        "version": str(record.version),
+        "method": record.method,
+        "inputs": [{"name": INPUT, "datatype": "FP64", "shape": shape}],
+        "outputs": [{"name": o, "datatype": "FP64", "shape": shape} for o in outputs],
+    }

@@ -1,0 +1,212 @@
+"""Routes of the traffic loop: outcomes of logged predictions, live monitoring (as JSON or as a
+figure), and the diagnostics of the labelled traffic."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import Response
+
+from app.api.bodies.contracts import OutcomesBody
+from app.api.bodies.media import parse_outcomes
+from app.api.deps import (
+    NameParam,
+    ServiceDep,
+    json_response,
+    off_loop,
+    parse_selector,
+    read_job_body,
+)
+from app.api.documents import MonitoringOut, OutcomesOut, TrafficDiagnosticsOut
+from app.api.openapi_docs import ERRORS, add_picture_route, body_doc
+from app.api.routes.diagnostics import FixedBins, ReportQuery, Resamples, diagnostics_document
+from app.calibration import RESAMPLES
+from app.service.calibrators import CalibrationService
+from app.service.diagnosis import DEFAULT_BINS, MEDIA_TYPES, ImageFormat
+from app.service.traffic.cases import Monitored, monitored_range
+from app.service.traffic.monitoring import Window
+from app.store import Selector
+
+router = APIRouter(prefix="/v1", tags=["traffic"])
+
+VersionFilter = Annotated[
+    str | None, Query(description="Only the traffic this version (number or alias) answered.")
+]
+
+
+def monitoring_query(
+    window: Annotated[Window, Query(description="Width of each window.")] = "1d",
+    since: Annotated[
+        datetime | None, Query(description="Start (ISO 8601; default: 30 windows back).")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="End, exclusive (default: the current window's).")
+    ] = None,
+    version: VersionFilter = None,
+    n_bins: FixedBins = DEFAULT_BINS,
+    bootstrap: Resamples = RESAMPLES,
+) -> Monitored:
+    """The query parameters of the monitoring JSON and pictures, one definition for all."""
+    start, end = monitored_range(window, since, until)
+    return Monitored(window, start, end, version, n_bins, bootstrap)
+
+
+MonitoringQuery = Annotated[Monitored, Depends(monitoring_query)]
+
+
+@router.post(
+    "/calibrators/{name}/outcomes",
+    response_model=OutcomesOut,
+    summary="Post outcomes of logged predictions",
+    openapi_extra=body_doc(OutcomesBody),
+    responses=ERRORS,
+)
+async def post_outcomes(
+    name: NameParam,
+    request: Request,
+    service: ServiceDep,
+    overwrite: Annotated[
+        bool, Query(description="Replace labels that differ instead of answering 409.")
+    ] = False,
+) -> Response:
+    """Label the predictions logged under these ids (`predict` with `ids`). An id not logged
+    yet waits and is joined when its prediction is; the same outcome twice changes nothing; a
+    different label for an id that has one is 409 for the whole request unless
+    `overwrite=true`. JSON `{"ids", "labels"}` or CSV `id,label`."""
+    body = await read_job_body(request)
+    counts = await off_loop(
+        request, _record, service, name, request.headers.get("content-type"), body, overwrite
+    )
+    return json_response(counts)
+
+
+@router.get(
+    "/calibrators/{name}/monitoring",
+    response_model=MonitoringOut,
+    summary="Live calibration of the logged traffic",
+    responses=ERRORS,
+)
+async def monitoring(
+    name: NameParam, request: Request, service: ServiceDep, query: MonitoringQuery
+) -> Response:
+    """One row per window and version that answered in it: traffic, calibration on the
+    labelled predictions (mean predicted against observed rate, log loss, Brier, ECE, and
+    their 95% `intervals` from `bootstrap` draws of the Gaussian with the Poisson bootstrap's
+    moments per bin, kept as sums so the cost does not grow with the traffic), and the raw
+    scores' shift from the version's fitting batch (PSI, KS). Empty windows have nulls."""
+    rows = await off_loop(
+        request,
+        service.live.monitoring,
+        name,
+        query.window,
+        query.since,
+        query.until,
+        _selector(name, query.version),
+        n_bins=query.n_bins,
+        resamples=query.bootstrap,
+    )
+    return json_response(
+        {
+            "name": name,
+            "window": query.window,
+            "since": query.since,
+            "until": query.until,
+            "windows": rows,
+        }
+    )
+
+
+def _picture_route(image_format: ImageFormat) -> None:
+    """``GET .../monitoring.png`` and ``.svg``: one endpoint, registered once per format."""
+
+    async def monitoring_picture(
+        name: NameParam, request: Request, service: ServiceDep, query: MonitoringQuery
+    ) -> Response:
+        drawn = await off_loop(
+            request,
+            service.live.monitoring_figure,
+            name,
+            query.window,
+            query.since,
+            query.until,
+            _selector(name, query.version),
+            image_format,
+            n_bins=query.n_bins,
+        )
+        return Response(drawn.picture, media_type=MEDIA_TYPES[image_format])
+
+    add_picture_route(
+        router,
+        "/calibrators/{name}/monitoring",
+        monitoring_picture,
+        image_format,
+        summary="Live calibration of the logged traffic over time",
+        description="The monitoring rows drawn on one time axis: ECE and log loss, mean "
+        "predicted against observed rate, PSI and KS (a dashed line at PSI 0.25), and the "
+        "traffic per window, a line per version; a window without a number is a gap. Same "
+        "query parameters as the JSON monitoring; drawn for each request (live data).",
+        what="The figure",
+    )
+
+
+_picture_route("png")
+_picture_route("svg")
+
+
+@router.get(
+    "/calibrators/{name}/monitoring/diagnostics",
+    response_model=TrafficDiagnosticsOut,
+    summary="Reliability data of the labelled traffic",
+    responses={
+        **ERRORS,
+        404: {**ERRORS[404], "description": "Unknown calibrator or version; no labelled traffic"},
+        409: {
+            **ERRORS[409],
+            "description": "The labelled traffic mixes binary and k-class versions, or k-class "
+            "versions of different class counts",
+        },
+        413: {**ERRORS[413], "description": "More labelled traffic than a batch may hold"},
+    },
+)
+async def monitoring_diagnostics(
+    name: NameParam,
+    request: Request,
+    service: ServiceDep,
+    query: ReportQuery,
+    since: Annotated[
+        datetime | None, Query(description="Start (ISO 8601; default: 30 days back).")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="End, exclusive (default: the end of today, UTC).")
+    ] = None,
+    version: VersionFilter = None,
+) -> Response:
+    """The diagnostics of a version (reliability bins and metrics of the probabilities
+    answered, next to those of the raw scores) on the labelled predictions logged in
+    [since, until), by default the last 30 days (whole UTC days, today's included). k-class
+    traffic has the top-label report, or `class_index`'s. No labelled traffic in the range is
+    a 404; traffic that mixes binary and k-class versions, or k-class versions of different
+    class counts, a 409 (choose one with `version`); more labelled traffic than a batch may
+    hold, a 413."""
+    start, end = monitored_range("1d", since, until)
+    found = await off_loop(
+        request, service.live.diagnostics, name, start, end, _selector(name, version), query
+    )
+    document = diagnostics_document(
+        name, found.version, found.n_labelled, found.calibrated, found.raw, query
+    )
+    return json_response({**document, "n_labelled": found.n_labelled, "since": start, "until": end})
+
+
+def _selector(name: str, version: str | None) -> Selector | None:
+    return None if version is None else parse_selector(name, version)
+
+
+def _record(
+    service: CalibrationService, name: str, content_type: str | None, body: bytes, overwrite: bool
+) -> dict[str, Any]:
+    outcomes = parse_outcomes(content_type, body, service.settings.max_batch_rows)
+    return asdict(service.live.record(name, outcomes, overwrite=overwrite))

@@ -1,0 +1,1 @@
+"""The calibration methods, one per module, and the registry built from what each declares."""

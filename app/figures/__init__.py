@@ -1,0 +1,1 @@
+"""Figures, matplotlib only: a report in, PNG or SVG bytes out."""

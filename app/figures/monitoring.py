@@ -1,0 +1,207 @@
+"""The monitoring figure: a calibrator's live calibration over time, four panels on one time axis.
+
+Drawn from the rows of :meth:`app.service.traffic.monitoring.Monitor.rows` (one per window and
+version):
+
+- calibration: the binned ECE (solid, left axis) and the log loss (dashed, right axis);
+- rates: the mean predicted probability (solid) against the observed rate (dashed);
+- shift: PSI (solid) and KS (dotted) of the raw scores against the fitting batch, with a
+  dashed line at PSI 0.25, the usual mark of a major shift;
+- traffic: the predictions logged per window, and the labelled ones, as bars.
+
+One colour per version in the first three panels. A window where a version has no number is a
+gap in its line, never a zero; a panel with nothing to draw says so. Drawn and written as the
+reliability diagram is (:mod:`app.figures.reliability`): the same rows give the same bytes. In SVG
+the lines have the ids ``ece-v{n}``, ``log-loss-v{n}``, ``mean-predicted-v{n}``,
+``observed-rate-v{n}``, ``psi-v{n}`` and ``ks-v{n}``; the bars ``n-predictions`` and
+``n-labelled``; the panels ``calibration``, ``rates``, ``shift`` and ``traffic``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import matplotlib.dates as mdates
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_rgba
+
+from app.figures.panels import CALIBRATED_COLOUR, FloatArray
+from app.figures.reliability import figure_bytes, margins, new_figure
+
+PSI_MAJOR_SHIFT = 0.25
+"""PSI above this is commonly read as a major shift of the population (Yurdakul, 2018)."""
+METRICS = ("ece", "log_loss", "mean_predicted", "observed_rate", "psi", "ks")
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The rows as arrays over the windows: ``values[key]`` has a row per version and a column
+    per window (NaN where the version has no number); the counts sum every version's."""
+
+    starts: FloatArray  # matplotlib date numbers
+    ends: FloatArray
+    versions: list[int]
+    values: Mapping[str, FloatArray]
+    n_predictions: FloatArray
+    n_labelled: FloatArray
+
+    @property
+    def middles(self) -> FloatArray:
+        return (self.starts + self.ends) / 2.0
+
+
+def timeline(rows: Sequence[Mapping[str, Any]]) -> Timeline:
+    """The rows of :meth:`app.service.traffic.monitoring.Monitor.rows` as a :class:`Timeline`."""
+    starts = sorted({row["start"] for row in rows})
+    ends = sorted({row["end"] for row in rows})
+    column = {start: j for j, start in enumerate(starts)}
+    versions = sorted({row["version"] for row in rows if row["version"] is not None})
+    line = {version: i for i, version in enumerate(versions)}
+    values = {key: np.full((len(versions), len(starts)), np.nan) for key in METRICS}
+    n_predictions, n_labelled = np.zeros(len(starts)), np.zeros(len(starts))
+    for row in rows:  # one per window and version: at most a few thousand
+        j = column[row["start"]]
+        n_predictions[j] += row["n_predictions"]
+        n_labelled[j] += row["n_labelled"]
+        if row["version"] is not None:
+            for key in METRICS:
+                if row[key] is not None:
+                    values[key][line[row["version"]], j] = row[key]
+    return Timeline(
+        starts=_days(starts),
+        ends=_days(ends),
+        versions=versions,
+        values=values,
+        n_predictions=n_predictions,
+        n_labelled=n_labelled,
+    )
+
+
+def _days(moments: Sequence[datetime]) -> FloatArray:
+    """Moments as matplotlib's date numbers, the x of every panel."""
+    return np.asarray(mdates.date2num(moments), dtype=np.float64)  # type: ignore[no-untyped-call]
+
+
+def render_monitoring(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    title: str,
+    image_format: Literal["png", "svg"],
+    width_px: int = 1000,
+    height_px: int = 1000,
+    dpi: int = 100,
+) -> bytes:
+    """Draw the monitoring rows of one range as PNG or SVG bytes, ``width_px`` x ``height_px``
+    pixels (SVG: the same size at 72 points per inch); ``title`` is drawn as given."""
+    fig = new_figure(image_format, width_px, height_px, dpi)
+    panels = fig.subplots(4, 1, sharex=True, gridspec_kw=margins(fig, rows=4, right=0.8))
+    fig.suptitle(title, parse_math=False)
+    line = timeline(rows)
+    empty = "no traffic" if line.n_predictions.sum() == 0 else "no labelled traffic"
+    _calibration(panels[0], line, empty)
+    _rates(panels[1], line, empty)
+    _shift(panels[2], line, "no traffic" if empty == "no traffic" else "no shift measured")
+    _traffic(panels[3], line)
+    if line.starts.size:
+        panels[3].set_xlim(line.starts[0], line.ends[-1])
+    locator = mdates.AutoDateLocator(tz=UTC)  # type: ignore[no-untyped-call]
+    panels[3].xaxis.set_major_locator(locator)
+    concise = mdates.ConciseDateFormatter(locator, tz=UTC)  # type: ignore[no-untyped-call]
+    panels[3].xaxis.set_major_formatter(concise)
+    panels[3].set_xlabel("window (UTC)")
+    return figure_bytes(fig, image_format)
+
+
+def _calibration(ax: Axes, line: Timeline, empty: str) -> None:
+    twin = ax.twinx()
+    _lines(ax, line, "ece", "-", legend=True)
+    _lines(twin, line, "log_loss", "--")
+    ax.set_ylabel("ECE (solid)")
+    twin.set_ylabel("log loss (dashed)")
+    for axes in (ax, twin):  # headroom above the lines for the legend of versions
+        axes.set_ylim(0.0, axes.get_ylim()[1] * 1.25)
+    _finish(ax, "calibration", line, ("ece", "log_loss"), empty)
+
+
+def _rates(ax: Axes, line: Timeline, empty: str) -> None:
+    _lines(ax, line, "mean_predicted", "-")
+    _lines(ax, line, "observed_rate", "--")
+    ax.set_ylim(0.0, 1.0)
+    ax.set_ylabel("predicted (solid)\nobserved (dashed)")
+    _finish(ax, "rates", line, ("mean_predicted", "observed_rate"), empty)
+
+
+def _shift(ax: Axes, line: Timeline, empty: str) -> None:
+    _lines(ax, line, "psi", "-")
+    _lines(ax, line, "ks", ":")
+    threshold = ax.axhline(PSI_MAJOR_SHIFT, ls="--", lw=1, color="0.5")
+    threshold.set_gid("psi-threshold")
+    ax.set_ylim(bottom=0.0)
+    ax.set_ylabel("PSI (solid)\nKS (dotted)")
+    _finish(ax, "shift", line, ("psi", "ks"), empty)
+
+
+def _traffic(ax: Axes, line: Timeline) -> None:
+    """A bar per window over [start, end): every prediction grey, the labelled ones blue."""
+    ax.set_gid("traffic")
+    for key, counts, face in (
+        ("n-predictions", line.n_predictions, "0.8"),
+        ("n-labelled", line.n_labelled, to_rgba(CALIBRATED_COLOUR, 0.7)),
+    ):
+        kept = counts > 0
+        bars = PolyCollection(
+            [
+                np.array([[a, 0.0], [a, c], [b, c], [b, 0.0]])
+                for a, b, c in zip(line.starts[kept], line.ends[kept], counts[kept], strict=True)
+            ],
+            facecolors=face,
+            edgecolors="none",
+            label="predictions" if key == "n-predictions" else "labelled",
+        )
+        bars.set_gid(key)
+        ax.add_collection(bars, autolim=False)
+    top = line.n_predictions.max() if line.n_predictions.size else 0.0
+    ax.set_ylim(0.0, top * 1.08 if top > 0 else 1.0)
+    ax.set_ylabel("predictions")
+    if top > 0:
+        ax.legend(loc="upper left", fontsize="small")
+    else:
+        _note(ax, "no traffic")
+
+
+def _lines(ax: Axes, line: Timeline, key: str, style: str, *, legend: bool = False) -> None:
+    """One line per version, broken where it has no number (NaN), with a marker per window so
+    that a window alone between gaps still shows."""
+    for i, version in enumerate(line.versions):
+        (drawn,) = ax.plot(
+            line.middles,
+            line.values[key][i],
+            style,
+            color=f"C{i % 10}",
+            marker="o",
+            ms=3,
+            lw=1.5,
+            label=f"v{version}" if legend else "_",
+        )
+        drawn.set_gid(f"{key.replace('_', '-')}-v{version}")
+
+
+def _finish(ax: Axes, gid: str, line: Timeline, keys: Sequence[str], empty: str) -> None:
+    """The panel's grid, legend (versions, in the first panel) and note when it is empty."""
+    ax.grid(True, color="0.92")
+    ax.set_gid(gid)
+    if gid == "calibration" and line.versions:
+        ax.legend(loc="upper left", fontsize="small", ncols=min(len(line.versions), 8))
+    if not any(np.isfinite(line.values[key]).any() for key in keys):
+        _note(ax, empty)
+
+
+def _note(ax: Axes, text: str) -> None:
+    """``text`` in the middle of an empty panel, with the id ``{panel}-empty``."""
+    note = ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.4")
+    note.set_gid(f"{ax.get_gid()}-empty")

@@ -1,0 +1,212 @@
+"""What ``python -m app.serve`` does once its allocator is set (:mod:`app.serve`): check the
+port, migrate the database, serve.
+
+0. **Check the port.** A host and port another process listens on end the start at once, in
+   one line that says so (:func:`ensure_port_free`), before anything is migrated.
+1. **Migrate.** The configured database (``CALIBRATION_DATABASE_URL``) is brought to the newest
+   Alembic revision. A database that does not answer yet (a container started together with
+   its PostgreSQL) is retried every second for up to :data:`MIGRATION_WAIT_SECONDS`; then the
+   process exits 1 with a line that says so. On PostgreSQL the upgrade runs while this process
+   holds a session advisory lock, so replicas that start at once migrate one after the other:
+   the first applies the revisions, the others find the schema at head and change nothing.
+2. **Serve.** uvicorn runs ``app.main:app`` with ``CALIBRATION_WORKERS`` worker processes on
+   ``CALIBRATION_HOST:CALIBRATION_PORT``, trusting ``X-Forwarded-*`` only from the proxies in
+   ``CALIBRATION_FORWARDED_ALLOW_IPS``. The HTTP protocol is httptools with deadlines for request
+   headers and bodies (:mod:`app.server.protocol`), and idle keep-alive connections are
+   closed after ``CALIBRATION_KEEP_ALIVE_SECONDS``.
+   SIGTERM (``docker stop``) closes the listening sockets and lets requests in flight finish
+   for up to :data:`GRACEFUL_SHUTDOWN_SECONDS` before the workers exit; the process exits 0.
+   The workers' metrics meet in ``PROMETHEUS_MULTIPROC_DIR`` (:func:`metrics_directory`), and
+   uvicorn's access log is off: the app writes its own JSON line per request.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import uvicorn
+from pydantic import ValidationError
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.pool import NullPool
+
+from app.observability import configure_logging
+from app.server.protocol import DeadlineProtocol
+from app.settings import Settings, get_settings
+from app.store.engines import normalize_url
+from app.store.migrate import upgrade
+
+logger = logging.getLogger("app.startup")
+
+MIGRATION_WAIT_SECONDS = 60.0
+"""How long to keep retrying a database that does not answer before giving up."""
+
+MIGRATION_RETRY_SECONDS = 1.0
+"""The pause between two attempts to reach the database."""
+
+MIGRATION_LOCK_ID = 0x63616C6962726174
+"""The PostgreSQL advisory lock key held while migrating (the bytes of ``b"calibrat"``)."""
+
+GRACEFUL_SHUTDOWN_SECONDS = 30
+"""How long requests in flight may run after SIGTERM. Keep it below the orchestrator's grace
+period (``stop_grace_period`` in docker-compose.yml), or they are killed mid-way."""
+
+METRICS_DIRECTORY_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus-client's multiprocess mode: where the worker processes write their samples."""
+
+_UNREACHABLE = (OperationalError, InterfaceError)
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Exit with one line when ``host:port`` cannot be listened on (another server has it).
+
+    The probe binds as uvicorn will (IPv6 for a host with a colon, ``SO_REUSEADDR``, so a port
+    left in TIME_WAIT by a server just stopped counts as free), then lets the port go.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                reason = (
+                    f"port {port} on {host} is in use; choose another: "
+                    f"CALIBRATION_PORT={port + 1} (with make: make run PORT={port + 1})"
+                )
+            else:
+                reason = f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+            raise SystemExit(f"calibration: {reason}") from None
+
+
+@contextmanager
+def migration_lock(url: str, connect_timeout: float) -> Iterator[None]:
+    """Hold PostgreSQL's advisory lock :data:`MIGRATION_LOCK_ID` (nothing on other backends).
+
+    The lock belongs to a session of its own, so it is released when the block ends, or by
+    the server when this process dies holding it.
+    """
+    url = normalize_url(url)
+    if make_url(url).get_backend_name() != "postgresql":
+        yield
+        return
+    engine = create_engine(
+        url, poolclass=NullPool, connect_args={"connect_timeout": max(1, round(connect_timeout))}
+    )
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_ID})
+            try:
+                yield
+            finally:
+                connection.execute(
+                    text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_ID}
+                )
+    finally:
+        engine.dispose()
+
+
+def migrate_when_ready(
+    settings: Settings,
+    wait_seconds: float = MIGRATION_WAIT_SECONDS,
+    retry_seconds: float = MIGRATION_RETRY_SECONDS,
+) -> None:
+    """Upgrade ``settings.database_url`` to head, retrying while the database does not answer.
+
+    Raises :class:`SystemExit` when it still does not answer after ``wait_seconds``. Errors
+    other than an unreachable database (a failing migration) are raised at once.
+    """
+    url = settings.database_url
+    safe_url = make_url(normalize_url(url)).render_as_string(hide_password=True)
+    deadline = time.monotonic() + wait_seconds
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            with migration_lock(url, settings.db_connect_timeout_seconds):
+                upgrade(url)
+        except _UNREACHABLE as exc:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            if time.monotonic() + retry_seconds > deadline:
+                raise SystemExit(
+                    f"cannot migrate: {safe_url} did not answer within {wait_seconds:g} s "
+                    f"({attempt} attempts; last error: {reason})"
+                ) from exc
+            logger.warning(
+                "database %s not ready (attempt %d: %s); retrying in %g s",
+                safe_url,
+                attempt,
+                reason,
+                retry_seconds,
+            )
+            time.sleep(retry_seconds)
+        else:
+            logger.info("database %s is at the newest revision", safe_url)
+            return
+
+
+@contextmanager
+def metrics_directory(workers: int) -> Iterator[None]:
+    """Give the workers a shared, empty :data:`METRICS_DIRECTORY_VARIABLE` while serving.
+
+    Each worker writes its metric samples there and ``/metrics`` sums them all. A directory
+    the operator set is emptied first (an earlier run's samples would be summed in); with
+    several workers and none set, a fresh temporary one is used and removed afterwards; a
+    single worker without one keeps its metrics in memory.
+    """
+    given = os.environ.get(METRICS_DIRECTORY_VARIABLE)
+    if given:
+        directory = Path(given)
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):
+            stale.unlink()
+        yield
+        return
+    if workers == 1:
+        yield
+        return
+    created = tempfile.mkdtemp(prefix="calibration-metrics-")
+    os.environ[METRICS_DIRECTORY_VARIABLE] = created
+    try:
+        yield
+    finally:
+        os.environ.pop(METRICS_DIRECTORY_VARIABLE, None)
+        shutil.rmtree(created, ignore_errors=True)
+
+
+def serve() -> None:
+    """Migrate the configured database, then serve until SIGTERM or SIGINT."""
+    try:
+        settings = get_settings()
+    except ValidationError as exc:  # e.g. bound to 0.0.0.0 without API keys: refuse to start
+        reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        raise SystemExit(f"invalid settings, not starting: {reasons}") from exc
+    configure_logging(settings.log_level, settings.log_format)
+    ensure_port_free(settings.host, settings.port)
+    migrate_when_ready(settings)
+    logger.info("serving on %s:%d with %d workers", settings.host, settings.port, settings.workers)
+    with metrics_directory(settings.workers):
+        uvicorn.run(
+            "app.main:app",
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_level=settings.log_level.lower(),
+            log_config=None,  # the app's own handler formats uvicorn's lines too
+            access_log=False,  # the app writes one access line per request itself
+            http=DeadlineProtocol,  # not "auto": httptools would have no deadlines
+            timeout_keep_alive=settings.keep_alive_seconds,
+            proxy_headers=True,
+            forwarded_allow_ips=settings.forwarded_allow_ips,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        )

@@ -1,0 +1,276 @@
+"""How good are a version's probabilities: reliability reports and diagrams.
+
+The use cases behind the diagnostics and picture routes (compare: :mod:`app.service.comparison`).
+Each reads what it needs in one transaction; what a stored version yields never changes (its
+number is never reused), so its reports and diagrams are computed once per query and kept in
+bounded memos (:mod:`app.service.memo`), and its decoded fitting batch is shared by the reports
+being computed. Knows no HTTP; the routes run these methods through the bounded
+:class:`app.service.work.WorkPool`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.calibration import (
+    RESAMPLES,
+    CalibrationError,
+    Report,
+    raw_as_probabilities,
+    reliability_reports,
+)
+from app.errors import NotFound, StoredDataCorrupt, invalid_in
+from app.figures.reliability import render_reliability_diagram
+from app.service.batches import Batch
+from app.service.memo import Memo
+from app.service.version_cache import VersionCache
+from app.store import (
+    ArtifactError,
+    Database,
+    Repository,
+    Selector,
+    StoredBatch,
+    VersionRecord,
+    decode_batch,
+)
+
+Strategy = Literal["uniform", "quantile"]
+ImageFormat = Literal["png", "svg"]
+Curve = Literal["binned", "smooth", "both"]
+MEDIA_TYPES: dict[ImageFormat, str] = {"png": "image/png", "svg": "image/svg+xml"}
+
+REPORTS_KEPT = 512
+"""Reliability reports kept (a few kilobytes each)."""
+PICTURES_KEPT = 128
+"""Rendered diagrams kept (tens of kilobytes each)."""
+
+
+DEFAULT_BINS = 10
+"""The bins of a report that does not say (monitoring's windows, the live metrics)."""
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What a reliability report is asked for (the defaults of every route that asks):
+    ``n_bins`` may be ``"auto"``; ``bootstrap`` resamples give the intervals (0: none);
+    ``curve`` is what a diagram draws (the JSON holds both)."""
+
+    n_bins: int | Literal["auto"] = DEFAULT_BINS
+    strategy: Strategy = "uniform"
+    class_index: int | None = None
+    bootstrap: int = RESAMPLES
+    curve: Curve = "binned"
+
+
+DEFAULT_REPORT = ReportOptions()
+
+
+@dataclass(frozen=True)
+class Reports:
+    """The calibrated and raw reliability reports of one labelled batch, for one version."""
+
+    name: str
+    version: int
+    method: str
+    n_samples: int
+    calibrated: Report
+    raw: Report
+
+
+class Diagnosis:
+    """Reports, diagrams and comparisons of stored versions."""
+
+    def __init__(self, database: Database, versions: VersionCache) -> None:
+        self.database = database
+        self.versions = versions
+        self.reports: Memo[Reports] = Memo(REPORTS_KEPT)
+        self.pictures: Memo[bytes] = Memo(PICTURES_KEPT)
+        # Decoded batches (~250 MB for 10^7 rows) are shared while in use, never kept.
+        self.batches: Memo[StoredBatch] = Memo(0, weak=True)
+
+    # -- the version's own, out-of-fold ----------------------------------------------------
+    def stored(self, name: str, selector: Selector, query: ReportOptions) -> Reports:
+        """The reports of the version's cross-validated predictions on its fitting batch."""
+        query = _reported(query)
+        record, data = self._read(name, selector, lambda r: self._known(r, query))
+        return self._stored(record, query, data)
+
+    def stored_picture(
+        self, name: str, selector: Selector, query: ReportOptions, image_format: ImageFormat
+    ) -> bytes:
+        """The reliability diagram of :meth:`stored`, drawn once per version and query."""
+        full, drawn = _reported(query), _pictured(query)
+
+        def known(record: VersionRecord) -> bool:
+            key = (*_key(record), query, image_format)
+            kept = self.pictures.get(key) is not None or self._known(record, drawn)
+            return kept or self.reports.get((*_key(record), full)) is not None
+
+        record, data = self._read(name, selector, known)
+
+        def draw() -> bytes:
+            # the JSON's reports when kept (they hold all a picture draws), else the cheaper ones
+            kept = self.reports.get((*_key(record), full)) is not None
+            return _draw(self._stored(record, full if kept else drawn, data), query, image_format)
+
+        return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
+
+    def batch_unless_kept(
+        self, record: VersionRecord, repo: Repository, image_format: ImageFormat
+    ) -> bytes | memoryview | None:
+        """Within the caller's snapshot: ``record``'s stored batch, unless the default
+        reports and picture of :meth:`reports_and_picture` are kept without it (None)."""
+        key = _key(record)
+        drawn = self.pictures.get((*key, DEFAULT_REPORT, image_format)) is not None
+        if drawn and self._known(record, _reported(DEFAULT_REPORT)):
+            return None
+        return None if self.batches.get(key) is not None else repo.get_batch(record.id)
+
+    def reports_and_picture(
+        self, record: VersionRecord, data: bytes | memoryview | None, image_format: ImageFormat
+    ) -> tuple[Reports, bytes]:
+        """:meth:`stored` and :meth:`stored_picture` with the default options, of a record
+        (and its batch, from :meth:`batch_unless_kept`) the caller read in its snapshot."""
+        reports = self._stored(record, _reported(DEFAULT_REPORT), data)
+        picture = self.pictures.get_or_compute(
+            (*_key(record), DEFAULT_REPORT, image_format),
+            lambda: _draw(reports, DEFAULT_REPORT, image_format),
+        )
+        return reports, picture
+
+    def fitting_scores(self, record: VersionRecord, repo: Repository) -> NDArray[np.float64]:
+        """The raw scores ``record``'s version was fitted on, read within ``repo``'s unit of
+        work (one snapshot with the caller's reads), unless decoded right now for another."""
+
+        def decoded() -> StoredBatch:
+            return self._decoded(record, repo.get_batch(record.id))
+
+        stored = self.batches.get_or_compute(_key(record), decoded)
+        return np.asarray(stored.scores, dtype=np.float64)
+
+    def _known(self, record: VersionRecord, query: ReportOptions) -> bool:
+        """Whether the reports for ``query`` are kept, or the batch is decoded right now."""
+        key = _key(record)
+        return self.reports.get((*key, query)) is not None or self.batches.get(key) is not None
+
+    def _read(
+        self, name: str, selector: Selector, known: Callable[[VersionRecord], bool]
+    ) -> tuple[VersionRecord, bytes | memoryview | None]:
+        """The version's record and, unless what is asked is ``known`` without it, its stored
+        batch: one snapshot."""
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, selector)
+            return record, None if known(record) else repo.get_batch(record.id)
+
+    def _stored(
+        self, record: VersionRecord, query: ReportOptions, data: bytes | memoryview | None
+    ) -> Reports:
+        def compute() -> Reports:
+            stored = self.batches.get_or_compute(_key(record), lambda: self._decoded(record, data))
+            calibrated, raw = labelled_reports(
+                stored.out_of_fold, stored.scores, stored.labels, stored.weights, query, "query"
+            )
+            return Reports(
+                record.name, record.version, record.method, record.n_samples, calibrated, raw
+            )
+
+        return self.reports.get_or_compute((*_key(record), query), compute)
+
+    def _decoded(self, record: VersionRecord, data: bytes | memoryview | None) -> StoredBatch:
+        if data is None:  # kept or shared a moment ago, gone since: read it again
+            with self.database.transaction() as repo:
+                # By number, then by row: SQLite gives a deleted version's row id to the next.
+                if repo.get_version(record.name, record.version).id != record.id:
+                    raise NotFound(f"{record.name!r} v{record.version} was deleted meanwhile")
+                data = repo.get_batch(record.id)
+        try:
+            return decode_batch(data)
+        except ArtifactError as exc:
+            raise StoredDataCorrupt(
+                f"the stored batch of {record.name!r} v{record.version} cannot be read: {exc}"
+            ) from None
+
+    # -- a fresh labelled batch --------------------------------------------------------------
+    def on_batch(
+        self, name: str, selector: Selector, batch: Batch, query: ReportOptions
+    ) -> Reports:
+        """The same reports on a fresh labelled batch; nothing is stored or kept."""
+        loaded = self.versions.resolve(name, selector)
+        probabilities = loaded.checked_predict(batch.scores)
+        calibrated, raw = labelled_reports(
+            probabilities, batch.scores, batch.labels, batch.weights, query, "body"
+        )
+        return Reports(name, loaded.version, loaded.method, batch.n_samples, calibrated, raw)
+
+    def batch_picture(
+        self,
+        name: str,
+        selector: Selector,
+        batch: Batch,
+        query: ReportOptions,
+        image_format: ImageFormat,
+    ) -> bytes:
+        """The diagram of :meth:`on_batch`; drawn for this request only."""
+        reports = self.on_batch(name, selector, batch, _pictured(query))
+        return _draw(reports, query, image_format)
+
+
+def _reported(query: ReportOptions) -> ReportOptions:
+    """The options the reports depend on: not ``curve``, which only a picture reads."""
+    return replace(query, curve=DEFAULT_REPORT.curve)
+
+
+def _pictured(query: ReportOptions) -> ReportOptions:
+    """The reports a picture needs: a binned diagram draws no bootstrap band, so none is
+    resampled for it."""
+    resamples = 0 if query.curve == "binned" else query.bootstrap
+    return replace(_reported(query), bootstrap=resamples)
+
+
+def _key(record: VersionRecord) -> tuple[str, int]:
+    """What names a stored version's content forever: its name and number, never given out
+    again (a row id is not: SQLite hands a deleted row's id to the next insert)."""
+    return record.name, record.version
+
+
+def _draw(reports: Reports, query: ReportOptions, image_format: ImageFormat) -> bytes:
+    which = "" if query.class_index is None else f" · class {query.class_index}"
+    title = f"{reports.name} v{reports.version} · {reports.method} · n = {reports.n_samples}"
+    return render_reliability_diagram(
+        reports.calibrated,
+        reports.raw,
+        title=title + which,
+        image_format=image_format,
+        curve=query.curve,
+    )
+
+
+def labelled_reports(
+    probabilities: NDArray[np.float64],
+    scores: NDArray[np.float64],
+    labels: NDArray[np.int64],
+    weights: NDArray[np.float64] | None,
+    query: ReportOptions,
+    source: str,
+) -> tuple[Report, Report]:
+    """The calibrated and the raw reliability reports of one labelled batch (a stored
+    version's, a posted one, the logged traffic's), their intervals from the same resamples;
+    errors in the query's options are located in ``source`` (``"query"`` or ``"body"``)."""
+    try:
+        calibrated, raw = reliability_reports(
+            [probabilities, raw_as_probabilities(scores)],
+            labels,
+            weights,
+            n_bins=query.n_bins,
+            strategy=query.strategy,
+            class_index=query.class_index,
+            resamples=query.bootstrap,
+        )
+    except CalibrationError as exc:
+        raise invalid_in(source, exc.loc, exc.reason) from None
+    return calibrated, raw

@@ -1,0 +1,230 @@
+"""The use cases of the traffic loop: outcomes posted by id, live monitoring (as rows, or as
+rows and their figure), and the diagnostics of the labelled traffic of a range."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.calibration import Report
+from app.errors import Conflict, NotFound, invalid
+from app.figures.monitoring import render_monitoring
+from app.service.diagnosis import (
+    DEFAULT_REPORT,
+    Diagnosis,
+    ImageFormat,
+    ReportOptions,
+    labelled_reports,
+)
+from app.service.traffic.monitoring import (
+    MAX_WINDOWS,
+    WINDOW_SECONDS,
+    Monitor,
+    Window,
+    in_utc,
+    window_start,
+)
+from app.service.traffic.sums import Reference
+from app.store import Database, Repository, Selector
+from app.store.traffic.outcomes import OutcomeCounts
+from app.store.traffic.reads import MixedClasses
+
+
+@dataclass(frozen=True)
+class Monitored:
+    """What a monitoring read is asked for: the windows of a range (checked, UTC), of one
+    version or of all, with ``n_bins`` bins and ``bootstrap`` resamples."""
+
+    window: Window
+    since: datetime
+    until: datetime
+    version: str | None
+    n_bins: int
+    bootstrap: int = 0
+
+
+@dataclass(frozen=True)
+class MonitoringFigure:
+    """The monitoring rows of a range (:meth:`TrafficCases.monitoring`) and their figure."""
+
+    rows: list[dict[str, Any]]
+    picture: bytes
+
+
+@dataclass(frozen=True)
+class TrafficDiagnostics:
+    """The reliability reports of the labelled predictions logged in a range: of one
+    ``version``, or of every version's (None)."""
+
+    version: int | None
+    n_labelled: int
+    calibrated: Report
+    raw: Report
+
+
+class TrafficCases:
+    """Outcomes and monitoring of a calibrator's logged traffic, one transaction each."""
+
+    def __init__(self, database: Database, diagnosis: Diagnosis, max_rows: int) -> None:
+        self.database = database
+        self.diagnosis = diagnosis
+        self.max_rows = max_rows  # the most labelled predictions a diagnostics reads
+
+    def record(
+        self, name: str, outcomes: Sequence[tuple[str, int]], *, overwrite: bool = False
+    ) -> OutcomeCounts:
+        """Label the predictions of ``name`` logged under these ids; an id not logged yet
+        (or still in the buffer) waits, and is joined when its prediction is written."""
+        with self.database.transaction(write=True) as repo:
+            return repo.record_outcomes(name, outcomes, datetime.now(UTC), overwrite=overwrite)
+
+    def monitoring(
+        self,
+        name: str,
+        window: Window,
+        since: datetime,
+        until: datetime,
+        selector: Selector | None = None,
+        *,
+        n_bins: int = 10,
+        resamples: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Live calibration of ``name``'s logged traffic per window and version
+        (:mod:`app.service.traffic.monitoring`); with ``selector``, of that version's traffic only.
+        Read as a stream, in one snapshot: the versions that answered, their fitting batches, then
+        the rows in time order.
+
+        The versions are counted first, in the database, because their batches cannot be
+        read once the rows stream: PostgreSQL's connection is busy with the ``COPY``."""
+        with self.database.transaction() as repo:
+            repo.latest_version_number(name)  # 404 for a calibrator that does not exist
+            version = None if selector is None else repo.get_version(name, selector).version
+            versions = list(repo.traffic_counts(name, since, until, version))
+            references = self._references(repo, name, versions)
+            monitor = Monitor(
+                since,
+                until,
+                window,
+                references,
+                version=version,
+                n_bins=n_bins,
+                resamples=resamples,
+            )
+            for chunk in repo.traffic_chunks(name, since, until, version):
+                monitor.add_traffic(chunk)
+            if monitor.saw_k_class:
+                for v, rows in repo.class_row_chunks(name, since, until, version):
+                    monitor.add_class_rows(v, rows)
+        return monitor.rows()
+
+    def _references(
+        self, repo: Repository, name: str, versions: Iterable[int]
+    ) -> dict[int, Reference]:
+        """The fitting batches of the binary ones among ``versions`` (none for a version
+        deleted since it answered)."""
+        references = {}
+        for v in versions:
+            try:
+                record = repo.get_version(name, v)
+            except NotFound:
+                continue
+            if record.n_classes == 2:
+                references[v] = Reference(self.diagnosis.fitting_scores(record, repo))
+        return references
+
+    def monitoring_figure(
+        self,
+        name: str,
+        window: Window,
+        since: datetime,
+        until: datetime,
+        selector: Selector | None,
+        image_format: ImageFormat,
+        *,
+        n_bins: int = 10,
+    ) -> MonitoringFigure:
+        """The rows of :meth:`monitoring` and their figure over time
+        (:mod:`app.figures.monitoring`), titled with what they are, from one read of the
+        traffic; live data, so drawn for each request."""
+        rows = self.monitoring(name, window, since, until, selector, n_bins=n_bins)
+        title = f"{name} · {window} windows · {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC"
+        if selector is not None:
+            title += f" · version {selector}"
+        picture = render_monitoring(rows, title=title, image_format=image_format)
+        return MonitoringFigure(rows, picture)
+
+    def diagnostics(
+        self,
+        name: str,
+        since: datetime,
+        until: datetime,
+        selector: Selector | None = None,
+        query: ReportOptions = DEFAULT_REPORT,
+    ) -> TrafficDiagnostics:
+        """The reliability reports of ``name``'s labelled predictions logged in [since, until)
+        (:func:`app.service.diagnosis.labelled_reports`, as for a stored version or a posted batch):
+        the probabilities answered, and the raw scores scaled (binary) or as probabilities
+        (k-class: top-label, or ``class_index``). 404 when there is no labelled traffic, 409
+        when it mixes binary and k-class versions or k-class ones of different k (choose
+        one with ``version``), 413 when it holds more labelled predictions than a batch may."""
+        with self.database.transaction() as repo:
+            repo.latest_version_number(name)  # 404 for a calibrator that does not exist
+            version = None if selector is None else repo.get_version(name, selector).version
+            columns = repo.labelled_columns(name, since, until, version, max_rows=self.max_rows)
+            _, versions, scores, probabilities, labels = columns.T
+            k_class = ~np.isfinite(probabilities)  # k-class rows have no single probability
+            if k_class.any() and not k_class.all():
+                raise Conflict(
+                    f"the labelled traffic of {name!r} mixes binary versions "
+                    f"({_listed(versions[~k_class])}) and k-class ones "
+                    f"({_listed(versions[k_class])}): choose one with `version`"
+                )
+            if k_class.any():
+                try:
+                    scores, probabilities, y = repo.labelled_class_rows(name, since, until, version)
+                except MixedClasses as exc:
+                    raise Conflict(str(exc)) from None
+                known = y < probabilities.shape[1]  # a label past k - 1 is no outcome of these
+            else:
+                y = labels.astype(np.int64)
+                known = y <= 1  # as monitoring does: a label past 1 is no binary outcome
+        if not known.any():
+            raise NotFound(
+                f"{name!r} has no labelled traffic in [{since.isoformat()}, {until.isoformat()})"
+                + ("" if version is None else f" of v{version}")
+            )
+        calibrated, raw = labelled_reports(
+            probabilities[known], scores[known], y[known], None, query, "query"
+        )
+        return TrafficDiagnostics(version, int(known.sum()), calibrated, raw)
+
+
+def monitored_range(
+    window: Window, since: datetime | None, until: datetime | None
+) -> tuple[datetime, datetime]:
+    """The monitored range: UTC, whole windows back from now by default, at most
+    :data:`MAX_WINDOWS` windows."""
+    width = WINDOW_SECONDS[window]
+    if until is None:  # the end of the current window
+        until = window_start(datetime.now(UTC), window) + timedelta(seconds=width)
+    until = in_utc(until, ("query", "until"))
+    since = (
+        until - timedelta(seconds=30 * width)
+        if since is None
+        else in_utc(since, ("query", "since"))
+    )
+    if since >= until:
+        raise invalid(("query", "since"), "must be before until")
+    if (until - since).total_seconds() > MAX_WINDOWS * width:
+        raise invalid(("query", "since"), f"spans more than {MAX_WINDOWS} windows of {window}")
+    return since, until
+
+
+def _listed(versions: NDArray[np.float64]) -> str:
+    """The distinct versions, as "v1, v3"."""
+    return ", ".join(f"v{int(v)}" for v in np.unique(versions))

@@ -1,0 +1,92 @@
+"""The README's path, for real: migrate a fresh SQLite file, serve with uvicorn, curl it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api.helpers import as_csv, sigmoid_batch
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    workdir = tmp_path_factory.mktemp("served")
+    env = {**os.environ, "CALIBRATION_DATABASE_URL": f"sqlite:///{workdir / 'data' / 'c.db'}"}
+    subprocess.run([sys.executable, "-m", "app.store.migrate"], env=env, check=True, timeout=120)
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "app.main:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    base = f"http://127.0.0.1:{port}"
+    wait_healthy(base, proc)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> None:
+    """Return once ``base`` answers /healthz (30 s at most; else the server is killed)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    pytest.fail("the server did not start within 30 s")
+
+
+def test_curl_walk_through(server: str) -> None:
+    batch = sigmoid_batch(2000, seed=1)
+    fit = httpx.post(
+        f"{server}/v1/calibrators/churn/fit?method=isotonic",
+        files={"file": ("batch.csv", as_csv(batch), "text/csv")},
+        timeout=60,
+    )
+    assert fit.status_code == 201, fit.text
+    assert fit.json()["version"] == 1
+    assert fit.headers["location"] == "/v1/calibrators/churn/versions/1"
+    predict = httpx.post(
+        f"{server}/v1/calibrators/churn/predict", json={"scores": [-1.5, 0.0, 2.5]}, timeout=10
+    )
+    assert predict.status_code == 200
+    p = predict.json()["probabilities"]
+    assert p == sorted(p)
+    assert all(0.0 <= x <= 1.0 for x in p)
+    diagnostics = httpx.get(
+        f"{server}/v1/calibrators/churn/versions/latest/diagnostics", timeout=10
+    ).json()
+    assert len(diagnostics["calibrated"]["bins"]) == 10
+    assert httpx.get(f"{server}/readyz").status_code == 200
+    docs = httpx.get(f"{server}/docs")
+    assert docs.status_code == 200
+    assert "swagger" in docs.text.lower()

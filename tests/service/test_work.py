@@ -1,0 +1,121 @@
+"""The bounded pool of CPU-heavy work: admission, budgets, abandonment (app/service/work.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from joblib import Parallel, delayed
+
+from app.calibration.kernels.budget import Abandoned, checkpoint, in_context
+from app.errors import Busy, ClientGone, OverBudget
+from app.service.work import WorkPool
+
+BOUND = 10.0
+"""Generous bound on every wait, so that a broken pool fails instead of hanging."""
+
+
+def _spin_until_stopped(started: threading.Event, stopped: list[str]) -> str:
+    """A job that only ends by being abandoned at a checkpoint (or after BOUND)."""
+    started.set()
+    deadline = time.monotonic() + BOUND
+    try:
+        while time.monotonic() < deadline:
+            checkpoint()
+            time.sleep(0.001)
+    except Abandoned as exc:
+        stopped.append(str(exc))
+        raise
+    return "finished"
+
+
+def test_a_full_pool_refuses_at_once_and_frees_its_places() -> None:
+    pool = WorkPool(workers=1, queue=1, budget_seconds=BOUND)
+    release = threading.Event()
+
+    async def scenario() -> None:
+        first = asyncio.ensure_future(pool.run(None, release.wait, BOUND))
+        second = asyncio.ensure_future(pool.run(None, release.wait, BOUND))
+        await asyncio.sleep(0.05)
+        with pytest.raises(Busy) as refused:
+            await pool.run(None, lambda: "third")
+        assert refused.value.retry_after_seconds is not None
+        assert refused.value.status == 503
+        release.set()
+        assert await asyncio.wait_for(asyncio.gather(first, second), BOUND) == [True, True]
+        assert await pool.run(None, lambda: "again") == "again"  # places were given back
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+        pool.close()
+
+
+def test_a_job_past_its_budget_stops_at_its_next_checkpoint() -> None:
+    pool = WorkPool(workers=1, queue=0, budget_seconds=0.05)
+    stopped: list[str] = []
+    try:
+        with pytest.raises(OverBudget, match=r"budget of 0\.05 s"):
+            asyncio.run(pool.run(None, _spin_until_stopped, threading.Event(), stopped))
+    finally:
+        pool.close()
+    assert len(stopped) == 1
+    assert "budget" in stopped[0]
+
+
+def test_a_job_whose_client_left_is_abandoned() -> None:
+    pool = WorkPool(workers=1, queue=0, budget_seconds=BOUND)
+    started = threading.Event()
+    stopped: list[str] = []
+
+    async def receive() -> dict[str, str]:
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        return {"type": "http.disconnect"}
+
+    try:
+        with pytest.raises(ClientGone):
+            asyncio.run(pool.run(receive, _spin_until_stopped, started, stopped))
+    finally:
+        pool.close()
+    assert stopped == ["the job was cancelled"]
+
+
+def test_a_job_that_ends_before_the_client_leaves_answers() -> None:
+    pool = WorkPool(workers=1, queue=0, budget_seconds=BOUND)
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, str]:
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    try:
+        assert asyncio.run(pool.run(receive, lambda: 42)) == 42
+    finally:
+        pool.close()
+
+
+def test_checkpoints_in_joblib_threads_see_the_budget() -> None:
+    pool = WorkPool(workers=1, queue=0, budget_seconds=0.05)
+    stopped: list[str] = []
+
+    def folds() -> list[str]:
+        run = in_context(_spin_until_stopped)
+        result: list[str] = Parallel(n_jobs=2, prefer="threads")(
+            delayed(run)(threading.Event(), stopped) for _ in range(2)
+        )
+        return result
+
+    try:
+        with pytest.raises(OverBudget):
+            asyncio.run(pool.run(None, folds))
+    finally:
+        pool.close()
+    assert len(stopped) == 2
+
+
+def test_checkpoint_outside_a_job_does_nothing() -> None:
+    checkpoint()
