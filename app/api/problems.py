@@ -29,6 +29,10 @@ from app.errors import FieldError, InvalidInput, MalformedBody, ServiceError, de
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("app.errors")
 
+ANSWERED = "answered_by_protocol"
+"""The request-state key holding the status the protocol answered (408, 413) while the
+application was still reading the body."""
+
 
 _HTTP_SLUGS = {400: MalformedBody.slug, 404: UNKNOWN_ROUTE, 405: METHOD_NOT_ALLOWED}
 """The problem types of Starlette's HTTP errors (unknown routes, wrong methods, a multipart

@@ -16,10 +16,6 @@ from app.api.problems import problem_response
 
 logger = logging.getLogger("app.http")
 
-ANSWERED = "answered_by_protocol"
-"""The request-state key holding the status the protocol answered (408, 413) while the
-application was still reading the body."""
-
 MAX_HEADER_BYTES = 64 * 1024
 """The most a request line and its headers may take before they are routed: twice nginx's
 default (4 buffers of 8 KiB), room for long bearer tokens, a bound on what one connection

@@ -15,7 +15,7 @@ task for as long as it likes. :class:`DeadlineProtocol` closes those gaps where 
   reading while the application catches up, or while a pipelined request waits its turn).
   Chunked framing is bounded too (:func:`~app.server.limits.framing_allowed`, else 413). The
   application sees the client leave and finds the status under
-  :data:`~app.server.limits.ANSWERED` in the request's state, so its log says 408 or 413.
+  :data:`~app.api.problems.ANSWERED` in the request's state, so its log says 408 or 413.
 - **A response** the client takes nothing of for ``CALIBRATION_BODY_TIMEOUT_SECONDS`` while
   the transport's buffer is full is dropped, with a reset so the kernel frees it too.
 - **An answer given before the body was read** (401, 413, 503) closes the connection once
@@ -40,9 +40,9 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from app.api.problem_types import LARGE_HEADERS, MALFORMED_REQUEST
+from app.api.problems import ANSWERED
 from app.errors import PayloadTooLarge, RequestTimeout, ServiceError
 from app.server.limits import (
-    ANSWERED,
     FRAMING_TOO_LARGE,
     HEADERS_TOO_LARGE,
     HeaderScan,

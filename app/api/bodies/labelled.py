@@ -12,16 +12,13 @@ parameter repeated, ``?versions=1&versions=latest``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, get_args, get_origin
 
 import orjson
-from fastapi import Request
 from pydantic import BaseModel
-from starlette.datastructures import FormData, UploadFile
 
-from app.api.bodies.columnar import COLUMNAR_TYPES, PARQUET, parse_columnar
+from app.api.bodies.columnar import COLUMNAR_TYPES, parse_columnar
 from app.api.bodies.contracts import LabelledBody
 from app.api.bodies.csv_batches import parse_csv
 from app.api.bodies.json_process import parse_json_body
@@ -32,10 +29,8 @@ from app.api.bodies.payloads import (
     MULTIPART,
     number_array,
     optional_number_array,
-    require_media_type,
 )
 from app.api.bodies.validation import validated
-from app.api.deps import read_job_body
 from app.errors import invalid
 from app.service.batches import Batch, validate_batch
 
@@ -65,29 +60,6 @@ class Given(NamedTuple):
 
     options: dict[str, Any]
     json: dict[str, Any] | None
-
-
-async def read_batch(
-    request: Request, query: Mapping[str, object], options: type[BaseModel]
-) -> BatchSource:
-    """What a labelled-batch request holds, read on the event loop (the multipart form needs
-    it): 415 for another media type before the body is read; ``query`` holds the options the
-    route declares (None where not given), ``options`` is their model."""
-    kind = require_media_type(request.headers.get("content-type"), BATCH_TYPES)
-    body = await read_job_body(request)
-    given = {"query": {key: value for key, value in query.items() if value is not None}}
-    if kind != MULTIPART:
-        return BatchSource(kind, body, given)
-    form = await request.form()
-    upload = form.get("file")
-    if not isinstance(upload, UploadFile):
-        raise invalid(
-            ("body", "file"),
-            "is required: a CSV or Parquet file field (curl -F file=@batch.csv)",
-        )
-    given["form"] = _form_options(form, options)
-    name = (upload.filename or "").lower()
-    return BatchSource(PARQUET if name.endswith(".parquet") else kind, await upload.read(), given)
 
 
 def given_beside(source: BatchSource, options: type[BaseModel]) -> Given:
@@ -148,18 +120,7 @@ def judged_batch(
     )
 
 
-def _form_options(form: FormData, options: type[BaseModel]) -> dict[str, Any]:
-    """The form's fields that are options: a list option from all its fields, another from
-    its last."""
-    found: dict[str, Any] = {}
-    for key, field in options.model_fields.items():
-        values = [value for value in form.getlist(key) if isinstance(value, str)]
-        if values:
-            found[key] = values if _is_list(field.annotation) else values[-1]
-    return found
-
-
-def _is_list(annotation: Any) -> bool:
+def is_list_option(annotation: Any) -> bool:
     """Whether a field's type is a list (or a list or None)."""
     return list in (get_origin(annotation), *map(get_origin, get_args(annotation)))
 

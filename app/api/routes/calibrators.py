@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from app.api.bodies.contracts import FitOptions, TrafficRange, tag_filter
-from app.api.bodies.labelled import BatchSource, read_batch
+from app.api.bodies.labelled import BatchSource
 from app.api.bodies.media import parse_fit
 from app.api.deps import (
     NameParam,
@@ -22,41 +22,14 @@ from app.api.deps import (
 )
 from app.api.documents import CalibratorList, CalibratorOut, VersionOut
 from app.api.openapi_docs import ERRORS, FIT_BODY, FIT_DESCRIPTION
+from app.api.reading import read_batch
 from app.service.calibrators import CalibrationService
 from app.service.views import VersionView
-from app.store import VersionRecord
 
 router = APIRouter(prefix="/v1", tags=["calibrators"])
 
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size.")]
 Offset = Annotated[int, Query(ge=0, le=2**62, description="Items to skip.")]
-
-
-def version_summary(record: VersionRecord) -> dict[str, Any]:
-    """A version as the API writes it in lists (``VersionOut`` without ``fitted``)."""
-    return {
-        "name": record.name,
-        "version": record.version,
-        "method": record.method,
-        "params": record.params,
-        "n_samples": record.n_samples,
-        "n_positive": record.n_positive,
-        "n_classes": record.n_classes,
-        "class_counts": record.class_counts,
-        "created_at": record.created_at,
-        "description": record.description,
-        "tags": record.tags,
-        "metrics": record.metrics,
-        "selection": record.selection,
-        "source": record.source,
-        "aliases": list(record.aliases),
-        "artifact": {"sha256": record.artifact_sha256, "bytes": record.artifact_bytes},
-    }
-
-
-def version_document(view: VersionView) -> dict[str, Any]:
-    """A version as the API writes it alone, with its fitted numbers (``VersionOut``)."""
-    return {**version_summary(view.record), "fitted": view.fitted}
 
 
 @router.post(
@@ -83,7 +56,7 @@ async def fit(
     source = await read_batch(request, query, FitOptions)
     view = await off_loop(request, _fit, service, name, source)
     location = f"/v1/calibrators/{name}/versions/{view.record.version}"
-    return json_response(version_document(view), 201, headers={"Location": location})
+    return json_response(VersionOut.of_view(view), 201, headers={"Location": location})
 
 
 def _fit(service: CalibrationService, name: str, source: BatchSource) -> VersionView:
@@ -120,7 +93,7 @@ def _fit(service: CalibrationService, name: str, source: BatchSource) -> Version
 async def get_version(name: NameParam, selector: SelectorParam, service: ServiceDep) -> Response:
     """One version with its fitted numbers, metrics and artifact checksum."""
     view = await run_in_threadpool(service.get_version, name, parse_selector(name, selector))
-    return json_response(version_document(view))
+    return json_response(VersionOut.of_view(view))
 
 
 @router.get(
@@ -142,21 +115,7 @@ async def list_calibrators(
     """Every calibrator with its latest version, by name."""
     wanted = None if tag is None else tag_filter(tag)
     items, total = await run_in_threadpool(service.list_calibrators, limit, offset, wanted)
-    return json_response(
-        {
-            "items": [
-                {
-                    "name": s.name,
-                    "latest_version": s.latest_version,
-                    "method": s.method,
-                    "n_versions": s.n_versions,
-                    "updated_at": s.updated_at,
-                }
-                for s in items
-            ],
-            "total": total,
-        }
-    )
+    return json_response(CalibratorList.of(items, total))
 
 
 @router.get(
@@ -170,19 +129,7 @@ async def get_calibrator(
 ) -> Response:
     """The calibrator with its versions, newest first, paginated."""
     view = await run_in_threadpool(service.get_calibrator, name, limit, offset)
-    s = view.summary
-    return json_response(
-        {
-            "name": s.name,
-            "latest_version": s.latest_version,
-            "method": s.method,
-            "n_versions": s.n_versions,
-            "updated_at": s.updated_at,
-            "aliases": view.aliases,
-            "versions": [version_summary(v) for v in view.versions],
-            "total": view.total,
-        }
-    )
+    return json_response(CalibratorOut.of_view(view))
 
 
 @router.delete(

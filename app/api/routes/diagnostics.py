@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.api.bodies.contracts import (
-    BINS_TEXT,
-    BOOTSTRAP_TEXT,
-    CLASS_INDEX_TEXT,
-    CURVE_TEXT,
-    MAX_CLASS_INDEX,
-    STRATEGY_TEXT,
-    BinCount,
     ReportFields,
 )
-from app.api.bodies.labelled import BatchSource, read_batch
+from app.api.bodies.labelled import BatchSource
 from app.api.bodies.media import parse_diagnostics
 from app.api.deps import (
     NameParam,
@@ -29,86 +20,36 @@ from app.api.deps import (
 )
 from app.api.documents import DiagnosticsOut
 from app.api.openapi_docs import BATCH_OPTIONS_TEXT, DIAGNOSTICS_BODY, ERRORS, add_picture_route
-from app.calibration import MAX_BINS, MAX_RESAMPLES, MIN_BINS, Report
+from app.api.reading import read_batch
+from app.api.report_query import (
+    IMAGE_RESPONSES,
+    ClassIndex,
+    GivenBins,
+    GivenCurve,
+    GivenResamples,
+    GivenStrategy,
+    ReportQuery,
+    wanted_image,
+)
 from app.service.calibrators import CalibrationService
 from app.service.diagnosis import (
-    DEFAULT_REPORT,
     MEDIA_TYPES,
-    Curve,
     ImageFormat,
     ReportOptions,
     Reports,
-    Strategy,
 )
 from app.store import Selector
 
 router = APIRouter(prefix="/v1", tags=["predictions"])
 
-NBins = Annotated[BinCount, Query(description=BINS_TEXT)]
-FixedBins = Annotated[int, Query(ge=MIN_BINS, le=MAX_BINS, description="Number of bins.")]
-StrategyQuery = Annotated[Strategy, Query(description=STRATEGY_TEXT)]
-ClassIndex = Annotated[int | None, Query(ge=0, le=MAX_CLASS_INDEX, description=CLASS_INDEX_TEXT)]
-Resamples = Annotated[int, Query(ge=0, le=MAX_RESAMPLES, description=BOOTSTRAP_TEXT)]
-CurveQuery = Annotated[Curve, Query(description=CURVE_TEXT)]
-# The same options of a POST, None where not given (a JSON body's own fields win).
-GivenBins = Annotated[BinCount | None, Query(description=BINS_TEXT)]
-GivenStrategy = Annotated[Strategy | None, Query(description=STRATEGY_TEXT)]
-GivenResamples = Annotated[int | None, Query(ge=0, le=MAX_RESAMPLES, description=BOOTSTRAP_TEXT)]
-GivenCurve = Annotated[Curve | None, Query(description=CURVE_TEXT)]
-
-
-def report_query(
-    n_bins: NBins = DEFAULT_REPORT.n_bins,
-    strategy: StrategyQuery = DEFAULT_REPORT.strategy,
-    class_index: ClassIndex = DEFAULT_REPORT.class_index,
-    bootstrap: Resamples = DEFAULT_REPORT.bootstrap,
-    curve: CurveQuery = DEFAULT_REPORT.curve,
-) -> ReportOptions:
-    """The report a GET asks for, from its query parameters."""
-    return ReportOptions(n_bins, strategy, class_index, bootstrap, curve)
-
-
-ReportQuery = Annotated[ReportOptions, Depends(report_query)]
-IMAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "JSON, or the diagram when Accept asks for image/png or image/svg+xml",
-        "content": {"image/png": {}, "image/svg+xml": {}},
-    }
-}
-
-
-def diagnostics_document(
-    name: str,
-    version: int | None,
-    n_samples: int,
-    calibrated: Report,
-    raw: Report,
-    query: ReportOptions,
-) -> dict[str, Any]:
-    """The diagnostics shape (:class:`DiagnosticsOut`) every reliability report answers in:
-    a stored version's, a posted batch's, the logged traffic's. ``n_bins`` is the count
-    used (``auto`` resolved)."""
-    return {
-        "name": name,
-        "version": version,
-        "n_bins": calibrated.bins.lower.size,
-        "strategy": query.strategy,
-        "class_index": query.class_index,
-        "bootstrap": query.bootstrap,
-        "n_samples": n_samples,
-        "calibrated": calibrated.as_json(),
-        "raw": raw.as_json(),
-    }
-
 
 def _diagnostics(reports: Reports, query: ReportOptions) -> Response:
     return json_response(
-        diagnostics_document(
+        DiagnosticsOut.of(
             reports.name,
             reports.version,
             reports.n_samples,
-            reports.calibrated,
-            reports.raw,
+            (reports.calibrated, reports.raw),
             query,
         )
     )
@@ -192,29 +133,6 @@ def _batch_picture(
 ) -> bytes:
     batch, report = parse_diagnostics(source, service.settings.max_batch_rows)
     return service.diagnosis.batch_picture(name, selector, batch, report, image_format)
-
-
-def wanted_image(accept: str | None) -> ImageFormat | None:
-    """The picture format an Accept header prefers over JSON, if any (RFC 9110 12.5.1):
-    the highest ``q`` wins, the earlier entry on a tie, and ``q=0`` means "not this"."""
-    best: tuple[float, ImageFormat | None] = (0.0, None)
-    for part in (accept or "").split(","):
-        media, *parameters = (piece.strip().lower() for piece in part.split(";"))
-        quality = 1.0
-        for parameter in parameters:
-            key, _, value = parameter.partition("=")
-            if key.strip() == "q":
-                try:
-                    quality = float(value)
-                except ValueError:
-                    quality = 0.0
-        if not 0.0 < quality <= 1.0 or quality <= best[0]:
-            continue
-        if media in ("image/png", "image/*", "image/svg+xml"):
-            best = (quality, "svg" if media == "image/svg+xml" else "png")
-        elif media in ("application/json", "*/*", "application/*", "application/problem+json"):
-            best = (quality, None)
-    return best[1]
 
 
 def _picture_route(image_format: ImageFormat) -> None:

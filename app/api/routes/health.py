@@ -20,14 +20,14 @@ router = APIRouter(tags=["operations"])
 @router.get("/healthz", response_model=Health, summary="Liveness")
 async def healthz() -> Response:
     """200 while the process runs."""
-    return json_response({"status": "ok"})
+    return json_response(Health(status="ok"))
 
 
 @router.get("/readyz", response_model=Health, summary="Readiness", responses={503: ERRORS[503]})
 async def readyz(request: Request, service: ServiceDep) -> Response:
     """200 when the database answers, else 503 with Retry-After."""
     if await run_in_threadpool(service.ready):
-        return json_response({"status": "ready"})
+        return json_response(Health(status="ready"))
     return problem_response(
         503,
         "the database does not answer",

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from starlette.responses import Response
 
 from app.api.bodies.contracts import VERSIONS_TEXT, AliasBody, CompareFields, PatchBody
-from app.api.bodies.labelled import BatchSource, read_batch
+from app.api.bodies.labelled import BatchSource
 from app.api.bodies.media import parse_compare
 from app.api.bodies.payloads import (
     JSON_TYPES,
@@ -34,8 +34,8 @@ from app.api.deps import (
 )
 from app.api.documents import CompareOut, VersionOut
 from app.api.openapi_docs import BATCH_OPTIONS_TEXT, COMPARE_BODY, ERRORS, body_doc
-from app.api.routes.calibrators import version_document
-from app.api.routes.diagnostics import IMAGE_RESPONSES, GivenCurve, GivenResamples, wanted_image
+from app.api.reading import read_batch
+from app.api.report_query import IMAGE_RESPONSES, GivenCurve, GivenResamples, wanted_image
 from app.errors import invalid
 from app.export import Dtype
 from app.service.calibrators import CalibrationService
@@ -70,7 +70,7 @@ async def put_alias(
     data = await _json_body(request, AliasBody)
     version = existing_version_number(name, data.version)
     view = await run_in_threadpool(service.set_alias, name, alias, version)
-    return json_response(version_document(view))
+    return json_response(VersionOut.of_view(view))
 
 
 @router.delete(
@@ -105,7 +105,7 @@ async def patch_version(
         description=data.description,
         tags=data.tags,
     )
-    return json_response(version_document(view))
+    return json_response(VersionOut.of_view(view))
 
 
 @router.post(
@@ -150,7 +150,7 @@ async def compare(
         image = await off_loop(request, _compare_picture, service, name, source, by, picture)
         return Response(image, media_type=MEDIA_TYPES[picture])
     result = await off_loop(request, _compare, service, name, source, by)
-    return json_response(result)
+    return json_response(CompareOut.model_validate(result))
 
 
 def _compare(

@@ -22,7 +22,7 @@ from app.api.deps import (
 )
 from app.api.documents import MonitoringOut, OutcomesOut, TrafficDiagnosticsOut
 from app.api.openapi_docs import ERRORS, add_picture_route, body_doc
-from app.api.routes.diagnostics import FixedBins, ReportQuery, Resamples, diagnostics_document
+from app.api.report_query import FixedBins, ReportQuery, Resamples
 from app.calibration import RESAMPLES
 from app.service.calibrators import CalibrationService
 from app.service.diagnosis import DEFAULT_BINS, MEDIA_TYPES, ImageFormat
@@ -80,7 +80,7 @@ async def post_outcomes(
     counts = await off_loop(
         request, _record, service, name, request.headers.get("content-type"), body, overwrite
     )
-    return json_response(counts)
+    return json_response(OutcomesOut.model_validate(counts))
 
 
 @router.get(
@@ -109,13 +109,15 @@ async def monitoring(
         resamples=query.bootstrap,
     )
     return json_response(
-        {
-            "name": name,
-            "window": query.window,
-            "since": query.since,
-            "until": query.until,
-            "windows": rows,
-        }
+        MonitoringOut.model_validate(
+            {
+                "name": name,
+                "window": query.window,
+                "since": query.since,
+                "until": query.until,
+                "windows": rows,
+            }
+        )
     )
 
 
@@ -195,10 +197,18 @@ async def monitoring_diagnostics(
     found = await off_loop(
         request, service.live.diagnostics, name, start, end, _selector(name, version), query
     )
-    document = diagnostics_document(
-        name, found.version, found.n_labelled, found.calibrated, found.raw, query
+    return json_response(
+        TrafficDiagnosticsOut.of(
+            name,
+            found.version,
+            found.n_labelled,
+            (found.calibrated, found.raw),
+            query,
+            n_labelled=found.n_labelled,
+            since=start,
+            until=end,
+        )
     )
-    return json_response({**document, "n_labelled": found.n_labelled, "since": start, "until": end})
 
 
 def _selector(name: str, version: str | None) -> Selector | None:

@@ -1,90 +1,18 @@
-"""Pydantic models of what the API answers, for the OpenAPI docs (the request bodies are
-in :mod:`app.api.bodies.contracts`, which validates them too)."""
+"""Reliability reports and comparisons as the API writes them."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Literal, Self
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
-
-
-class ArtifactInfo(BaseModel):
-    sha256: str
-    bytes: int
+from app.api.documents.base import Document, Interval
+from app.calibration import Report
+from app.service.diagnosis import ReportOptions
 
 
-class VersionSummary(BaseModel):
-    """A version without its fitted numbers (used in listings)."""
-
-    name: str
-    version: int
-    method: str
-    params: dict[str, Any]
-    n_samples: int
-    n_positive: int | None = Field(description="Label-1 count (binary versions only).")
-    n_classes: int
-    class_counts: list[int] = Field(description="How many labels of each class 0..k-1.")
-    created_at: datetime
-    description: str
-    tags: dict[str, str]
-    metrics: dict[str, Any]
-    selection: dict[str, Any] | None = None
-    source: dict[str, Any] | None = Field(
-        default=None,
-        description="Where the fitting batch came from: null for a posted batch; for a fit "
-        "`from_traffic`, the range and version filter (`traffic`), `n_samples`, "
-        "`parent_version` (the latest at the time), and the range's counts by version.",
-    )
-    aliases: list[str] = Field(default_factory=list)
-    artifact: ArtifactInfo
-
-
-class VersionOut(VersionSummary):
-    """A version, as ``GET .../versions/{selector}`` and ``POST .../fit`` answer it."""
-
-    fitted: dict[str, Any]
-
-
-class CalibratorItem(BaseModel):
-    name: str
-    latest_version: int | None
-    method: str | None
-    n_versions: int
-    updated_at: datetime
-
-
-class CalibratorList(BaseModel):
-    items: list[CalibratorItem]
-    total: int
-
-
-class CalibratorOut(CalibratorItem):
-    aliases: dict[str, int] = Field(description="Alias name → the version it points to.")
-    versions: list[VersionSummary]
-    total: int
-
-
-class PredictOut(BaseModel):
-    name: str
-    version: int
-    probabilities: list[float] | list[list[float]]
-    intervals: list[list[float]] | list[list[list[float]]] | None = Field(
-        None,
-        description="With `intervals`: each score's Venn-ABERS interval [p0, p1] (n x 2; "
-        "n x k x 2 for k classes, one binary interval per class against the rest).",
-    )
-    logged: int | None = Field(
-        None,
-        description="With `ids`: how many of the predictions the traffic log took; fewer than "
-        "the ids when its buffer was full (the database down, or predicts outrunning its "
-        "writer): the rest were dropped, and counted in calibration_traffic_dropped_total.",
-    )
-
-
-class ReliabilityBinOut(BaseModel):
+class ReliabilityBinOut(Document):
     lower: float
     upper: float
     count: int = Field(description="Points in the bin.")
@@ -95,10 +23,7 @@ class ReliabilityBinOut(BaseModel):
     ci_high: float | None
 
 
-Interval = Annotated[list[float], Field(min_length=2, max_length=2)]
-
-
-class HeadlineMetricsOut(BaseModel):
+class HeadlineMetricsOut(Document):
     """The headline measures a version stores and a comparison ranks by; null where undefined
     (one class, a separated batch). Multiclass top-label ones have `accuracy`, not `auc`."""
 
@@ -171,7 +96,7 @@ class MetricsOut(HeadlineMetricsOut):
     )
 
 
-class SmoothOut(BaseModel):
+class SmoothOut(Document):
     """The kernel-smoothed reliability curve (relplot's), on a 200-point mesh of [0, 1]."""
 
     sigma: float = Field(description="The kernel's bandwidth (smooth ECE's own).")
@@ -182,13 +107,13 @@ class SmoothOut(BaseModel):
     density: list[float] = Field(description="Kernel density of the predictions at each x.")
 
 
-class ReliabilityOut(BaseModel):
+class ReliabilityOut(Document):
     bins: list[ReliabilityBinOut]
     metrics: MetricsOut
     smooth: SmoothOut | None = None
 
 
-class DiagnosticsOut(BaseModel):
+class DiagnosticsOut(Document):
     name: str
     version: int
     n_bins: int
@@ -198,6 +123,35 @@ class DiagnosticsOut(BaseModel):
     n_samples: int
     calibrated: ReliabilityOut
     raw: ReliabilityOut
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        version: int | None,
+        n_samples: int,
+        reports: tuple[Report, Report],
+        query: ReportOptions,
+        **beside: object,
+    ) -> Self:
+        """The shape every reliability report answers in (a stored version's, a posted
+        batch's, the logged traffic's, with what a subclass adds ``beside``): the calibrated
+        and raw reports, and ``n_bins`` as used (``auto`` resolved)."""
+        calibrated, raw = reports
+        return cls.model_validate(
+            {
+                "name": name,
+                "version": version,
+                "n_bins": calibrated.bins.lower.size,
+                "strategy": query.strategy,
+                "class_index": query.class_index,
+                "bootstrap": query.bootstrap,
+                "n_samples": n_samples,
+                "calibrated": calibrated.as_json(),
+                "raw": raw.as_json(),
+                **beside,
+            }
+        )
 
 
 class TrafficDiagnosticsOut(DiagnosticsOut):
@@ -211,21 +165,7 @@ class TrafficDiagnosticsOut(DiagnosticsOut):
     until: datetime
 
 
-class Problem(BaseModel):
-    """RFC 9457 problem details."""
-
-    type: str
-    title: str
-    status: int
-    detail: str
-    errors: list[dict[str, Any]] | None = None
-
-
-class Health(BaseModel):
-    status: str
-
-
-class Difference(BaseModel):
+class Difference(Document):
     value: float | None = Field(description="This version's ranking metric minus the best's.")
     interval: Interval | None = Field(
         description="Its paired bootstrap 95% interval (the same resamples for every "
@@ -234,7 +174,7 @@ class Difference(BaseModel):
     )
 
 
-class ComparedVersion(BaseModel):
+class ComparedVersion(Document):
     version: int
     method: str
     metrics: HeadlineMetricsOut = Field(description="Its metrics on the batch, with intervals.")
@@ -249,67 +189,10 @@ class ComparedVersion(BaseModel):
     )
 
 
-class CompareOut(BaseModel):
+class CompareOut(Document):
     name: str
     n_samples: int
     by: str
     bootstrap: int = Field(description="Resamples behind the intervals (0: none).")
     versions: list[ComparedVersion] = Field(description="Best first.")
     raw: HeadlineMetricsOut = Field(description="The raw scores' own metrics.")
-
-
-class WindowIntervalsOut(BaseModel):
-    """95% intervals of a window's measures (absent with `bootstrap=0` or fewer than two
-    labelled predictions)."""
-
-    log_loss: Interval | None = None
-    brier: Interval | None = None
-    ece: Interval | None = Field(
-        None, description="Basic interval, reaching 0 unless a test of calibration rejects."
-    )
-
-
-class MonitoringWindowOut(BaseModel):
-    """One window of one version's traffic (or of none: an empty window)."""
-
-    start: datetime
-    end: datetime
-    version: int | None = Field(description="The version that answered; null: no traffic.")
-    n_predictions: int = Field(description="Predictions logged in the window.")
-    n_labelled: int = Field(description="Of them, those with an outcome.")
-    mean_predicted: float | None = Field(
-        description="Mean predicted probability of the labelled ones (k classes: top-label "
-        "confidence)."
-    )
-    observed_rate: float | None = Field(
-        description="Their rate of positives (k classes: accuracy)."
-    )
-    log_loss: float | None
-    brier: float | None
-    ece: float | None = Field(description="Binned ECE over `n_bins` uniform bins.")
-    psi: float | None = Field(
-        description="Population stability index of the raw scores against the version's "
-        "fitting batch (its deciles); binary versions."
-    )
-    ks: float | None = Field(description="Two-sample Kolmogorov-Smirnov statistic, likewise.")
-    intervals: WindowIntervalsOut | None = Field(
-        None,
-        description="Percentiles of `bootstrap` draws of each bin's sums from the Gaussian "
-        "with the Poisson bootstrap's mean and covariance (sums kept per window, so the cost "
-        "does not grow with the traffic).",
-    )
-
-
-class MonitoringOut(BaseModel):
-    name: str
-    window: Literal["1h", "1d", "7d"]
-    since: datetime
-    until: datetime
-    windows: list[MonitoringWindowOut]
-
-
-class OutcomesOut(BaseModel):
-    matched: int = Field(description="Logged predictions labelled now.")
-    pending: int = Field(description="Ids not logged yet: joined when their prediction is.")
-    duplicates: int = Field(description="Outcomes already stored with the same label.")
-    overwritten: int = Field(description="Labels replaced (only with overwrite=true).")
