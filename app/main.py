@@ -26,8 +26,8 @@ from app.api.routes.docs import install_docs
 from app.api.security import install_authentication
 from app.observability import configure_logging
 from app.observability.access import install_observability
-from app.service.calibrators import CalibrationService
 from app.service.traffic.live import start_live_metrics
+from app.service.use_cases import CalibrationService
 from app.settings import Settings, get_settings
 from app.store import Database
 from app.ui import problem_pages

@@ -17,7 +17,7 @@ from app.api.bodies.payloads import byte_count
 from app.api.documents import NAME_PATTERN, Document
 from app.api.problems import ANSWERED
 from app.errors import ClientGone, NotFound, PayloadTooLarge, RequestTimeout, invalid
-from app.service.calibrators import CalibrationService
+from app.service.use_cases import CalibrationService
 from app.store import Selector
 
 # openapi_examples fill /docs' "Try it out" fields (Swagger UI ignores the schema's examples).

@@ -25,7 +25,7 @@ from app.api.bodies.tensors import is_compressed
 from app.api.documents import NAME_PATTERN
 from app.api.routes.inference import Answer, answer_infer
 from app.api.routes.predictions import answer_predict
-from app.service.calibrators import CalibrationService
+from app.service.use_cases import CalibrationService
 
 _PATH = re.compile(rf"^/v1/calibrators/({NAME_PATTERN.strip('^$')})/predict$")
 _INFER_PATH = re.compile(rf"^/v2/models/({NAME_PATTERN.strip('^$')})(?:/versions/([^/]+))?/infer$")

@@ -41,19 +41,19 @@ def assert_problem(response: Any, status: int, *fragments: str) -> dict[str, Any
 
 
 def spy_on_regular_predict(client: Any, monkeypatch: Any) -> list[Any]:
-    """Record every call of ``service.predict`` by the regular predict route (the hot path in
-    ``app/api/fast_predict.py`` calls it ``cached_only``), so a test can tell which path
+    """Record every call of ``service.serving.predict`` by the regular predict route (the hot
+    path in ``app/api/fast_predict.py`` calls it ``cached_only``), so a test can tell which path
     answered."""
     service = client.app.state.service
     calls: list[Any] = []
-    original = service.predict
+    original = service.serving.predict
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         if not kwargs.get("cached_only"):
             calls.append(args)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(service, "predict", spy)
+    monkeypatch.setattr(service.serving, "predict", spy)
     return calls
 
 

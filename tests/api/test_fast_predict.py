@@ -24,7 +24,7 @@ def settings(database_url: str) -> Settings:
 
 @pytest.fixture
 def regular_calls(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Records every call of the regular route's ``service.predict``."""
+    """Records every call of the regular route's ``service.serving.predict``."""
     return spy_on_regular_predict(client, monkeypatch)
 
 

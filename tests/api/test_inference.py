@@ -182,7 +182,7 @@ def test_ids_in_parameters_are_logged_as_v1_ids(fitted: TestClient) -> None:
     request = infer_json(SCORES[:3], [3], parameters={"ids": ["a", "b", "c"]})
     r = fitted.post("/v2/models/churn/infer", json=request)
     assert r.json()["parameters"] == {"logged": 3}
-    fitted.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    fitted.app.state.service.prediction_log.flush()  # type: ignore[attr-defined]
     outcomes = {"ids": ["a", "b", "c"], "labels": [1, 0, 1]}
     assert fitted.post("/v1/calibrators/churn/outcomes", json=outcomes).json()["matched"] == 3
 
@@ -269,7 +269,7 @@ def test_small_cached_infers_take_the_hot_path_and_the_rest_the_route(
     fitted: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     regular = spy_on_regular_predict(fitted, monkeypatch)
-    fitted.app.state.service.versions.forget("churn", 1)  # type: ignore[attr-defined]
+    fitted.app.state.service.version_cache.forget("churn", 1)  # type: ignore[attr-defined]
     json_request = infer_json(SCORES, [6])
     first = fitted.post("/v2/models/churn/versions/1/infer", json=json_request)
     assert len(regular) == 1  # v1 not in memory: the route loads it
@@ -309,7 +309,7 @@ def test_a_small_compressed_infer_is_a_job_of_the_bounded_pool(
         return await run(*args, **kwargs)
 
     monkeypatch.setattr(work, "run", counting)
-    fitted.app.state.service.versions.forget("churn", 1)  # type: ignore[attr-defined]
+    fitted.app.state.service.version_cache.forget("churn", 1)  # type: ignore[attr-defined]
     plain = orjson.dumps(infer_json(SCORES, [6]))
     assert fitted.post("/v2/models/churn/versions/1/infer", content=plain).status_code == 200
     assert jobs == []  # a small plain body: the threadpool

@@ -158,7 +158,7 @@ def test_k_class_traffic_gets_multiclass_metrics(client: TestClient, chunking: N
     answer = client.post("/v1/calibrators/k3/predict", json=predict)
     assert answer.status_code == 200, answer.text
     P = np.array(answer.json()["probabilities"])
-    client.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    client.app.state.service.prediction_log.flush()  # type: ignore[attr-defined]
     labels = (rng.random(30)[:, None] > np.cumsum(P[:30], axis=1)).sum(axis=1)
     outcomes = {"ids": ids[:30], "labels": labels.tolist()}
     assert client.post("/v1/calibrators/k3/outcomes", json=outcomes).json()["matched"] == 30

@@ -187,7 +187,7 @@ def test_the_default_range_is_the_last_30_days(fitted: TestClient) -> None:
     batch = sigmoid_batch(40, seed=3)
     ids_ = [f"r{i}" for i in range(40)]
     assert fitted.post(f"{BASE}/predict", json={"scores": batch["scores"], "ids": ids_}).is_success
-    fitted.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    fitted.app.state.service.prediction_log.flush()  # type: ignore[attr-defined]
     outcomes = {"ids": ids_[:30], "labels": batch["labels"][:30]}
     assert fitted.post(f"{BASE}/outcomes", json=outcomes).status_code == 200
     got = fitted.get(f"{BASE}/monitoring/diagnostics").json()
@@ -214,8 +214,8 @@ def test_more_labelled_traffic_than_a_batch_may_hold_is_refused_before_it_is_rea
     client: TestClient, traffic: dict[int, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     service = client.app.state.service  # type: ignore[attr-defined]
-    assert service.live.max_rows == service.settings.max_batch_rows
-    monkeypatch.setattr(service.live, "max_rows", 149)
+    assert service.traffic.max_rows == service.settings.max_batch_rows
+    monkeypatch.setattr(service.traffic, "max_rows", 149)
     read = []
     monkeypatch.setattr(TrafficReads, "traffic_chunks", lambda *args, **kw: read.append(1))
     params = {"since": HOURS["since"], "until": HOURS["until"]}
@@ -223,7 +223,7 @@ def test_more_labelled_traffic_than_a_batch_may_hold_is_refused_before_it_is_rea
     assert_problem(r, 413, "150 labelled", "149")
     assert read == []
     monkeypatch.undo()
-    monkeypatch.setattr(service.live, "max_rows", 150)
+    monkeypatch.setattr(service.traffic, "max_rows", 150)
     assert client.get(f"{BASE}/monitoring/diagnostics", params=params).status_code == 200
 
 
@@ -234,7 +234,7 @@ def test_k_class_diagnostics_equal_posting_the_labelled_traffic(client: TestClie
     assert_problem(client.get(f"{url}/monitoring/diagnostics?version=1"), 404, "no labelled")
     rows = {"scores": batch["scores"][:40], "ids": [f"k{i}" for i in range(40)]}
     assert client.post(f"{url}/predict", json=rows).status_code == 200
-    client.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    client.app.state.service.prediction_log.flush()  # type: ignore[attr-defined]
     outcomes = {"ids": rows["ids"][:30], "labels": batch["labels"][:30]}
     assert client.post(f"{url}/outcomes", json=outcomes).status_code == 200
     for options in ({}, {"n_bins": 5, "strategy": "quantile"}, {"class_index": 2}):
@@ -267,7 +267,7 @@ def test_traffic_of_versions_of_different_classes_is_a_conflict_unless_one_is_ch
         ids_ = [f"v{version}-{i}" for i in range(10)]
         r = client.post(f"{url}/predict?version={version}", json={"scores": scores, "ids": ids_})
         assert r.status_code == 200, r.text
-        client.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+        client.app.state.service.prediction_log.flush()  # type: ignore[attr-defined]
         outcomes = {"ids": ids_, "labels": [i % 2 for i in range(10)]}
         assert client.post(f"{url}/outcomes", json=outcomes).status_code == 200
     assert_problem(client.get(f"{url}/monitoring/diagnostics"), 409, message)

@@ -39,7 +39,7 @@ def predict_and_label(
     ids = [f"{prefix}{i}" for i in range(len(scores))]
     r = client.post(f"/v1/calibrators/{name}/predict", json={"scores": scores, "ids": ids})
     assert r.status_code == 200, r.text
-    client.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    client.app.state.service.prediction_log.flush()  # type: ignore[attr-defined]
     body = {"ids": ids[:labelled], "labels": labels[:labelled]}
     r = client.post(f"/v1/calibrators/{name}/outcomes", json=body)
     assert r.status_code == 200, r.text

@@ -20,7 +20,7 @@ BASE = "/v1/calibrators/churn"
 def logged(client: TestClient) -> dict[str, dict[str, Any]]:
     """Every logged prediction by client id, once the buffer is written."""
     service = client.app.state.service  # type: ignore[attr-defined]
-    service.traffic.flush()
+    service.prediction_log.flush()
     with service.database.transaction() as repo:
         rows = repo._session.execute(select(Prediction)).scalars().all()
         return {
@@ -144,7 +144,7 @@ def test_multiclass_rows_are_logged_as_rows(client: TestClient) -> None:
     )
     assert r.status_code == 200, r.text
     service = client.app.state.service  # type: ignore[attr-defined]
-    service.traffic.flush()
+    service.prediction_log.flush()
     with service.database.transaction() as repo:
         row = repo._session.execute(
             select(Prediction).where(Prediction.client_id == "q")
@@ -183,8 +183,8 @@ def test_a_full_buffer_says_how_many_were_logged_and_counts_the_rest(
     fitted: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     service = fitted.app.state.service  # type: ignore[attr-defined]
-    monkeypatch.setattr(service.traffic, "capacity", 4)
-    service.traffic.flush()
+    monkeypatch.setattr(service.prediction_log, "capacity", 4)
+    service.prediction_log.flush()
     before = REGISTRY.get_sample_value("calibration_traffic_dropped_total") or 0.0
     ids = [f"burst-{i}" for i in range(6)]
     r = fitted.post(f"{BASE}/predict", json={"scores": [0.5] * 6, "ids": ids})
@@ -218,5 +218,5 @@ def test_csv_ids_are_taken_exactly_as_json_ids_are(fitted: TestClient) -> None:
     csv = b'id,label\n" sp ",1\n'
     r = fitted.post(f"{BASE}/outcomes", content=csv, headers={"content-type": "text/csv"})
     assert r.status_code == 200, r.text
-    fitted.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    fitted.app.state.service.prediction_log.flush()  # type: ignore[attr-defined]
     assert logged(fitted)[" sp "]["label"] == 1

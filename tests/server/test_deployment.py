@@ -288,7 +288,7 @@ def test_serve_gives_up_on_an_unreachable_database(caplog: pytest.LogCaptureFixt
     url = f"postgresql://nobody:secret@127.0.0.1:{free_port()}/calibration"
     settings = Settings(database_url=url, db_connect_timeout_seconds=1)
     with (
-        caplog.at_level("WARNING", logger="app.server.startup"),
+        caplog.at_level("WARNING", logger="app.startup"),
         pytest.raises(SystemExit) as exited,
     ):
         migrate_when_ready(settings, wait_seconds=0.6, retry_seconds=0.2)

@@ -119,7 +119,7 @@ def test_monitoring_is_linked_for_a_version_with_traffic(shown: TestClient) -> N
         "/v1/calibrators/churn/predict", json={"scores": [0.1, 2.0], "ids": ["a", "b"]}
     )
     assert answer.status_code == 200, answer.text
-    shown.app.state.service.traffic.flush()  # type: ignore[attr-defined]
+    shown.app.state.service.prediction_log.flush()  # type: ignore[attr-defined]
     page = shown.get("/ui/calibrators/churn")
     assert "2 predictions logged, 0 with outcomes" in page.text
     monitoring = shown.get("/ui/calibrators/churn/monitoring?version=3")

@@ -261,7 +261,7 @@ def test_one_worker_on_a_reachable_address_without_a_secret_cannot_sign_in(
         database_url=database_url, api_keys=keys["entries"], host="0.0.0.0", workers=1
     )
     assert settings.ui_sign_in == "off"
-    with caplog.at_level(logging.WARNING, logger="app.access.api_keys"):
+    with caplog.at_level(logging.WARNING, logger="app.auth"):
         app = create_app(settings, database=database)
     warnings = [r.getMessage() for r in caplog.records if "CALIBRATION_UI_SECRET" in r.getMessage()]
     assert len(warnings) == 1

@@ -23,7 +23,7 @@ from app.api.deps import (
 from app.api.documents import CalibratorList, CalibratorOut, VersionOut
 from app.api.openapi_docs import ERRORS, FIT_BODY, FIT_DESCRIPTION
 from app.api.reading import read_batch
-from app.service.calibrators import CalibrationService
+from app.service.use_cases import CalibrationService
 from app.service.views import VersionView
 
 router = APIRouter(prefix="/v1", tags=["calibrators"])
@@ -63,7 +63,7 @@ def _fit(service: CalibrationService, name: str, source: BatchSource) -> Version
     args = parse_fit(source, service.settings.max_batch_rows)
     options = args.options
     if not isinstance(args.batch, TrafficRange):
-        return service.fit_version(
+        return service.versions.fit(
             name,
             args.batch,
             method=options.method,
@@ -72,7 +72,7 @@ def _fit(service: CalibrationService, name: str, source: BatchSource) -> Version
             tags=options.tags,
         )
     wanted = args.batch
-    return service.fit_from_traffic(
+    return service.versions.fit_from_traffic(
         name,
         wanted.since,
         wanted.until,
@@ -92,7 +92,7 @@ def _fit(service: CalibrationService, name: str, source: BatchSource) -> Version
 )
 async def get_version(name: NameParam, selector: SelectorParam, service: ServiceDep) -> Response:
     """One version with its fitted numbers, metrics and artifact checksum."""
-    view = await run_in_threadpool(service.get_version, name, parse_selector(name, selector))
+    view = await run_in_threadpool(service.versions.get, name, parse_selector(name, selector))
     return json_response(VersionOut.of_view(view))
 
 
@@ -114,7 +114,7 @@ async def list_calibrators(
 ) -> Response:
     """Every calibrator with its latest version, by name."""
     wanted = None if tag is None else tag_filter(tag)
-    items, total = await run_in_threadpool(service.list_calibrators, limit, offset, wanted)
+    items, total = await run_in_threadpool(service.calibrators.list, limit, offset, wanted)
     return json_response(CalibratorList.of(items, total))
 
 
@@ -128,7 +128,7 @@ async def get_calibrator(
     name: NameParam, service: ServiceDep, limit: Limit = 100, offset: Offset = 0
 ) -> Response:
     """The calibrator with its versions, newest first, paginated."""
-    view = await run_in_threadpool(service.get_calibrator, name, limit, offset)
+    view = await run_in_threadpool(service.calibrators.get, name, limit, offset)
     return json_response(CalibratorOut.of_view(view))
 
 
@@ -149,7 +149,7 @@ async def delete_version(
     """The version is no longer served; its number is never given out again. A version that
     an alias points to is 409 unless `force=true`."""
     version = existing_version_number(name, version)
-    await run_in_threadpool(service.delete_version, name, version, force=force)
+    await run_in_threadpool(service.versions.delete, name, version, force=force)
     return Response(status_code=204)
 
 
@@ -158,5 +158,5 @@ async def delete_version(
 )
 async def delete_calibrator(name: NameParam, service: ServiceDep) -> Response:
     """All its versions go; fitting the name again continues the numbering."""
-    await run_in_threadpool(service.delete_calibrator, name)
+    await run_in_threadpool(service.calibrators.delete, name)
     return Response(status_code=204)

@@ -31,13 +31,13 @@ from app.api.report_query import (
     ReportQuery,
     wanted_image,
 )
-from app.service.calibrators import CalibrationService
 from app.service.diagnosis import (
     MEDIA_TYPES,
     ImageFormat,
     ReportOptions,
     Reports,
 )
+from app.service.use_cases import CalibrationService
 from app.store import Selector
 
 router = APIRouter(prefix="/v1", tags=["predictions"])

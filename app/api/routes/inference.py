@@ -31,7 +31,7 @@ from app.api.deps import NameParam, ServiceDep, answer_by_size, json_response, p
 from app.api.openapi_docs import ERRORS
 from app.calibration import CAPABILITIES
 from app.errors import InvalidInput, invalid
-from app.service.calibrators import CalibrationService
+from app.service.use_cases import CalibrationService
 
 _ERROR = {
     "application/json": {
@@ -113,7 +113,7 @@ async def version_ready(name: NameParam, version: str, service: ServiceDep) -> R
 
 
 async def _ready(service: CalibrationService, name: str, version: str) -> Response:
-    loaded = await run_in_threadpool(service.resolve, name, parse_selector(name, version))
+    loaded = await run_in_threadpool(service.serving.resolve, name, parse_selector(name, version))
     return json_response({"name": name, "version": str(loaded.version), "ready": True})
 
 
@@ -190,12 +190,12 @@ def answer_infer(
     selector = parse_selector(name, version)
     asked = request.outputs
     if cached_only:
-        cached = service.versions.cached(name, selector)
+        cached = service.version_cache.cached(name, selector)
         if cached is None:
             return None
         loaded = cached
     else:
-        loaded = service.resolve(name, selector)
+        loaded = service.serving.resolve(name, selector)
     available = ["probabilities", *(["p0", "p1"] if CAPABILITIES[loaded.method].intervals else [])]
     wanted = list(asked) if asked is not None else available
     for i, output in enumerate(wanted):
@@ -206,7 +206,7 @@ def answer_infer(
             )
     intervals = ("outputs",) if {"p0", "p1"} & set(wanted) else None
     try:
-        prediction = service.predict(
+        prediction = service.serving.predict(
             name,
             loaded.version,
             request.scores,
@@ -251,9 +251,9 @@ def _located(exc: InvalidInput) -> InvalidInput:
 def _metadata(service: CalibrationService, name: str, version: str) -> dict[str, Any]:
     """A version's model metadata: the input and outputs with their datatypes and shapes
     (-1: any number of rows)."""
-    view = service.get_version(name, parse_selector(name, version))
+    view = service.versions.get(name, parse_selector(name, version))
     record = view.record
-    calibrator = service.get_calibrator(name, MAX_LISTED_VERSIONS, 0)
+    calibrator = service.calibrators.get(name, MAX_LISTED_VERSIONS, 0)
     shape = [-1] if record.n_classes == 2 else [-1, record.n_classes]
     outputs = ["probabilities"]
     if CAPABILITIES[record.method].intervals:

@@ -13,7 +13,7 @@ from app.api.deps import NameParam, ServiceDep, answer_by_size, parse_selector
 from app.api.documents import PredictOut
 from app.api.openapi_docs import ERRORS, PREDICT_BODY
 from app.errors import invalid
-from app.service.calibrators import CalibrationService
+from app.service.use_cases import CalibrationService
 
 router = APIRouter(prefix="/v1", tags=["predictions"])
 
@@ -98,7 +98,7 @@ def answer_predict(
     asked = (
         ("body", "intervals") if args.intervals else ("query", "intervals") if intervals else None
     )
-    prediction = service.predict(
+    prediction = service.serving.predict(
         name, selector, args.scores, intervals=asked, ids=args.ids, cached_only=cached_only
     )
     if prediction is None:

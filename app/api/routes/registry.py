@@ -38,8 +38,8 @@ from app.api.reading import read_batch
 from app.api.report_query import IMAGE_RESPONSES, GivenCurve, GivenResamples, wanted_image
 from app.errors import invalid
 from app.export import Dtype
-from app.service.calibrators import CalibrationService
 from app.service.diagnosis import MEDIA_TYPES, ImageFormat
+from app.service.use_cases import CalibrationService
 from app.store import Selector
 
 router = APIRouter(prefix="/v1", tags=["registry"])
@@ -69,7 +69,7 @@ async def put_alias(
     check_alias_name(alias)
     data = await _json_body(request, AliasBody)
     version = existing_version_number(name, data.version)
-    view = await run_in_threadpool(service.set_alias, name, alias, version)
+    view = await run_in_threadpool(service.versions.set_alias, name, alias, version)
     return json_response(VersionOut.of_view(view))
 
 
@@ -81,7 +81,7 @@ async def put_alias(
 )
 async def delete_alias(name: NameParam, alias: AliasParam, service: ServiceDep) -> Response:
     """The alias no longer selects anything; its version stays."""
-    await run_in_threadpool(service.delete_alias, name, alias)
+    await run_in_threadpool(service.versions.delete_alias, name, alias)
     return Response(status_code=204)
 
 
@@ -99,7 +99,7 @@ async def patch_version(
     numbers of a version never change."""
     data = await _json_body(request, PatchBody)
     view = await run_in_threadpool(
-        service.update_version,
+        service.versions.update,
         name,
         parse_selector(name, selector),
         description=data.description,
@@ -249,7 +249,7 @@ async def get_artifact(
     if answer_format == "json":
         if dtype is not None:
             raise invalid(("query", "dtype"), "applies to format=onnx only")
-        record, data = await run_in_threadpool(service.artifact, name, found)
+        record, data = await run_in_threadpool(service.versions.artifact, name, found)
         return _cacheable(
             request,
             data,

@@ -24,10 +24,10 @@ from app.api.documents import MonitoringOut, OutcomesOut, TrafficDiagnosticsOut
 from app.api.openapi_docs import ERRORS, add_picture_route, body_doc
 from app.api.report_query import FixedBins, ReportQuery, Resamples
 from app.calibration import RESAMPLES
-from app.service.calibrators import CalibrationService
 from app.service.diagnosis import DEFAULT_BINS, MEDIA_TYPES, ImageFormat
 from app.service.traffic.cases import Monitored, monitored_range
 from app.service.traffic.monitoring import Window
+from app.service.use_cases import CalibrationService
 from app.store import Selector
 
 router = APIRouter(prefix="/v1", tags=["traffic"])
@@ -99,7 +99,7 @@ async def monitoring(
     scores' shift from the version's fitting batch (PSI, KS). Empty windows have nulls."""
     rows = await off_loop(
         request,
-        service.live.monitoring,
+        service.traffic.monitoring,
         name,
         query.window,
         query.since,
@@ -129,7 +129,7 @@ def _picture_route(image_format: ImageFormat) -> None:
     ) -> Response:
         drawn = await off_loop(
             request,
-            service.live.monitoring_figure,
+            service.traffic.monitoring_figure,
             name,
             query.window,
             query.since,
@@ -195,7 +195,7 @@ async def monitoring_diagnostics(
     hold, a 413."""
     start, end = monitored_range("1d", since, until)
     found = await off_loop(
-        request, service.live.diagnostics, name, start, end, _selector(name, version), query
+        request, service.traffic.diagnostics, name, start, end, _selector(name, version), query
     )
     return json_response(
         TrafficDiagnosticsOut.of(
@@ -219,4 +219,4 @@ def _record(
     service: CalibrationService, name: str, content_type: str | None, body: bytes, overwrite: bool
 ) -> dict[str, Any]:
     outcomes = parse_outcomes(content_type, body, service.settings.max_batch_rows)
-    return asdict(service.live.record(name, outcomes, overwrite=overwrite))
+    return asdict(service.traffic.record(name, outcomes, overwrite=overwrite))

@@ -50,10 +50,10 @@ from typing import Any
 
 from app.errors import DatabaseUnavailable, NotFound
 from app.observability import Leadership, LiveSnapshot, LiveValues, publish_live
-from app.service.calibrators import CalibrationService
 from app.service.diagnosis import DEFAULT_BINS
 from app.service.traffic.cases import TrafficCases
 from app.service.traffic.monitoring import WINDOW_SECONDS, Window, window_start
+from app.service.use_cases import CalibrationService
 from app.settings import Settings
 from app.store import Database
 
@@ -191,7 +191,7 @@ def start_live_metrics(service: CalibrationService, settings: Settings) -> LiveM
         return None
     live = LiveMetrics(
         service.database,
-        service.live,
+        service.traffic,
         window=settings.live_metrics_window,
         every_seconds=settings.live_metrics_seconds,
         max_calibrators=settings.live_metrics_max_calibrators,

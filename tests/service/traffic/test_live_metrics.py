@@ -193,7 +193,7 @@ def test_the_cap_leaves_out_the_last_names_and_counts_them(
         fit(client, name, seed=seed, n=200)
         log_traffic(client, name, 1, T0 + timedelta(hours=1), 40, seed=seed)
 
-    with caplog.at_level(logging.WARNING, logger="app.service.traffic.live"):
+    with caplog.at_level(logging.WARNING, logger="app.live_metrics"):
         assert tick(client)
     found = scrape(client)
 
@@ -236,7 +236,7 @@ def test_an_outage_keeps_the_last_numbers_until_they_expire(
         raise OperationalError("SELECT", {}, ConnectionError("server closed the connection"))
 
     monkeypatch.setattr(Repository, "calibrators_with_traffic", unreachable)
-    with caplog.at_level(logging.WARNING, logger="app.service.traffic.live"):
+    with caplog.at_level(logging.WARNING, logger="app.live_metrics"):
         assert not tick(client)  # and nothing raised
     assert "the database is unavailable" in caplog.text
     assert scrape(client) == before
@@ -257,7 +257,7 @@ def test_a_calibrator_whose_numbers_fail_is_left_out_of_that_tick(
     for seed, name in enumerate(("alpha", "beta")):
         fit(client, name, seed=seed, n=200)
         log_traffic(client, name, 1, T0 + timedelta(hours=1), 40, seed=seed)
-    cases = client.app.state.service.live  # type: ignore[attr-defined]
+    cases = client.app.state.service.traffic  # type: ignore[attr-defined]
     monitoring = cases.monitoring
 
     def broken_for_beta(name: str, *args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,63 @@
+"""Every use case of the service, by family: ``service.<part>.<verb>``.
+
+:class:`CalibrationService` builds the parts once per process and shares what they share (the
+database, the version cache, the bounded pool of heavy work). None of them knows HTTP: each
+method returns domain data or raises an :mod:`app.errors` exception.
+"""
+
+from __future__ import annotations
+
+from app.service.browsing import Browsing
+from app.service.calibrators import Calibrators
+from app.service.comparison import Comparison
+from app.service.diagnosis import Diagnosis
+from app.service.onnx_models import OnnxModels
+from app.service.serving import Serving
+from app.service.traffic.cases import TrafficCases
+from app.service.traffic.log import TrafficLog
+from app.service.version_cache import VersionCache
+from app.service.versions import Versions
+from app.service.work import WorkPool
+from app.settings import Settings
+from app.store import (
+    Database,
+)
+
+
+class CalibrationService:
+    """The parts: ``versions``, ``calibrators``, ``serving``, ``diagnosis``, ``comparison``,
+    ``traffic`` (outcomes and monitoring), ``browsing`` (the web view's reads), ``onnx_models``;
+    and what they stand on: the ``version_cache``, the ``prediction_log`` and the ``work`` pool."""
+
+    def __init__(self, database: Database, settings: Settings) -> None:
+        self.database = database
+        self.settings = settings
+        self.version_cache = VersionCache(database, settings.latest_refresh_seconds)
+        self.work = WorkPool(
+            settings.max_concurrent_fits, settings.max_queued_fits, settings.fit_timeout_seconds
+        )
+        self.prediction_log = TrafficLog(
+            database,
+            capacity=settings.traffic_buffer_rows,
+            flush_rows=settings.traffic_flush_rows,
+            flush_seconds=settings.traffic_flush_seconds,
+            retention_days=settings.traffic_retention_days,
+        )
+        self.versions = Versions(database, settings, self.version_cache)
+        self.calibrators = Calibrators(database, self.version_cache)
+        self.serving = Serving(self.version_cache, self.prediction_log)
+        self.diagnosis = Diagnosis(database, self.version_cache)
+        self.comparison = Comparison(database, self.version_cache)
+        self.onnx_models = OnnxModels(database)
+        self.traffic = TrafficCases(database, self.diagnosis, settings.max_batch_rows)
+        self.browsing = Browsing(database, self.diagnosis, self.traffic)
+
+    def ready(self) -> bool:
+        """Whether the database answers (``/readyz``)."""
+        return self.database.ping()
+
+    def close(self) -> None:
+        """Stop background work (at shutdown)."""
+        self.work.close()
+        self.version_cache.close()
+        self.prediction_log.close()

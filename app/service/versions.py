@@ -1,0 +1,207 @@
+"""A calibrator's versions: fit one (from a posted batch or from the logged traffic), read,
+describe, alias, export and delete them.
+
+The CPU-heavy work (fitting, cross-validation, the bootstrap) happens before the short
+database transaction that writes a version, so a version is written completely or not at all
+and no lock is held while numbers are crunched.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from app.calibration import (
+    CalibrationError,
+    checkpoint,
+    fit_calibrator,
+    fit_resamples,
+    headline_resampled,
+    raw_as_probabilities,
+    with_intervals,
+)
+from app.errors import invalid_in
+from app.observability import record_fit
+from app.service.batches import Batch, check_method_fits_batch
+from app.service.loaded import LoadedVersion
+from app.service.traffic.refit import traffic_batch
+from app.service.version_cache import VersionCache
+from app.service.views import VersionView
+from app.settings import Settings
+from app.store import (
+    Database,
+    NewVersion,
+    Selector,
+    VersionRecord,
+    encode_artifact,
+    encode_batch,
+)
+
+logger = logging.getLogger("app.service")
+
+
+class Versions:
+    """The use cases of one calibrator's versions: ``service.versions.<verb>``."""
+
+    def __init__(self, database: Database, settings: Settings, cache: VersionCache) -> None:
+        self.database = database
+        self.settings = settings
+        self.cache = cache
+
+    def fit(
+        self,
+        name: str,
+        batch: Batch,
+        *,
+        method: str,
+        params: Mapping[str, object],
+        description: str = "",
+        tags: Mapping[str, str] | None = None,
+        source: Mapping[str, Any] | None = None,
+    ) -> VersionView:
+        """Fit ``method`` on the batch, cross-validate it, and store the next version (with
+        ``source``, the lineage of a batch read from the traffic:
+        :mod:`app.service.traffic.refit`)."""
+        started = time.perf_counter()
+        check_method_fits_batch(method, batch)
+        n_jobs = (
+            self.settings.cv_jobs if batch.n_samples >= self.settings.cv_parallel_min_samples else 1
+        )
+        try:
+            outcome = fit_calibrator(
+                method,
+                params,
+                batch.scores,
+                batch.labels,
+                batch.weights,
+                n_folds=self.settings.cv_folds,
+                n_jobs=n_jobs,
+            )
+        except CalibrationError as exc:  # ParamError included: loc is ("params", name)
+            raise invalid_in("body", exc.loc, exc.reason) from None
+        state = outcome.calibrator.state()
+        resamples = fit_resamples(batch.n_samples)
+        (cv, raw), (cv_resampled, raw_resampled) = headline_resampled(
+            [outcome.out_of_fold, raw_as_probabilities(batch.scores)],
+            batch.labels,
+            batch.weights,
+            resamples,
+        )
+        metrics = {
+            "cv": with_intervals(cv, cv_resampled),
+            "raw": with_intervals(raw, raw_resampled),
+        }
+        new = NewVersion(
+            method=outcome.method,
+            params=dict(outcome.params),
+            n_samples=batch.n_samples,
+            n_positive=None if batch.is_multiclass else batch.n_positive,
+            n_classes=batch.n_classes,
+            class_counts=np.bincount(batch.labels, minlength=batch.n_classes).tolist(),
+            description=description,
+            tags=dict(tags or {}),
+            metrics=metrics,
+            selection=outcome.selection,
+            artifact=encode_artifact(outcome.method, dict(outcome.params), state),
+            batch=encode_batch(batch.scores, batch.labels, batch.weights, outcome.out_of_fold),
+            source=None if source is None else dict(source),
+        )
+        checkpoint()  # the last place a job over its budget, or unwanted, stops: nothing stored
+        generation = self.cache.generation(name)
+        with self.database.transaction(write=True) as repo:
+            record = repo.create_version(name, new)
+        self.cache.fitted(LoadedVersion.of(record, outcome.calibrator, state), generation)
+        record_fit(method, time.perf_counter() - started)
+        logger.info(
+            "fitted %s v%d with %s on %d pairs",
+            name,
+            record.version,
+            record.method,
+            batch.n_samples,
+        )
+        return VersionView(record=record, fitted=state)
+
+    def fit_from_traffic(
+        self,
+        name: str,
+        since: datetime | None,
+        until: datetime | None,
+        selector: Selector | None,
+        *,
+        method: str,
+        params: Mapping[str, object],
+        description: str = "",
+        tags: Mapping[str, str] | None = None,
+    ) -> VersionView:
+        """Fit the next version of ``name`` on its labelled traffic in [since, until) (of the
+        version ``selector`` denotes, or of all), recording where the batch came from
+        (:mod:`app.service.traffic.refit`): read in one transaction, fitted outside any, stored in
+        another, as every fit is."""
+        read = traffic_batch(
+            self.database, name, since, until, selector, max_rows=self.settings.max_batch_rows
+        )
+        return self.fit(
+            name,
+            read.batch,
+            method=method,
+            params=params,
+            description=description,
+            tags=tags,
+            source=read.source,
+        )
+
+    def get(self, name: str, selector: Selector) -> VersionView:
+        """A version with its fitted numbers (decoded once, then cached)."""
+        generation = self.cache.generation(name)
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, selector)
+            loaded = self.cache.load(record, repo, generation)
+        return VersionView(record=record, fitted=loaded.state)
+
+    def delete(self, name: str, version: int, *, force: bool = False) -> None:
+        """Delete a version (409 while an alias points to it, unless ``force``)."""
+        with self.database.transaction(write=True) as repo:
+            repo.delete_version(name, version, force=force)
+        self.cache.forget(name, version)
+
+    def update(
+        self,
+        name: str,
+        selector: Selector,
+        *,
+        description: str | None,
+        tags: Mapping[str, str | None] | None,
+    ) -> VersionView:
+        """New description and merged tags; the fitted numbers never change."""
+        generation = self.cache.generation(name)
+        with self.database.transaction(write=True) as repo:
+            record = repo.update_version(name, selector, description=description, tags=tags)
+            loaded = self.cache.load(record, repo, generation)
+        return VersionView(record=record, fitted=loaded.state)
+
+    def set_alias(self, name: str, alias: str, version: int) -> VersionView:
+        """Point ``alias`` at ``version`` (creating or moving it) and return that version."""
+        generation = self.cache.generation(name)
+        with self.database.transaction(write=True) as repo:
+            repo.set_alias(name, alias, version)
+            record = repo.get_version(name, version)
+            loaded = self.cache.load(record, repo, generation)
+        self.cache.aliased(name, alias, version, generation)
+        return VersionView(record=record, fitted=loaded.state)
+
+    def delete_alias(self, name: str, alias: str) -> None:
+        """Remove an alias; the version it pointed to stays."""
+        with self.database.transaction(write=True) as repo:
+            repo.delete_alias(name, alias)
+        self.cache.forget(name)
+
+    def artifact(self, name: str, selector: Selector) -> tuple[VersionRecord, bytes]:
+        """The stored artifact document of a version, byte for byte."""
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, selector)
+            return record, repo.get_artifact(record.id)
