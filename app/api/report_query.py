@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Query
 
-from app.api.bodies.contracts import (
+from app.api.bodies.fields import (
     BINS_TEXT,
     BOOTSTRAP_TEXT,
     CLASS_INDEX_TEXT,

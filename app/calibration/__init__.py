@@ -51,7 +51,8 @@ from app.calibration.measures.multiclass_metrics import (
     top_label,
 )
 from app.calibration.measures.reliability import MAX_BINS, MIN_BINS
-from app.calibration.measures.report import Report, Resampled, SmoothCurve
+from app.calibration.measures.report import Report, SmoothCurve
+from app.calibration.measures.report_bootstrap import Resampled
 from app.calibration.methods.beta import (
     EPS as BETA_EPS,
 )

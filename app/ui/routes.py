@@ -16,7 +16,7 @@ from fastapi import APIRouter, FastAPI, Query, Request
 from starlette.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
-from app.api.bodies.contracts import tag_filter
+from app.api.bodies.fields import tag_filter
 from app.api.deps import get_service, off_loop, parse_selector
 from app.api.documents import NAME_PATTERN
 from app.api.mounting import root_of

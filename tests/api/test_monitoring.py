@@ -13,7 +13,7 @@ from sklearn.metrics import brier_score_loss, log_loss
 
 from app.store.traffic import binary_copy
 from app.store.traffic import reads as traffic_reads
-from app.store.traffic.log import LoggedPrediction
+from app.store.traffic.rows import LoggedPrediction
 
 from .helpers import assert_problem, ece, psi, sigmoid_batch
 from .test_multiclass import logits_batch

@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from PIL import Image
 from sklearn.metrics import brier_score_loss, log_loss
 
-from app.store.traffic.log import LoggedPrediction
 from app.store.traffic.reads import TrafficReads
+from app.store.traffic.rows import LoggedPrediction
 
 from .helpers import assert_problem, sigmoid_batch
 from .test_monitoring import ece, log_rows

@@ -15,8 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from app.store.traffic.log import LoggedPrediction
 from app.store.traffic.reads import TrafficReads
+from app.store.traffic.rows import LoggedPrediction
 
 from .helpers import assert_problem, sigmoid_batch
 from .test_multiclass import logits_batch

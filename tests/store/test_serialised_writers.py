@@ -28,8 +28,8 @@ from sqlalchemy import select, text
 from app.errors import Conflict, NotFound
 from app.store import Database, Repository
 from app.store.models import PendingOutcome, Prediction
-from app.store.traffic.log import LogCounts, LoggedPrediction
 from app.store.traffic.outcomes import OutcomeCounts
+from app.store.traffic.rows import LogCounts, LoggedPrediction
 
 from .conftest import MakeVersion
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from app.api.bodies.contracts import MAX_CLIENT_ID
+from app.api.bodies.fields import MAX_CLIENT_ID
 from app.errors import MalformedBody, invalid
 
 

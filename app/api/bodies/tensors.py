@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-from app.api.bodies.contracts import MAX_CLIENT_ID
+from app.api.bodies.fields import MAX_CLIENT_ID
 from app.api.bodies.media import check_ids
 from app.api.bodies.payloads import byte_count, check_text
 from app.errors import MalformedBody, PayloadTooLarge, UnsupportedMediaType, invalid

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from app.api.bodies.contracts import FitOptions, TrafficRange, tag_filter
+from app.api.bodies.contracts import FitOptions, TrafficRange
+from app.api.bodies.fields import tag_filter
 from app.api.bodies.labelled import BatchSource
 from app.api.bodies.media import parse_fit
 from app.api.deps import (

@@ -34,14 +34,8 @@ from app.calibration.measures.multiclass_metrics import (
     summarize_multiclass,
 )
 from app.calibration.measures.reliability import MAX_BINS, MIN_BINS
-from app.calibration.measures.report import (
-    Report,
-    Resampled,
-    SmoothCurve,
-    bootstrap,
-    smooth_curve_of,
-    view_measures,
-)
+from app.calibration.measures.report import Report, SmoothCurve, smooth_curve_of, view_measures
+from app.calibration.measures.report_bootstrap import Resampled, bootstrap
 from app.calibration.measures.resampled import View
 
 

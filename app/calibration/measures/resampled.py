@@ -40,10 +40,10 @@ from scipy.sparse import csc_matrix
 from scipy.special import expit, logit
 
 from app.calibration.base import FloatArray
+from app.calibration.measures.auc_atoms import auc_atoms, within_atoms_auc
 from app.calibration.measures.bootstrap import Float32Array
 from app.calibration.measures.clinical import Line
 
-AUC_ATOMS = 4096
 NEWTON_STEPS = 2
 """Newton steps per resample for the slope and intercept on batches of up to STEPPED_ROWS
 rows, the second over rows and resamples in float32; larger batches take the first only (its
@@ -94,7 +94,7 @@ class ViewResampler:
     ) -> None:
         by_p = np.argsort(view.p)  # ties in any order: atoms are cut only where p changes
         p_sorted = view.p[by_p]
-        atoms, distinct = _atoms(p_sorted, np.searchsorted(p_sorted, inner_edges, side="right"))
+        atoms, distinct = auc_atoms(p_sorted, np.searchsorted(p_sorted, inner_edges, side="right"))
         # each row's atom: a running count of atom starts in sorted order, scattered back to
         # the batch's order a slice at a time (one scatter of 10^7 rows holds the GIL for
         # 0.15 s, stalling the event loop; a search by p releases it but costs 1 s)
@@ -163,7 +163,7 @@ class ViewResampler:
             shape=(inner_edges.size + 1, p.size),
         )
         self.bin_predicted = np.bincount(bins, w * p, minlength=inner_edges.size + 1)
-        self.within_auc = _within_atoms_auc(
+        self.within_auc = within_atoms_auc(
             p_sorted, (y * w)[by_p], ((1.0 - y) * w)[by_p], atoms, distinct
         )
 
@@ -264,43 +264,3 @@ def _sums(values: Float32Array, by: Float32Array | None = None) -> FloatArray:
     matrix product, in float64."""
     weights = np.ones(values.shape[0], dtype=np.float32) if by is None else by
     return np.asarray(weights @ values, dtype=np.float64)
-
-
-def _atoms(p: FloatArray, bin_starts: NDArray[np.intp]) -> tuple[NDArray[np.intp], int]:
-    """Starts of at most AUC_ATOMS + bins runs of sorted rows, cut only where p changes, and at
-    every bin's start; and the number of distinct p. Every change is a cut when there are at
-    most AUC_ATOMS of them; else the cuts are the first change at or after AUC_ATOMS evenly
-    spaced rows, found by search (an index of every change would hold the GIL for 50 ms on
-    10^7 rows)."""
-    n = p.size
-    distinct = 1 + int(np.count_nonzero(p[1:] != p[:-1]))
-    if distinct - 1 <= AUC_ATOMS:
-        changes = np.flatnonzero(p[1:] != p[:-1]) + 1
-    else:
-        wanted = np.ceil(np.linspace(0, n, AUC_ATOMS + 1)[1:-1]).astype(np.intp)
-        changes = np.searchsorted(p, p[np.maximum(wanted, 1) - 1], side="right")
-        changes = changes[changes < n]
-    starts = np.unique(np.concatenate([[0], changes, bin_starts]))
-    atoms: NDArray[np.intp] = starts[starts < n]
-    return atoms, distinct
-
-
-def _within_atoms_auc(
-    p: FloatArray, wy: FloatArray, wn: FloatArray, atoms: NDArray[np.intp], distinct: int
-) -> float:
-    """The exact Mann-Whitney sum minus its atom-level reading, on the batch: what the pairs
-    within atoms whose p differ add beyond half their weight. Nothing when every change of p
-    is a cut; over rows when every p is distinct."""
-    if distinct - 1 <= AUC_ATOMS:
-        return 0.0
-    if distinct == p.size:
-        exact = _pairs(wy, wn)
-    else:
-        groups = np.concatenate([[0], np.flatnonzero(p[1:] != p[:-1]) + 1])
-        exact = _pairs(np.add.reduceat(wy, groups), np.add.reduceat(wn, groups))
-    return exact - _pairs(np.add.reduceat(wy, atoms), np.add.reduceat(wn, atoms))
-
-
-def _pairs(pos: FloatArray, neg: FloatArray) -> float:
-    below = np.cumsum(neg) - neg
-    return float(pos @ (below + 0.5 * neg))

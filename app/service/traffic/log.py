@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from app.errors import DatabaseUnavailable
 from app.observability import record_traffic
 from app.store import Database
-from app.store.traffic.log import LoggedPrediction
+from app.store.traffic.rows import LoggedPrediction
 
 logger = logging.getLogger("app.traffic")
 

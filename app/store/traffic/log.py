@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 from sqlalchemy import select
 
@@ -28,35 +28,20 @@ from app.errors import NotFound
 from app.store.models import Version
 from app.store.session import RepositoryBase
 from app.store.sql import chunks, placeholder, postgresql, sqlite_time
+from app.store.traffic.rows import (
+    COLUMNS,
+    ROW_MARKS,
+    STAGED_TYPES,
+    STAGING,
+    LogCounts,
+    LoggedPrediction,
+)
 
 INSERT_ROWS = 1000
 """Rows per multi-row INSERT on SQLite (8 parameters each: within its 32,766)."""
 
 LOOKUP_IDS = 1000
 """Client ids per ``IN (…)`` lookup of pending outcomes (SQLite)."""
-
-
-class LoggedPrediction(NamedTuple):  # a tuple: one is made per logged prediction
-    """One prediction to log; binary versions fill ``score`` and ``probability``, k-class
-    versions the rows (float64, little-endian)."""
-
-    name: str
-    client_id: str
-    version: int
-    predicted_at: datetime
-    score: float | None = None
-    probability: float | None = None
-    scores_row: bytes | None = None
-    probabilities_row: bytes | None = None
-
-
-class LogCounts(NamedTuple):
-    """What :meth:`TrafficOperations.log_predictions` did with its rows: ``new`` ones
-    written, ``discarded`` ones of a version deleted before they were (the rest were
-    duplicates)."""
-
-    new: int
-    discarded: int
 
 
 class TrafficOperations(RepositoryBase):
@@ -104,8 +89,8 @@ class TrafficOperations(RepositoryBase):
             "SELECT name, client_id, predicted_at FROM incoming_predictions WHERE fresh = 1"
         )
         new = connection.exec_driver_sql(
-            f"INSERT INTO predictions ({_COLUMNS}) "
-            f"SELECT {_COLUMNS} FROM incoming_predictions WHERE fresh = 1"
+            f"INSERT INTO predictions ({COLUMNS}) "
+            f"SELECT {COLUMNS} FROM incoming_predictions WHERE fresh = 1"
         ).rowcount
         self._join_staged_pending(names, min(r[3] for r in kept), max(r[3] for r in kept))
         return LogCounts(new=new, discarded=len(rows) - len(kept))
@@ -144,16 +129,16 @@ class TrafficOperations(RepositoryBase):
         """Copy ``rows`` into the session's ``incoming_predictions`` (PostgreSQL's binary
         ``COPY``; the table is emptied at every commit), numbered in order."""
         connection = self._session.connection()
-        connection.exec_driver_sql(_STAGING)
+        connection.exec_driver_sql(STAGING)
         connection.exec_driver_sql("TRUNCATE incoming_predictions")  # a second flush in one
         raw: Any = connection.connection.driver_connection
         with (
             raw.cursor() as cursor,
             cursor.copy(
-                f"COPY incoming_predictions (ord, {_COLUMNS}) FROM STDIN (FORMAT binary)"
+                f"COPY incoming_predictions (ord, {COLUMNS}) FROM STDIN (FORMAT binary)"
             ) as copy,
         ):
-            copy.set_types(_STAGED_TYPES)
+            copy.set_types(STAGED_TYPES)
             for number, row in enumerate(rows):
                 copy.write_row((number, *row))
 
@@ -205,8 +190,8 @@ class TrafficOperations(RepositoryBase):
                 for r, t in firsts:
                     values += (r[0], r[1], r[2], t, *r[4:])
                 raw.execute(
-                    f"INSERT INTO predictions ({_COLUMNS}) VALUES "
-                    f"{', '.join([_ROW_MARKS] * len(firsts))}",
+                    f"INSERT INTO predictions ({COLUMNS}) VALUES "
+                    f"{', '.join([ROW_MARKS] * len(firsts))}",
                     values,
                 )
             fresh += firsts
@@ -272,31 +257,3 @@ class TrafficOperations(RepositoryBase):
             "WHERE i.fresh = 1 AND i.name = pending_outcomes.name "
             "AND i.client_id = pending_outcomes.client_id)"
         )
-
-
-_COLUMNS = ", ".join(LoggedPrediction._fields)
-"""The columns a logged prediction fills, in its fields' order."""
-
-_ROW_MARKS = f"({', '.join(['?'] * len(LoggedPrediction._fields))})"
-
-_STAGING = (
-    "CREATE TEMP TABLE IF NOT EXISTS incoming_predictions (ord bigint NOT NULL, "
-    "name text NOT NULL, client_id text NOT NULL, version integer NOT NULL, "
-    "score float8, probability float8, scores_row bytea, probabilities_row bytea, "
-    "predicted_at timestamptz NOT NULL, fresh smallint NOT NULL DEFAULT 0) "
-    "ON COMMIT DELETE ROWS"
-)
-"""The session's staging table on PostgreSQL (emptied at every commit)."""
-
-_STAGED_TYPES = [
-    "int8",
-    "text",
-    "text",
-    "int4",
-    "timestamptz",
-    "float8",
-    "float8",
-    "bytea",
-    "bytea",
-]
-"""The types of ``ord`` and the columns of :class:`LoggedPrediction`, for binary ``COPY``."""

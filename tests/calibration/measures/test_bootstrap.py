@@ -162,7 +162,7 @@ def test_consistency_resamples_are_capped_and_give_the_ece_of_their_labels(
 ) -> None:
     """At most CONSISTENCY_RESAMPLES consistency resamples, whatever the chunking, and each
     one's binned ECE is the ECE of the batch's p against its drawn labels."""
-    from app.calibration.measures import report
+    from app.calibration.measures import report_bootstrap as report
 
     seen: list[int] = []
     original = ViewResampler.consistent
@@ -186,7 +186,7 @@ def test_the_smooth_ece_reads_at_most_its_share_of_many_resamples() -> None:
     """bootstrap=5000 on a small batch: every other interval from all 5000 resamples, the
     smooth ECE's from the first SMOOTH_RESAMPLES (its width search is the costly part): the
     same as with 1024 resamples, which draw the same first chunks (of 128 resamples)."""
-    from app.calibration.measures import report
+    from app.calibration.measures import report_bootstrap as report
 
     p, y = _batch(6, 300)
     labels = y.astype(np.int64)
@@ -205,7 +205,7 @@ def test_a_cancelled_job_stops_in_any_chunk_of_its_bootstrap() -> None:
     after its sixth chunk stops there (joblib draws tasks past the first few from a thread of
     its own, which once ran them without the budget)."""
     from app.calibration.kernels import budget as budgets
-    from app.calibration.measures import report
+    from app.calibration.measures import report_bootstrap as report
 
     p, y = _batch(8, 200)
     job = budgets.Budget(60.0)

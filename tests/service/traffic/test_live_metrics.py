@@ -38,7 +38,7 @@ from app.observability.live_gauges import GAUGES, SKIPPED
 from app.service.traffic.live import STALE_PERIODS, last_complete_window
 from app.settings import Settings
 from app.store import Database, Repository
-from app.store.traffic.log import LoggedPrediction
+from app.store.traffic.rows import LoggedPrediction
 from tests.api.helpers import ece, psi, sigmoid_batch
 
 ROOT = Path(__file__).resolve().parents[3]

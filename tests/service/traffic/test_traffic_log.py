@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 
 from app.errors import DatabaseUnavailable
 from app.service.traffic.log import TrafficLog
-from app.store.traffic.log import LogCounts, LoggedPrediction
+from app.store.traffic.rows import LogCounts, LoggedPrediction
 
 
 class FakeDatabase:

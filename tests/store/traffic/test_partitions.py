@@ -11,8 +11,8 @@ from sqlalchemy import create_engine, text
 
 from app.store import Database
 from app.store.migrate import downgrade, upgrade
-from app.store.traffic.log import LoggedPrediction
 from app.store.traffic.partitions import DEFAULT, ensure_partitions, partition_days, partition_name
+from app.store.traffic.rows import LoggedPrediction
 from tests.store.conftest import MakeVersion
 
 NOW = datetime.now(UTC)

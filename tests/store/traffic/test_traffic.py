@@ -11,8 +11,9 @@ from app.errors import Conflict
 from app.store import Database
 from app.store.models import PendingOutcome, Prediction
 from app.store.traffic import log as traffic
-from app.store.traffic.log import INSERT_ROWS, LogCounts, LoggedPrediction
+from app.store.traffic.log import INSERT_ROWS
 from app.store.traffic.outcomes import OutcomeCounts
+from app.store.traffic.rows import LogCounts, LoggedPrediction
 from tests.store.conftest import MakeVersion
 
 NOW = datetime(2026, 11, 24, 12, tzinfo=UTC)
