@@ -30,14 +30,18 @@ Exception tree::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
+
+PLACES = ("body", "query", "form", "path", "header")
+"""Where in a request a field may be given: named by the HTTP layer only."""
 
 
 @dataclass(frozen=True)
 class FieldError:
-    """One validation failure: where (``("body", "scores", 17)``) and what."""
+    """One validation failure: where (``("scores", 17)``, placed by the HTTP layer as
+    ``("body", "scores", 17)``) and what."""
 
     loc: tuple[str | int, ...]
     msg: str
@@ -117,9 +121,24 @@ class UnsupportedMediaType(ServiceError):
 
 
 class InvalidInput(ServiceError):
+    """Below the HTTP layer a failure's ``loc`` starts at the field (``("scores", 17)``); the
+    layer that knows where the client put each field adds the place (:meth:`placed`)."""
+
     status = 422
     title = "Invalid input"
     slug = "invalid-input"
+
+    def placed(self, place_of: Callable[[str | int | None], str]) -> InvalidInput:
+        """This error with every ``loc`` starting at its place in the request: a ``loc``
+        without one gets the place of its first field (``place_of(None)``: the request's
+        default place, for a failure of the whole body)."""
+        errors = tuple(
+            error
+            if error.loc and error.loc[0] in PLACES
+            else FieldError((place_of(error.loc[0] if error.loc else None), *error.loc), error.msg)
+            for error in self.errors
+        )
+        return type(self)(self.detail, errors=errors)
 
 
 class ClientGone(ServiceError):
@@ -181,18 +200,10 @@ class NotExportable(ServiceError):
 
 
 def invalid(loc: Sequence[str | int], msg: str) -> InvalidInput:
-    """A 422 whose detail reads ``field[index] msg``."""
-    where = describe_loc(loc)
-    return InvalidInput(f"{where} {msg}", errors=(FieldError(tuple(loc), msg),))
-
-
-def invalid_in(source: str, loc: Sequence[str | int], msg: str) -> InvalidInput:
-    """A 422 for a field found inside the request's ``source`` (``"body"``, ``"query"``), as
-    :class:`app.calibration.CalibrationError` gives it (``loc`` may be empty: the source
-    as a whole, and then the detail is the message alone)."""
-    if loc:
-        return invalid((source, *loc), msg)
-    return InvalidInput(msg, errors=(FieldError((source,), msg),))
+    """A 422 whose detail reads ``field[index] msg`` (``msg`` alone for an empty ``loc``: the
+    request's body or query as a whole)."""
+    detail = f"{describe_loc(loc)} {msg}" if loc else msg
+    return InvalidInput(detail, errors=(FieldError(tuple(loc), msg),))
 
 
 def describe_loc(loc: Sequence[str | int]) -> str:

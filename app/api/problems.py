@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from app.api.mounting import root_of
+from app.api.places import default_place
 from app.api.problem_types import HTTP_ERROR, METHOD_NOT_ALLOWED, UNKNOWN_ROUTE, type_uri
 from app.errors import FieldError, InvalidInput, MalformedBody, ServiceError, describe_loc
 
@@ -103,6 +104,8 @@ def error_response(
 
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
+    if isinstance(exc, InvalidInput):  # what a route did not place is where its method puts it
+        exc = exc.placed(lambda _: default_place(request.method))
     headers = None
     if exc.retry_after_seconds is not None:
         headers = {"Retry-After": str(exc.retry_after_seconds)}

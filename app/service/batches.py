@@ -65,11 +65,11 @@ def check_scores(scores: NDArray[np.float64], field: str = "scores") -> None:
         flat = first_true(rows)
         value = scores[flat] if scores.ndim == 1 else scores[flat][~np.isfinite(scores[flat])][0]
         what = "NaN" if np.isnan(value) else "infinite"
-        raise invalid(("body", field, flat), f"is {what}; scores must be finite numbers")
+        raise invalid((field, flat), f"is {what}; scores must be finite numbers")
     if scores.ndim == 2 and scores.shape[1] < 3:
         # Two classes are binary: one score per row, so that a version's shape is its kind.
         raise invalid(
-            ("body", field),
+            (field,),
             f"is an n x {scores.shape[1]} matrix; a score matrix needs at least three columns "
             "(classes); for two classes send the score of class 1 as a vector",
         )
@@ -83,14 +83,14 @@ def validate_batch(
     max_rows: int,
     require_both_classes: bool = True,
 ) -> Batch:
-    """Check a parsed batch against the contract (API.md, Fitting) and return it typed."""
+    """Check a parsed batch against the contract (docs/api.md, Fitting) and return it typed."""
     n = scores.shape[0]
     if n == 0:
-        raise invalid(("body", "scores"), "is empty; a batch needs at least one pair")
+        raise invalid(("scores",), "is empty; a batch needs at least one pair")
     if n > max_rows:
         raise PayloadTooLarge(f"the batch has {n} rows; the limit is {max_rows}")
     if labels.shape[0] != n:
-        raise invalid(("body", "labels"), f"has {labels.shape[0]} values but scores has {n}")
+        raise invalid(("labels",), f"has {labels.shape[0]} values but scores has {n}")
     check_scores(scores)
     k = 2 if scores.ndim == 1 else scores.shape[1]
     int_labels = _check_labels(labels, k)
@@ -98,21 +98,19 @@ def validate_batch(
         w = np.ones(n, dtype=np.float64)
     else:
         if weights.shape[0] != n:
-            raise invalid(
-                ("body", "sample_weight"), f"has {weights.shape[0]} values but scores has {n}"
-            )
+            raise invalid(("sample_weight",), f"has {weights.shape[0]} values but scores has {n}")
         w = weights
         bad = ~np.isfinite(w) | (w < 0)
         if bad.any():
             i = first_true(bad)
-            raise invalid(("body", "sample_weight", i), f"is {w[i]}; weights must be >= 0")
+            raise invalid(("sample_weight", i), f"is {w[i]}; weights must be >= 0")
         if not (w > 0).any():
-            raise invalid(("body", "sample_weight"), "is all zero; some weight must be positive")
+            raise invalid(("sample_weight",), "is all zero; some weight must be positive")
     if require_both_classes:
         present = np.flatnonzero(np.bincount(int_labels, weights=w, minlength=k))
         if present.size < 2:
             raise invalid(
-                ("body", "labels"),
+                ("labels",),
                 f"holds a single class ({int(present[0])}); calibration needs both "
                 "positives and negatives",
             )
@@ -126,25 +124,25 @@ def _check_labels(labels: NDArray[np.float64], k: int) -> NDArray[np.int64]:
         allowed = "0 or 1 (or booleans)" if k == 2 else f"an integer in 0..{k - 1}"
         value = labels[i]
         shown = "NaN" if np.isnan(value) else f"{value:g}"
-        raise invalid(("body", "labels", i), f"is {shown}; labels must be {allowed}")
+        raise invalid(("labels", i), f"is {shown}; labels must be {allowed}")
     return labels.astype(np.int64)
 
 
 def check_method_fits_batch(method: str, batch: Batch) -> None:
-    """A known method, given the shape of scores it works on (API.md, Fitting)."""
+    """A known method, given the shape of scores it works on (docs/api.md, Fitting)."""
     if method not in METHODS:
         raise invalid(
-            ("body", "method"),
+            ("method",),
             f"is {method!r}, not a known method; expected one of {', '.join(METHODS)}",
         )
     if batch.is_multiclass and method in BINARY_ONLY:
         raise invalid(
-            ("body", "scores"),
+            ("scores",),
             f"is an n x {batch.n_classes} matrix but method {method!r} is binary; "
             "send one score per row",
         )
     if not batch.is_multiclass and method in MULTICLASS_ONLY:
         raise invalid(
-            ("body", "scores"),
+            ("scores",),
             f"is a vector but method {method!r} is multiclass; send an n x k matrix of scores",
         )

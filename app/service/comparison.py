@@ -23,7 +23,7 @@ from app.calibration import (
     reliability_reports,
     with_intervals,
 )
-from app.errors import InvalidInput, invalid, invalid_in
+from app.errors import InvalidInput, invalid
 from app.figures.reliability import render_comparison_diagram
 from app.service.batches import Batch
 from app.service.diagnosis import DEFAULT_BINS, Curve, ImageFormat
@@ -41,7 +41,7 @@ def rank(rows: list[dict[str, Any]], by: str) -> None:
     422 at ``query.by`` when the rows have no such metric."""
     if rows and by not in rows[0]["metrics"]:
         known = ", ".join(sorted(rows[0]["metrics"]))
-        raise invalid(("query", "by"), f"is {by!r}; expected one of {known}")
+        raise invalid(("by",), f"is {by!r}; expected one of {known}")
 
     def value(row: dict[str, Any], metric: str) -> float:
         v = row["metrics"].get(metric)
@@ -119,7 +119,7 @@ class Comparison:
                 resamples,
             )
         except CalibrationError as exc:
-            raise invalid_in("body", exc.loc, exc.reason) from None
+            raise invalid(exc.loc, exc.reason) from None
         by_version: dict[int, Resampled] = {}
         for row, metrics, found in zip(rows, points[:-1], resampled[:-1], strict=True):
             row["metrics"] = metrics
@@ -164,7 +164,7 @@ class Comparison:
                 resamples=0 if curve == "binned" else resamples,
             )
         except CalibrationError as exc:
-            raise invalid_in("body", exc.loc, exc.reason) from None
+            raise invalid(exc.loc, exc.reason) from None
         for row, report in zip(rows, reports, strict=True):
             row["metrics"] = report.metrics
             row["report"] = report
@@ -185,7 +185,7 @@ class Comparison:
         """The selected versions (each once, in the given order) and their probabilities on
         the batch, read in one snapshot."""
         if by not in COMPARABLE:
-            raise invalid(("query", "by"), f"is {by!r}; expected one of {', '.join(COMPARABLE)}")
+            raise invalid(("by",), f"is {by!r}; expected one of {', '.join(COMPARABLE)}")
         generation = self.versions.generation(name)
         with self.database.transaction() as repo:
             if selectors is None:
@@ -204,7 +204,7 @@ class Comparison:
             try:
                 probabilities = loaded.checked_predict(batch.scores)
             except InvalidInput as exc:
-                where = ("body", "versions", i) if selectors is not None else ("body", "scores")
+                where = ("versions", i) if selectors is not None else ("scores",)
                 raise invalid(where, f"(v{loaded.version}): {exc.detail}") from None
             rows.append({"version": loaded.version, "method": loaded.method})
             probability_sets.append(probabilities)

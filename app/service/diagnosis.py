@@ -24,7 +24,7 @@ from app.calibration import (
     raw_as_probabilities,
     reliability_reports,
 )
-from app.errors import NotFound, StoredDataCorrupt, invalid_in
+from app.errors import NotFound, StoredDataCorrupt, invalid
 from app.figures.reliability import render_reliability_diagram
 from app.service.batches import Batch
 from app.service.memo import Memo
@@ -173,7 +173,7 @@ class Diagnosis:
         def compute() -> Reports:
             stored = self.batches.get_or_compute(_key(record), lambda: self._decoded(record, data))
             calibrated, raw = labelled_reports(
-                stored.out_of_fold, stored.scores, stored.labels, stored.weights, query, "query"
+                stored.out_of_fold, stored.scores, stored.labels, stored.weights, query
             )
             return Reports(
                 record.name, record.version, record.method, record.n_samples, calibrated, raw
@@ -203,7 +203,7 @@ class Diagnosis:
         loaded = self.versions.resolve(name, selector)
         probabilities = loaded.checked_predict(batch.scores)
         calibrated, raw = labelled_reports(
-            probabilities, batch.scores, batch.labels, batch.weights, query, "body"
+            probabilities, batch.scores, batch.labels, batch.weights, query
         )
         return Reports(name, loaded.version, loaded.method, batch.n_samples, calibrated, raw)
 
@@ -256,11 +256,10 @@ def labelled_reports(
     labels: NDArray[np.int64],
     weights: NDArray[np.float64] | None,
     query: ReportOptions,
-    source: str,
 ) -> tuple[Report, Report]:
     """The calibrated and the raw reliability reports of one labelled batch (a stored
     version's, a posted one, the logged traffic's), their intervals from the same resamples;
-    errors in the query's options are located in ``source`` (``"query"`` or ``"body"``)."""
+    errors name the option, wherever the request gave it."""
     try:
         calibrated, raw = reliability_reports(
             [probabilities, raw_as_probabilities(scores)],
@@ -272,5 +271,5 @@ def labelled_reports(
             resamples=query.bootstrap,
         )
     except CalibrationError as exc:
-        raise invalid_in(source, exc.loc, exc.reason) from None
+        raise invalid(exc.loc, exc.reason) from None
     return calibrated, raw

@@ -72,7 +72,7 @@ class LoadedVersion:
         try:
             probabilities: NDArray[np.float64] = self.calibrator.predict(scores)
         except CalibrationError as exc:
-            where = ("body", *exc.loc) if exc.loc else ("body", "scores")
+            where = exc.loc or ("scores",)
             raise invalid(where, f"{exc.reason} ({self.name!r} v{self.version})") from None
         return probabilities
 
@@ -82,14 +82,14 @@ class LoadedVersion:
             if scores.ndim != 1:
                 where = f"{self.name!r} v{self.version}"
                 raise invalid(
-                    ("body", "scores"),
+                    ("scores",),
                     f"is a matrix but {where} is a binary calibrator; send one score per element",
                 )
         elif scores.ndim != 2 or scores.shape[1] != self.n_classes:
             where = f"{self.name!r} v{self.version}"
             shape = "a vector" if scores.ndim == 1 else f"an n x {scores.shape[1]} matrix"
             raise invalid(
-                ("body", "scores"),
+                ("scores",),
                 f"is {shape} but {where} calibrates {self.n_classes} classes; "
                 f"send an n x {self.n_classes} matrix",
             )

@@ -63,8 +63,8 @@ class Serving:
         cached_only: bool = False,
     ) -> Prediction | None:
         """Calibrated probabilities from the selected version, in input order (counted as
-        served: ``calibration_predictions_total``). ``intervals``, the location the client
-        asked for them in (``("body", "intervals")`` or the query's), adds each score's
+        served: ``calibration_predictions_total``). ``intervals``, the field the client
+        asked for them in (as the caller locates it), adds each score's
         probability interval (n x 2, or n x k x 2) for methods that give one; else 422.
 
         With ``ids`` (one per score or row) each prediction is logged under its id

@@ -25,7 +25,7 @@ from app.calibration import (
     raw_as_probabilities,
     with_intervals,
 )
-from app.errors import invalid_in
+from app.errors import invalid
 from app.observability import record_fit
 from app.service.batches import Batch, check_method_fits_batch
 from app.service.loaded import LoadedVersion
@@ -83,7 +83,7 @@ class Versions:
                 n_jobs=n_jobs,
             )
         except CalibrationError as exc:  # ParamError included: loc is ("params", name)
-            raise invalid_in("body", exc.loc, exc.reason) from None
+            raise invalid(exc.loc, exc.reason) from None
         state = outcome.calibrator.state()
         resamples = fit_resamples(batch.n_samples)
         (cv, raw), (cv_resampled, raw_resampled) = headline_resampled(

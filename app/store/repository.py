@@ -222,7 +222,7 @@ class Repository(
             merged = {k: v for k, v in merged.items() if tags.get(k, "") is not None}
             if len(merged) > MAX_TAGS:
                 raise invalid(
-                    ("body", "tags"),
+                    ("tags",),
                     f"would leave v{record.version} with {len(merged)} tags; the limit is "
                     f"{MAX_TAGS} (a null value deletes a key)",
                 )

@@ -31,6 +31,7 @@ from app.api.bodies.payloads import (
     optional_number_array,
 )
 from app.api.bodies.validation import validated
+from app.api.places import Places
 from app.errors import invalid
 from app.service.batches import Batch, validate_batch
 
@@ -56,22 +57,32 @@ class BatchSource:
 
 class Given(NamedTuple):
     """What a request gives beside its arrays: the options from the query and the form, typed
-    (the form's overriding the query's), and the JSON body parsed (None for other types)."""
+    (the form's overriding the query's), where each was given, and the JSON body parsed (None
+    for other types)."""
 
     options: dict[str, Any]
     json: dict[str, Any] | None
+    where: dict[str, str]
+
+    def places(self) -> Places:
+        """Where each field the request holds came from: a JSON body's own field wins, so it
+        is in the body; an option only in the query or the form is there."""
+        body = self.json or {}
+        return Places({key: at for key, at in self.where.items() if key not in body})
 
 
 def given_beside(source: BatchSource, options: type[BaseModel]) -> Given:
     """The options ``source`` gives outside its JSON fields, each place validated as
     ``options`` (422 located at that place), and its JSON body."""
     typed: dict[str, Any] = {}
+    places: dict[str, str] = {}
     for where, texts in source.options.items():
         these = {key: _from_text(where, key, value) for key, value in texts.items()}
         valid = validated(options, these, source=where, strict=False)  # text: "5" is 5
         typed.update((key, getattr(valid, key)) for key in these)
+        places.update(dict.fromkeys(these, where))
     json = parse_json_body(source.data, BATCH_ARRAYS) if source.kind in JSON_TYPES else None
-    return Given(typed, json)
+    return Given(typed, json, places)
 
 
 def labelled_batch(
@@ -111,13 +122,14 @@ def labelled_batch(
 
 def judged_batch(
     source: BatchSource, options: type[M], body: type[LabelledBody], max_rows: int
-) -> tuple[Batch, M]:
-    """The batch of a request that judges stored versions (diagnostics, compare), and its
-    options: one class alone is fine there."""
+) -> tuple[Batch, M, Places]:
+    """The batch of a request that judges stored versions (diagnostics, compare), its options
+    (one class alone is fine there) and where they were given."""
     given = given_beside(source, options)
-    return labelled_batch(
+    batch, chosen = labelled_batch(
         source, given, options, body, max_rows=max_rows, require_both_classes=False
     )
+    return batch, chosen, given.places()
 
 
 def is_list_option(annotation: Any) -> bool:

@@ -34,6 +34,7 @@ from app.api.bodies.payloads import (
     require_media_type,
 )
 from app.api.bodies.validation import validated
+from app.api.places import Places
 from app.errors import PayloadTooLarge, invalid
 from app.service.batches import Batch
 from app.service.diagnosis import ReportOptions
@@ -45,6 +46,7 @@ class FitArgs:
 
     batch: Batch | TrafficRange
     options: FitOptions
+    places: Places
 
 
 def parse_fit(source: BatchSource, max_rows: int) -> FitArgs:
@@ -53,11 +55,11 @@ def parse_fit(source: BatchSource, max_rows: int) -> FitArgs:
     given = given_beside(source, FitOptions)
     if given.json is not None and "from_traffic" in given.json:
         refit = validated(TrafficFitBody, {**given.options, **given.json})
-        return FitArgs(refit.from_traffic, refit)
+        return FitArgs(refit.from_traffic, refit, given.places())
     batch, options = labelled_batch(
         source, given, FitOptions, FitBody, max_rows=max_rows, require_both_classes=True
     )
-    return FitArgs(batch, options)
+    return FitArgs(batch, options, given.places())
 
 
 class PredictArgs(NamedTuple):  # a tuple: built on every predict, 3x faster than frozen
@@ -111,16 +113,17 @@ def parse_outcomes(content_type: str | None, body: bytes, max_rows: int) -> list
     return list(zip(ids, labels, strict=True))
 
 
-def parse_diagnostics(source: BatchSource, max_rows: int) -> tuple[Batch, ReportOptions]:
-    """A POST diagnostics request: the labelled batch, and the report it asks for."""
-    batch, given = judged_batch(source, ReportFields, DiagnosticsBody, max_rows)
-    return batch, ReportOptions(
+def parse_diagnostics(source: BatchSource, max_rows: int) -> tuple[Batch, ReportOptions, Places]:
+    """A POST diagnostics request: the labelled batch, the report it asks for, and where its
+    options were given."""
+    batch, given, places = judged_batch(source, ReportFields, DiagnosticsBody, max_rows)
+    report = ReportOptions(
         given.n_bins, given.strategy, given.class_index, given.bootstrap, given.curve
     )
+    return batch, report, places
 
 
-def parse_compare(source: BatchSource, max_rows: int) -> tuple[Batch, CompareFields]:
+def parse_compare(source: BatchSource, max_rows: int) -> tuple[Batch, CompareFields, Places]:
     """A compare request: the labelled batch, the selectors to compare (None: every one) and
-    the resamples behind the paired intervals."""
-    batch, given = judged_batch(source, CompareFields, CompareBody, max_rows)
-    return batch, given
+    the resamples behind the paired intervals, and where they were given."""
+    return judged_batch(source, CompareFields, CompareBody, max_rows)

@@ -23,6 +23,7 @@ from app.api.deps import (
 )
 from app.api.documents import CalibratorList, CalibratorOut, VersionOut
 from app.api.openapi_docs import ERRORS, FIT_BODY, FIT_DESCRIPTION
+from app.api.places import placing
 from app.api.reading import read_batch
 from app.service.use_cases import CalibrationService
 from app.service.views import VersionView
@@ -63,26 +64,27 @@ async def fit(
 def _fit(service: CalibrationService, name: str, source: BatchSource) -> VersionView:
     args = parse_fit(source, service.settings.max_batch_rows)
     options = args.options
-    if not isinstance(args.batch, TrafficRange):
-        return service.versions.fit(
+    with placing(args.places):
+        if not isinstance(args.batch, TrafficRange):
+            return service.versions.fit(
+                name,
+                args.batch,
+                method=options.method,
+                params=options.params,
+                description=options.description,
+                tags=options.tags,
+            )
+        wanted = args.batch
+        return service.versions.fit_from_traffic(
             name,
-            args.batch,
+            wanted.since,
+            wanted.until,
+            None if wanted.version is None else parse_selector(name, str(wanted.version)),
             method=options.method,
             params=options.params,
             description=options.description,
             tags=options.tags,
         )
-    wanted = args.batch
-    return service.versions.fit_from_traffic(
-        name,
-        wanted.since,
-        wanted.until,
-        None if wanted.version is None else parse_selector(name, str(wanted.version)),
-        method=options.method,
-        params=options.params,
-        description=options.description,
-        tags=options.tags,
-    )
 
 
 @router.get(

@@ -20,6 +20,7 @@ from app.api.deps import (
 )
 from app.api.documents import DiagnosticsOut
 from app.api.openapi_docs import BATCH_OPTIONS_TEXT, DIAGNOSTICS_BODY, ERRORS, add_picture_route
+from app.api.places import placing
 from app.api.reading import read_batch
 from app.api.report_query import (
     IMAGE_RESPONSES,
@@ -120,8 +121,9 @@ async def batch_diagnostics(
 def _batch_reports(
     service: CalibrationService, name: str, selector: Selector, source: BatchSource
 ) -> tuple[Reports, ReportOptions]:
-    batch, report = parse_diagnostics(source, service.settings.max_batch_rows)
-    return service.diagnosis.on_batch(name, selector, batch, report), report
+    batch, report, places = parse_diagnostics(source, service.settings.max_batch_rows)
+    with placing(places):
+        return service.diagnosis.on_batch(name, selector, batch, report), report
 
 
 def _batch_picture(
@@ -131,8 +133,9 @@ def _batch_picture(
     source: BatchSource,
     image_format: ImageFormat,
 ) -> bytes:
-    batch, report = parse_diagnostics(source, service.settings.max_batch_rows)
-    return service.diagnosis.batch_picture(name, selector, batch, report, image_format)
+    batch, report, places = parse_diagnostics(source, service.settings.max_batch_rows)
+    with placing(places):
+        return service.diagnosis.batch_picture(name, selector, batch, report, image_format)
 
 
 def _picture_route(image_format: ImageFormat) -> None:

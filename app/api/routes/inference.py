@@ -239,11 +239,11 @@ def answer_infer(
 
 def _located(exc: InvalidInput) -> InvalidInput:
     """A refusal of the scores, located as the protocol's client sent them: ``inputs[0]``
-    and the row, where predict's names ``scores[row]`` of its JSON body."""
+    and the row, where the service names ``scores[row]``."""
     found = exc.errors[0] if exc.errors else None
-    if found is None or found.loc[:2] != ("body", "scores"):
+    if found is None or found.loc[:1] != ("scores",):
         return exc
-    places = zip(("row", "column"), found.loc[2:], strict=False)  # a row, maybe a column
+    places = zip(("row", "column"), found.loc[1:], strict=False)  # a row, maybe a column
     where = ", ".join(f"{what} {at}" for what, at in places)
     return invalid(("inputs", 0), f"{f'{where}: ' if where else ''}{found.msg}")
 

@@ -34,6 +34,7 @@ from app.api.deps import (
 )
 from app.api.documents import CompareOut, VersionOut
 from app.api.openapi_docs import BATCH_OPTIONS_TEXT, COMPARE_BODY, ERRORS, body_doc
+from app.api.places import placing
 from app.api.reading import read_batch
 from app.api.report_query import IMAGE_RESPONSES, GivenCurve, GivenResamples, wanted_image
 from app.errors import invalid
@@ -156,9 +157,10 @@ async def compare(
 def _compare(
     service: CalibrationService, name: str, source: BatchSource, by: str
 ) -> dict[str, Any]:
-    batch, given = parse_compare(source, service.settings.max_batch_rows)
+    batch, given, places = parse_compare(source, service.settings.max_batch_rows)
     selectors = _selectors(name, given)
-    return service.comparison.compare(name, batch, selectors, by=by, resamples=given.bootstrap)
+    with placing(places.with_fields("query", "by")):
+        return service.comparison.compare(name, batch, selectors, by=by, resamples=given.bootstrap)
 
 
 def _compare_picture(
@@ -168,16 +170,17 @@ def _compare_picture(
     by: str,
     image_format: ImageFormat,
 ) -> bytes:
-    batch, given = parse_compare(source, service.settings.max_batch_rows)
-    return service.comparison.compare_picture(
-        name,
-        batch,
-        _selectors(name, given),
-        by=by,
-        image_format=image_format,
-        curve=given.curve,
-        resamples=given.bootstrap,
-    )
+    batch, given, places = parse_compare(source, service.settings.max_batch_rows)
+    with placing(places.with_fields("query", "by")):
+        return service.comparison.compare_picture(
+            name,
+            batch,
+            _selectors(name, given),
+            by=by,
+            image_format=image_format,
+            curve=given.curve,
+            resamples=given.bootstrap,
+        )
 
 
 def _selectors(name: str, given: CompareFields) -> list[Selector] | None:

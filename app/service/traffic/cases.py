@@ -199,7 +199,7 @@ class TrafficCases:
                 + ("" if version is None else f" of v{version}")
             )
         calibrated, raw = labelled_reports(
-            probabilities[known], scores[known], y[known], None, query, "query"
+            probabilities[known], scores[known], y[known], None, query
         )
         return TrafficDiagnostics(version, int(known.sum()), calibrated, raw)
 
@@ -212,16 +212,12 @@ def monitored_range(
     width = WINDOW_SECONDS[window]
     if until is None:  # the end of the current window
         until = window_start(datetime.now(UTC), window) + timedelta(seconds=width)
-    until = in_utc(until, ("query", "until"))
-    since = (
-        until - timedelta(seconds=30 * width)
-        if since is None
-        else in_utc(since, ("query", "since"))
-    )
+    until = in_utc(until, ("until",))
+    since = until - timedelta(seconds=30 * width) if since is None else in_utc(since, ("since",))
     if since >= until:
-        raise invalid(("query", "since"), "must be before until")
+        raise invalid(("since",), "must be before until")
     if (until - since).total_seconds() > MAX_WINDOWS * width:
-        raise invalid(("query", "since"), f"spans more than {MAX_WINDOWS} windows of {window}")
+        raise invalid(("since",), f"spans more than {MAX_WINDOWS} windows of {window}")
     return since, until
 
 

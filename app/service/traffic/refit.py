@@ -22,7 +22,7 @@ from app.service.batches import Batch, validate_batch
 from app.service.traffic.monitoring import in_utc
 from app.store import Database, Selector
 
-FIELD = ("body", "from_traffic")
+FIELD = ("from_traffic",)
 
 
 @dataclass(frozen=True)

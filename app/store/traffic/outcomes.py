@@ -96,7 +96,7 @@ class OutcomeOperations(RepositoryBase):
         for index, (_, label) in enumerate(outcomes):
             if label >= k:
                 raise invalid(
-                    ("body", "labels", index),
+                    ("labels", index),
                     f"is {label}; the versions of this calibrator have the classes 0..{k - 1}",
                 )
 

@@ -196,7 +196,7 @@ class TrafficReads(RepositoryBase):
         try:
             (matrix,), row_labels = self._labelled_rows(where, params, ("scores_row",))
         except MixedClasses as exc:
-            raise invalid(("body", "from_traffic", "version"), str(exc)) from None
+            raise invalid(("from_traffic", "version"), str(exc)) from None
         return LabelledTraffic(scores, labels, matrix, row_labels.astype(np.float64), counts)
 
     def labelled_class_rows(
