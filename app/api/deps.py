@@ -91,6 +91,10 @@ def check_alias_name(alias: str) -> None:
         )
 
 
+PARSED_BODY = "parsed_body"
+"""The request-state key of a body the hot path (:mod:`app.api.fast_predict`) parsed before it
+handed the request on (a version not in memory): the route answers from it, not parsing twice."""
+
 SMALL_BODY_BYTES = 1024 * 1024
 """The limit of bodies parsed on the event loop (aliases, PATCH): a few fields, never a batch."""
 

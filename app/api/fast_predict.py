@@ -9,7 +9,7 @@ threadpool hop. It runs the very function the regular route runs
 (:func:`app.api.routes.predictions.answer_predict`, :func:`app.api.routes.inference.answer_infer`),
 so the answer is the same either way; anything that function cannot answer from memory — a cache
 miss that needs the database, a large body, an error to report — is handed, body and all,
-to the regular route.
+to the regular route (on a miss with the body as parsed, so that it is not parsed twice).
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.bodies.media import parse_predict
 from app.api.bodies.payloads import byte_count
 from app.api.bodies.tensors import is_compressed
+from app.api.deps import PARSED_BODY
 from app.api.documents import NAME_PATTERN
-from app.api.routes.inference import Answer, answer_infer
+from app.api.routes.inference import Answer, answer_infer, parse_infer_body
 from app.api.routes.predictions import answer_predict
 from app.service.use_cases import CalibrationService
 
@@ -149,10 +151,12 @@ def _answer(service: CalibrationService, scope: Scope, body: bytes) -> Answer | 
         if any(key != "version" for key, _ in query) or len(query) > 1:
             return None
         version = query[0][1] if query else None
-    content = answer_predict(
-        service, match.group(1), "application/json", body, version, None, cached_only=True
-    )
-    return None if content is None else (content, {}, "application/json")
+    args = parse_predict("application/json", body, service.settings.max_batch_rows)
+    content = answer_predict(service, match.group(1), args, version, None, cached_only=True)
+    if content is None:
+        scope.setdefault("state", {})[PARSED_BODY] = args
+        return None
+    return content, {}, "application/json"
 
 
 def _answer_infer(service: CalibrationService, scope: Scope, body: bytes) -> Answer | None:
@@ -164,12 +168,10 @@ def _answer_infer(service: CalibrationService, scope: Scope, body: bytes) -> Ans
     headers = {k: v.decode("latin-1") for k, v in scope["headers"] if k in _INFER_HEADERS}
     if is_compressed(headers.get(b"content-encoding")):
         return None
-    return answer_infer(
-        service,
-        match.group(1),
-        match.group(2) or "latest",
-        body,
-        headers.get(b"content-encoding"),
-        headers.get(b"inference-header-content-length"),
-        cached_only=True,
+    request = parse_infer_body(service, body, None, headers.get(b"inference-header-content-length"))
+    answer = answer_infer(
+        service, match.group(1), match.group(2) or "latest", request, cached_only=True
     )
+    if answer is None:
+        scope.setdefault("state", {})[PARSED_BODY] = request
+    return answer

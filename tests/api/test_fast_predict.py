@@ -90,3 +90,48 @@ def test_multiclass_and_deleted_versions(client: TestClient, regular_calls: list
         404,
         "1",
     )
+
+
+def test_a_miss_hands_the_parsed_body_on_and_nothing_is_parsed_twice(
+    client: TestClient, regular_calls: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version not in memory: the hot path parses the small body, finds no cached version
+    and hands the request on with what it parsed; the route answers from that (one parse of
+    each body, predict's and infer's), and the answer is the one a fresh request gets."""
+    from app.api import fast_predict
+    from app.api.bodies import tensors
+    from app.api.routes import inference, predictions
+
+    fit = client.post(f"{BASE}/fit", json={**sigmoid_batch(200), "method": "platt"})
+    assert fit.status_code == 201
+    parsed: list[str] = []
+
+    def counting(module: Any, name: str) -> None:
+        original = getattr(module, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            parsed.append(name)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    counting(fast_predict, "parse_predict")
+    counting(predictions, "parse_predict")
+    counting(inference, "parse_infer")
+    service = client.app.state.service  # type: ignore[attr-defined]
+    scores = [-1.0, 0.0, 2.5]
+    service.version_cache.forget("churn")
+    missed = client.post(f"{BASE}/predict", json={"scores": scores})
+    assert missed.status_code == 200, missed.text
+    assert parsed == ["parse_predict"]
+    assert len(regular_calls) == 1  # the route answered
+    again = client.post(f"{BASE}/predict", json={"scores": scores})  # now in memory
+    assert again.json() == missed.json()
+    assert len(regular_calls) == 1
+    parsed.clear()
+    service.version_cache.forget("churn")
+    tensor = {"inputs": [{"name": tensors.INPUT, "shape": [3], "datatype": "FP64", "data": scores}]}
+    infer = client.post("/v2/models/churn/infer", json=tensor)
+    assert infer.status_code == 200, infer.text
+    assert parsed == ["parse_infer"]
+    assert infer.json()["outputs"][0]["data"] == pytest.approx(missed.json()["probabilities"])

@@ -22,12 +22,20 @@ from app import __version__
 from app.api.bodies.tensors import (
     HEADER_LENGTH,
     INPUT,
+    InferRequest,
     decompressed,
     encode_infer,
     is_compressed,
     parse_infer,
 )
-from app.api.deps import NameParam, ServiceDep, answer_by_size, json_response, parse_selector
+from app.api.deps import (
+    PARSED_BODY,
+    NameParam,
+    ServiceDep,
+    answer_by_size,
+    json_response,
+    parse_selector,
+)
 from app.api.openapi_docs import ERRORS
 from app.calibration import CAPABILITIES
 from app.errors import InvalidInput, invalid
@@ -136,9 +144,14 @@ async def _infer(
 ) -> Response:
     encoding = request.headers.get("content-encoding")
     header_length = request.headers.get(HEADER_LENGTH)
+    parsed: InferRequest | None = request.scope.get("state", {}).pop(PARSED_BODY, None)
 
     def answer(body: bytes) -> Answer:
-        return answer_infer(service, name, version, body, encoding, header_length)
+        if parsed is not None:
+            return answer_infer(service, name, version, parsed)
+        return answer_infer(
+            service, name, version, parse_infer_body(service, body, encoding, header_length)
+        )
 
     inflates = is_compressed(encoding)
     content, headers, media_type = await answer_by_size(request, answer, inflates=inflates)
@@ -149,14 +162,21 @@ Answer = tuple[bytes, dict[str, str], str]
 """A response's body, extra headers and media type."""
 
 
+def parse_infer_body(
+    service: CalibrationService, body: bytes, encoding: str | None, header_length: str | None
+) -> InferRequest:
+    """An infer body, inflated (inflating a compressed body is work too: off the event loop)
+    and parsed as JSON or binary tensors."""
+    inflated = decompressed(body, encoding, service.settings.max_body_bytes)
+    return parse_infer(inflated, header_length, service.settings.max_batch_rows)
+
+
 @overload
 def answer_infer(
     service: CalibrationService,
     name: str,
     version: str,
-    body: bytes,
-    encoding: str | None,
-    header_length: str | None,
+    request: InferRequest,
     *,
     cached_only: Literal[False] = False,
 ) -> Answer: ...
@@ -165,9 +185,7 @@ def answer_infer(
     service: CalibrationService,
     name: str,
     version: str,
-    body: bytes,
-    encoding: str | None,
-    header_length: str | None,
+    request: InferRequest,
     *,
     cached_only: Literal[True],
 ) -> Answer | None: ...
@@ -175,18 +193,14 @@ def answer_infer(
     service: CalibrationService,
     name: str,
     version: str,
-    body: bytes,
-    encoding: str | None,
-    header_length: str | None,
+    request: InferRequest,
     *,
     cached_only: bool = False,
 ) -> Answer | None:
-    """An infer request's answer, off the event loop (inflating a compressed body is work
-    too). The one infer path: the route runs it, and the hot path
-    (:mod:`app.api.fast_predict`) with ``cached_only``, when it gives None when the version
-    is not in memory (the route then answers)."""
-    body = decompressed(body, encoding, service.settings.max_body_bytes)
-    request = parse_infer(body, header_length, service.settings.max_batch_rows)
+    """A parsed infer request's answer. The one infer path: the route runs it off the event
+    loop, and the hot path (:mod:`app.api.fast_predict`) with ``cached_only``, which gives
+    None when the version is not in memory (the route then answers, from the body as the hot
+    path parsed it: :data:`~app.api.deps.PARSED_BODY`)."""
     selector = parse_selector(name, version)
     asked = request.outputs
     if cached_only:

@@ -8,8 +8,8 @@ import orjson
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from app.api.bodies.media import parse_predict
-from app.api.deps import NameParam, ServiceDep, answer_by_size, parse_selector
+from app.api.bodies.media import PredictArgs, parse_predict
+from app.api.deps import PARSED_BODY, NameParam, ServiceDep, answer_by_size, parse_selector
 from app.api.documents import PredictOut
 from app.api.openapi_docs import ERRORS, PREDICT_BODY
 from app.errors import invalid
@@ -40,9 +40,12 @@ async def predict(
     """Map raw scores to calibrated probabilities, in input order, with the version used;
     with `intervals`, a `venn_abers` version also answers each score's interval [p0, p1]."""
     content_type = request.headers.get("content-type")
+    parsed: PredictArgs | None = request.scope.get("state", {}).pop(PARSED_BODY, None)
 
     def answer(body: bytes) -> bytes:
-        return answer_predict(service, name, content_type, body, version, intervals)
+        max_rows = service.settings.max_batch_rows
+        args = parsed if parsed is not None else parse_predict(content_type, body, max_rows)
+        return answer_predict(service, name, args, version, intervals)
 
     return Response(await answer_by_size(request, answer), media_type="application/json")
 
@@ -51,8 +54,7 @@ async def predict(
 def answer_predict(
     service: CalibrationService,
     name: str,
-    content_type: str | None,
-    body: bytes,
+    args: PredictArgs,
     version: str | None,
     intervals: bool | None,
     *,
@@ -62,8 +64,7 @@ def answer_predict(
 def answer_predict(
     service: CalibrationService,
     name: str,
-    content_type: str | None,
-    body: bytes,
+    args: PredictArgs,
     version: str | None,
     intervals: bool | None,
     *,
@@ -72,20 +73,20 @@ def answer_predict(
 def answer_predict(
     service: CalibrationService,
     name: str,
-    content_type: str | None,
-    body: bytes,
+    args: PredictArgs,
     version: str | None,
     intervals: bool | None,
     *,
     cached_only: bool = False,
 ) -> bytes | None:
-    """The answer to a predict request: parsed, validated, predicted, written as JSON.
+    """The answer to a parsed predict request (``version`` and ``intervals`` from its
+    query): checked against its query, predicted, written as JSON.
 
     The one predict path: the route runs it off the event loop (a body may hold millions of
     scores); the hot path (:mod:`app.api.fast_predict`) runs it inline for small bodies with
-    ``cached_only``, and hands the request to the route when it gives None or raises.
+    ``cached_only``, and hands the request to the route when it gives None (with the body as
+    parsed, :data:`~app.api.deps.PARSED_BODY`) or raises.
     """
-    args = parse_predict(content_type, body, service.settings.max_batch_rows)
     if args.version is not None and version is not None and args.version != version:
         raise invalid(("body", "version"), f"is {args.version!r} but the query says {version!r}")
     if args.intervals is not None and intervals is not None and args.intervals != intervals:
