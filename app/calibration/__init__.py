@@ -1,8 +1,10 @@
 """Probability calibration, pure numerics (numpy and scipy; nothing about HTTP or storage).
 
-The service uses :func:`fit_calibrator` to fit, :func:`load_calibrator` to rebuild a stored
-version and :mod:`app.calibration.measures.diagnostics` for the measures. Methods follow the papers
-in the README's method table: Niculescu-Mizil & Caruana (*Predicting Good Probabilities With
+The rest of ``app`` imports this module only: the service fits a batch it has checked with
+:func:`fit_checked_batch` (:func:`fit_calibrator` checks arrays as they come first), rebuilds a
+stored version with :func:`load_calibrator`, and measures with
+:func:`reliability_reports` and :func:`headline_resampled`. Methods follow the papers in
+docs/methods.md: Niculescu-Mizil & Caruana (*Predicting Good Probabilities With
 Supervised Learning*; *Obtaining Calibrated Probabilities from Boosting*), Rüping (*Robust
 Probabilistic Calibration*), Kull et al. (beta), Zadrozny & Elkan (binning, one-vs-rest),
 Boström (*Calibrating Random Forests*), Guo et al. (temperature) and Vovk, Petej & Fedorova
@@ -22,6 +24,7 @@ from app.calibration.base import (
 from app.calibration.fitting import (
     FitOutcome,
     fit_calibrator,
+    fit_checked_batch,
     load_calibrator,
     make_calibrator,
 )
@@ -131,6 +134,7 @@ __all__ = [
     "checkpoint",
     "enter",
     "fit_calibrator",
+    "fit_checked_batch",
     "fit_resamples",
     "headline_resampled",
     "interp_slopes",

@@ -98,7 +98,8 @@ def fit_calibrator(
     n_folds: int = 5,
     n_jobs: int = 1,
 ) -> FitOutcome:
-    """Fit ``method`` on the batch and cross-validate it: the one fitting entry point.
+    """Fit ``method`` on the batch and cross-validate it: the fitting entry point for arrays as
+    they come, which checks them first (:func:`fit_checked_batch` for a batch checked already).
 
     Parameters
     ----------
@@ -130,6 +131,44 @@ def fit_calibrator(
         An unknown method or an invalid batch; :class:`ParamError` for bad params.
     """
     matrix = np.ndim(scores) == 2
+    spec, effective = _method_for(method, params, scores, matrix)
+    if matrix:
+        s, classes, w = check_multiclass_batch(scores, labels, sample_weight)
+        y: NDArray[Any] = classes
+    else:
+        s, y, w = check_batch(scores, np.asarray(labels, dtype=np.float64), sample_weight)
+        classes = y.astype(np.int64)
+    if s.shape[0] < 2 or np.count_nonzero(np.bincount(classes)) < 2:
+        what = "of 2 classes" if matrix else "and both classes"
+        raise CalibrationError(f"calibration needs at least 2 points {what}", loc=("labels",))
+    return _fit(method, spec, effective, s, y, w, classes, n_folds=n_folds, n_jobs=n_jobs)
+
+
+def fit_checked_batch(
+    method: str,
+    params: Mapping[str, object],
+    scores: FloatArray,
+    labels: NDArray[np.int64],
+    weights: FloatArray,
+    *,
+    n_folds: int = 5,
+    n_jobs: int = 1,
+) -> FitOutcome:
+    """:func:`fit_calibrator` on a batch its caller has checked already, as the service's edge
+    does (:mod:`app.service.batches`: finite scores of a shape the method takes, integer labels
+    in range with two classes present, weights finite, non-negative with a positive sum): the
+    batch is trusted, not checked again; the method and its params still are."""
+    matrix = scores.ndim == 2
+    spec, effective = _method_for(method, params, scores, matrix)
+    y: NDArray[Any] = labels if matrix else labels.astype(np.float64)
+    return _fit(method, spec, effective, scores, y, weights, labels, n_folds=n_folds, n_jobs=n_jobs)
+
+
+def _method_for(
+    method: str, params: Mapping[str, object], scores: object, matrix: bool
+) -> tuple[AutoSpec | None, dict[str, JSONValue]]:
+    """``auto``'s spec (None for another method) and the method's effective params, checked
+    against the batch's shape and, for the methods of probabilities, its range."""
     if method in PROBABILITY_METHODS:
         # checked on the whole batch, so that the error names the batch's index, not a fold's
         require_open_unit_interval(np.asarray(scores, dtype=np.float64), method)
@@ -144,15 +183,24 @@ def fit_calibrator(
         )
     spec = AutoSpec.from_params(params) if method == "auto" else None
     effective = {} if spec else _build(method, params, matrix).params
-    if matrix:
-        s, classes, w = check_multiclass_batch(scores, labels, sample_weight)
-        y: NDArray[Any] = classes
-    else:
-        s, y, w = check_batch(scores, np.asarray(labels, dtype=np.float64), sample_weight)
-        classes = y.astype(np.int64)
-    if s.shape[0] < 2 or np.count_nonzero(np.bincount(classes)) < 2:
-        what = "of 2 classes" if matrix else "and both classes"
-        raise CalibrationError(f"calibration needs at least 2 points {what}", loc=("labels",))
+    return spec, effective
+
+
+def _fit(
+    method: str,
+    spec: AutoSpec | None,
+    effective: dict[str, JSONValue],
+    s: FloatArray,
+    y: NDArray[Any],
+    w: FloatArray,
+    classes: NDArray[np.int64],
+    *,
+    n_folds: int,
+    n_jobs: int,
+) -> FitOutcome:
+    """The fit and its out-of-fold predictions, on a checked batch (``y`` float 0/1 for a
+    binary batch, the class indices for a k-class one)."""
+    matrix = s.ndim == 2
     k = effective_class_folds(classes, spec.cv if spec else n_folds)
     folds = stratified_class_folds(classes, k, sample_weight=w)
     batch = (s, y, w)  # the final fit sees the batch as sent, as a direct fit would

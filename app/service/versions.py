@@ -19,7 +19,7 @@ import numpy as np
 from app.calibration import (
     CalibrationError,
     checkpoint,
-    fit_calibrator,
+    fit_checked_batch,
     fit_resamples,
     headline_resampled,
     raw_as_probabilities,
@@ -73,7 +73,7 @@ class Versions:
             self.settings.cv_jobs if batch.n_samples >= self.settings.cv_parallel_min_samples else 1
         )
         try:
-            outcome = fit_calibrator(
+            outcome = fit_checked_batch(
                 method,
                 params,
                 batch.scores,

@@ -17,6 +17,7 @@ from app.calibration import (
     ParamError,
     StateError,
     fit_calibrator,
+    fit_checked_batch,
     load_calibrator,
     make_calibrator,
 )
@@ -185,3 +186,27 @@ def test_the_stored_calibrator_is_a_direct_fit_of_the_batch(
         outcome = fit_calibrator(method, params, f, y, w)
         direct = make_calibrator(method, params).fit(f, y, w)
         assert outcome.calibrator.state() == direct.state()
+
+
+@pytest.mark.parametrize("method", [*CALIBRATOR_METHODS, "auto"])
+def test_a_checked_batch_fits_as_the_arrays_it_came_from(method: str) -> None:
+    """fit_checked_batch trusts the batch its caller checked (the service's edge) and answers
+    what fit_calibrator answers on the same arrays: the same state, out-of-fold predictions and
+    selection."""
+    rng = np.random.default_rng(11)
+    if method in MULTICLASS_ONLY:
+        scores = rng.dirichlet(np.ones(3), size=240)
+        labels = np.array([rng.choice(3, p=row) for row in scores], dtype=np.int64)
+    else:
+        scores, float_labels, _ = sigmoid_batch(rng, 240)
+        if method in PROBABILITY_METHODS:
+            scores = expit(scores)
+        labels = float_labels.astype(np.int64)
+    weights = random_weights(rng, labels.shape[0])
+    direct = fit_calibrator(method, {}, scores, labels, weights, n_folds=4)
+    trusted = fit_checked_batch(method, {}, scores, labels, weights, n_folds=4)
+    assert trusted.method == direct.method
+    assert trusted.params == direct.params
+    assert trusted.selection == direct.selection
+    np.testing.assert_array_equal(trusted.out_of_fold, direct.out_of_fold)
+    assert orjson.dumps(trusted.calibrator.state()) == orjson.dumps(direct.calibrator.state())
