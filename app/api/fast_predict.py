@@ -6,7 +6,7 @@ When a small request (JSON for predict; JSON or binary tensors for infer) names 
 that may be served from memory (the freshness policy of :mod:`app.service.version_cache`), this
 middleware answers it directly, without FastAPI's routing, dependency solving or the
 threadpool hop. It runs the very function the regular route runs
-(:func:`app.api.routes.predictions.answer_predict`, :func:`app.api.routes.inference.answer_infer`),
+(:mod:`app.api.answers`),
 so the answer is the same either way; anything that function cannot answer from memory — a cache
 miss that needs the database, a large body, an error to report — is handed, body and all,
 to the regular route (on a miss with the body as parsed, so that it is not parsed twice).
@@ -20,13 +20,12 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.answers import Answer, answer_infer, answer_predict, parse_infer_body
 from app.api.bodies.media import parse_predict
 from app.api.bodies.payloads import byte_count
 from app.api.bodies.tensors import is_compressed
 from app.api.deps import PARSED_BODY
 from app.api.documents import NAME_PATTERN
-from app.api.routes.inference import Answer, answer_infer, parse_infer_body
-from app.api.routes.predictions import answer_predict
 from app.service.use_cases import CalibrationService
 
 _PATH = re.compile(rf"^/v1/calibrators/({NAME_PATTERN.strip('^$')})/predict$")

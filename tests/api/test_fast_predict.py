@@ -98,9 +98,9 @@ def test_a_miss_hands_the_parsed_body_on_and_nothing_is_parsed_twice(
     """A version not in memory: the hot path parses the small body, finds no cached version
     and hands the request on with what it parsed; the route answers from that (one parse of
     each body, predict's and infer's), and the answer is the one a fresh request gets."""
-    from app.api import fast_predict
+    from app.api import answers, fast_predict
     from app.api.bodies import tensors
-    from app.api.routes import inference, predictions
+    from app.api.routes import predictions
 
     fit = client.post(f"{BASE}/fit", json={**sigmoid_batch(200), "method": "platt"})
     assert fit.status_code == 201
@@ -117,7 +117,7 @@ def test_a_miss_hands_the_parsed_body_on_and_nothing_is_parsed_twice(
 
     counting(fast_predict, "parse_predict")
     counting(predictions, "parse_predict")
-    counting(inference, "parse_infer")
+    counting(answers, "parse_infer")
     service = client.app.state.service  # type: ignore[attr-defined]
     scores = [-1.0, 0.0, 2.5]
     service.version_cache.forget("churn")

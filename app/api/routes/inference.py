@@ -12,21 +12,19 @@ scopes are ``/v1``'s (infer reads, as predict does).
 
 from __future__ import annotations
 
-from typing import Any, Literal, overload
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from app import __version__
+from app.api.answers import Answer, answer_infer, parse_infer_body
 from app.api.bodies.tensors import (
     HEADER_LENGTH,
     INPUT,
     InferRequest,
-    decompressed,
-    encode_infer,
     is_compressed,
-    parse_infer,
 )
 from app.api.deps import (
     PARSED_BODY,
@@ -36,9 +34,16 @@ from app.api.deps import (
     json_response,
     parse_selector,
 )
+from app.api.documents.inference import (
+    ModelMetadata,
+    ModelReady,
+    ServerLive,
+    ServerMetadata,
+    ServerReady,
+    TensorMetadata,
+)
 from app.api.openapi_docs import ERRORS
 from app.calibration import CAPABILITIES
-from app.errors import InvalidInput, invalid
 from app.service.use_cases import CalibrationService
 
 _ERROR = {
@@ -64,22 +69,23 @@ MAX_LISTED_VERSIONS = 1000
 """The most version numbers a model's metadata lists (the newest)."""
 
 
-@router.get("", summary="Server metadata")
+@router.get("", response_model=ServerMetadata, summary="Server metadata")
 async def server_metadata() -> Response:
     """The server's name, version and protocol extensions."""
     return json_response(
-        {"name": "calibration-service", "version": __version__, "extensions": EXTENSIONS}
+        ServerMetadata(name="calibration-service", version=__version__, extensions=EXTENSIONS)
     )
 
 
-@router.get("/health/live", summary="Server liveness")
+@router.get("/health/live", response_model=ServerLive, summary="Server liveness")
 async def live() -> Response:
     """200 while the process runs."""
-    return json_response({"live": True})
+    return json_response(ServerLive(live=True))
 
 
 @router.get(
     "/health/ready",
+    response_model=ServerReady,
     summary="Server readiness",
     responses={
         200: {"content": {"application/json": {"example": {"ready": True}}}},
@@ -93,28 +99,42 @@ async def live() -> Response:
 async def ready(service: ServiceDep) -> Response:
     """`{"ready": true}` (200) when the database answers, else `{"ready": false}` (503)."""
     answers = await run_in_threadpool(service.ready)
-    return json_response({"ready": answers}, status_code=200 if answers else 503)
+    return json_response(ServerReady(ready=answers), status_code=200 if answers else 503)
 
 
-@router.get("/models/{name}", summary="Model metadata (the latest version)")
+@router.get(
+    "/models/{name}", response_model=ModelMetadata, summary="Model metadata (the latest version)"
+)
 async def model_metadata(name: NameParam, service: ServiceDep) -> Response:
     """The latest version's inputs and outputs, and the model's version numbers."""
     return json_response(await run_in_threadpool(_metadata, service, name, "latest"))
 
 
-@router.get("/models/{name}/versions/{version}", summary="Model metadata (one version)")
+@router.get(
+    "/models/{name}/versions/{version}",
+    response_model=ModelMetadata,
+    summary="Model metadata (one version)",
+)
 async def version_metadata(name: NameParam, version: str, service: ServiceDep) -> Response:
     """One version's inputs and outputs (a number or an alias)."""
     return json_response(await run_in_threadpool(_metadata, service, name, version))
 
 
-@router.get("/models/{name}/ready", summary="Model readiness (the latest version)")
+@router.get(
+    "/models/{name}/ready",
+    response_model=ModelReady,
+    summary="Model readiness (the latest version)",
+)
 async def model_ready(name: NameParam, service: ServiceDep) -> Response:
     """200 when the latest version can be served, 404 when there is none."""
     return await _ready(service, name, "latest")
 
 
-@router.get("/models/{name}/versions/{version}/ready", summary="Model readiness (one version)")
+@router.get(
+    "/models/{name}/versions/{version}/ready",
+    response_model=ModelReady,
+    summary="Model readiness (one version)",
+)
 async def version_ready(name: NameParam, version: str, service: ServiceDep) -> Response:
     """200 when the version (a number or an alias) can be served, 404 when there is none."""
     return await _ready(service, name, version)
@@ -122,7 +142,7 @@ async def version_ready(name: NameParam, version: str, service: ServiceDep) -> R
 
 async def _ready(service: CalibrationService, name: str, version: str) -> Response:
     loaded = await run_in_threadpool(service.serving.resolve, name, parse_selector(name, version))
-    return json_response({"name": name, "version": str(loaded.version), "ready": True})
+    return json_response(ModelReady(name=name, version=str(loaded.version), ready=True))
 
 
 @router.post("/models/{name}/infer", summary="Infer (the latest version)")
@@ -158,111 +178,7 @@ async def _infer(
     return Response(content, media_type=media_type, headers=headers)
 
 
-Answer = tuple[bytes, dict[str, str], str]
-"""A response's body, extra headers and media type."""
-
-
-def parse_infer_body(
-    service: CalibrationService, body: bytes, encoding: str | None, header_length: str | None
-) -> InferRequest:
-    """An infer body, inflated (inflating a compressed body is work too: off the event loop)
-    and parsed as JSON or binary tensors."""
-    inflated = decompressed(body, encoding, service.settings.max_body_bytes)
-    return parse_infer(inflated, header_length, service.settings.max_batch_rows)
-
-
-@overload
-def answer_infer(
-    service: CalibrationService,
-    name: str,
-    version: str,
-    request: InferRequest,
-    *,
-    cached_only: Literal[False] = False,
-) -> Answer: ...
-@overload
-def answer_infer(
-    service: CalibrationService,
-    name: str,
-    version: str,
-    request: InferRequest,
-    *,
-    cached_only: Literal[True],
-) -> Answer | None: ...
-def answer_infer(
-    service: CalibrationService,
-    name: str,
-    version: str,
-    request: InferRequest,
-    *,
-    cached_only: bool = False,
-) -> Answer | None:
-    """A parsed infer request's answer. The one infer path: the route runs it off the event
-    loop, and the hot path (:mod:`app.api.fast_predict`) with ``cached_only``, which gives
-    None when the version is not in memory (the route then answers, from the body as the hot
-    path parsed it: :data:`~app.api.deps.PARSED_BODY`)."""
-    selector = parse_selector(name, version)
-    asked = request.outputs
-    if cached_only:
-        cached = service.version_cache.cached(name, selector)
-        if cached is None:
-            return None
-        loaded = cached
-    else:
-        loaded = service.serving.resolve(name, selector)
-    available = ["probabilities", *(["p0", "p1"] if CAPABILITIES[loaded.method].intervals else [])]
-    wanted = list(asked) if asked is not None else available
-    for i, output in enumerate(wanted):
-        if output not in available:
-            raise invalid(
-                ("outputs", i, "name"),
-                f"is {output!r}, which {name!r} v{loaded.version} ({loaded.method}) does not give",
-            )
-    intervals = ("outputs",) if {"p0", "p1"} & set(wanted) else None
-    try:
-        prediction = service.serving.predict(
-            name,
-            loaded.version,
-            request.scores,
-            intervals=intervals,
-            ids=request.ids,
-            cached_only=cached_only,
-        )
-    except InvalidInput as exc:
-        raise _located(exc) from None
-    if prediction is None:
-        return None
-    shape = request.shape if request.scores.ndim == 1 else prediction.probabilities.shape
-    arrays = {"probabilities": prediction.probabilities.reshape(shape)}
-    if prediction.intervals is not None:
-        arrays["p0"] = prediction.intervals[..., 0].reshape(shape)
-        arrays["p1"] = prediction.intervals[..., 1].reshape(shape)
-    header: dict[str, Any] = {"model_name": name, "model_version": str(prediction.version)}
-    if request.id is not None:
-        header["id"] = request.id
-    if prediction.logged is not None:
-        header["parameters"] = {"logged": prediction.logged}
-    outputs = []
-    for output in wanted:
-        binary = asked.get(output) if asked is not None else None
-        outputs.append(
-            (output, arrays[output], request.binary_default if binary is None else binary)
-        )
-    return encode_infer(header, outputs)
-
-
-def _located(exc: InvalidInput) -> InvalidInput:
-    """A refusal of the scores, located as the protocol's client sent them: ``inputs[0]``
-    and the row, where the service names ``scores[row]``."""
-    found = exc.errors[0] if exc.errors else None
-    if found is None or found.loc[:1] != ("scores",):
-        return exc
-    places = zip(("row", "column"), found.loc[1:], strict=False)  # a row, maybe a column
-    where = ", ".join(f"{what} {at}" for what, at in places)
-    return invalid(("inputs", 0), f"{f'{where}: ' if where else ''}{found.msg}")
-
-
-def _metadata(service: CalibrationService, name: str, version: str) -> dict[str, Any]:
+def _metadata(service: CalibrationService, name: str, version: str) -> ModelMetadata:
     """A version's model metadata: the input and outputs with their datatypes and shapes
     (-1: any number of rows)."""
     view = service.versions.get(name, parse_selector(name, version))
@@ -272,12 +188,12 @@ def _metadata(service: CalibrationService, name: str, version: str) -> dict[str,
     outputs = ["probabilities"]
     if CAPABILITIES[record.method].intervals:
         outputs += ["p0", "p1"]
-    return {
-        "name": name,
-        "versions": [str(v) for v in sorted(v.version for v in calibrator.versions)],
-        "platform": "calibration",
-        "version": str(record.version),
-        "method": record.method,
-        "inputs": [{"name": INPUT, "datatype": "FP64", "shape": shape}],
-        "outputs": [{"name": o, "datatype": "FP64", "shape": shape} for o in outputs],
-    }
+    return ModelMetadata(
+        name=name,
+        versions=[str(v) for v in sorted(v.version for v in calibrator.versions)],
+        platform="calibration",
+        version=str(record.version),
+        method=record.method,
+        inputs=[TensorMetadata(name=INPUT, datatype="FP64", shape=shape)],
+        outputs=[TensorMetadata(name=o, datatype="FP64", shape=shape) for o in outputs],
+    )
