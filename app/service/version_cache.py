@@ -3,9 +3,9 @@
 One module owns both what is cached and when it may be served. A selector (a version
 number, ``latest`` or an alias) resolves to a version number through a *label*, and a
 number to a decoded calibrator through an *entry*; each remembers when the database last
-confirmed it. The freshness contract of API.md: a new version is served as ``latest`` by
-every replica within ``window`` seconds of its fit answering 201; a deleted version, a moved
-alias, stop being served as fast.
+confirmed it. The freshness contract of docs/api.md (Predicting): a new version is served as
+``latest`` by every replica within ``window`` seconds of its fit answering 201; a deleted version, a
+moved alias, stop being served as fast.
 
 - **Fresh** (confirmed less than half a window ago): served as is.
 - **Stale-while-revalidate** (half a window to a window): served, while one background read

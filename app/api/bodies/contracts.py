@@ -75,7 +75,8 @@ class LabelledBody(_Body):
 
 
 class FitBody(FitOptions, LabelledBody):
-    """A labelled batch to fit a new version on (also accepted as CSV; see the README)."""
+    """A labelled batch to fit a new version on (also accepted as CSV, Parquet or Arrow;
+    docs/api.md, Fitting)."""
 
     model_config = ConfigDict(
         json_schema_extra={

@@ -45,7 +45,7 @@ class HeadlineMetricsOut(Document):
 
 
 class MetricsOut(HeadlineMetricsOut):
-    """The measures of a report (METHODS.md, Measures); null where undefined (one class, a
+    """The measures of a report (docs/methods.md, Measures); null where undefined (one class, a
     separated batch). Multiclass top-label reports have `accuracy` and no `auc`, Murphy terms
     or binned-only measures of the binary case."""
 

@@ -245,9 +245,9 @@ async def get_artifact(
     dtype: DtypeQuery = None,
 ) -> Response:
     """The stored artifact, byte for byte (its sha256 is the ETag), to archive or load
-    offline; the README documents its format. With `format=onnx`, the version as an ONNX
-    model for ONNX Runtime, Triton or KServe (its sha256 is the ETag), built once per
-    version and dtype."""
+    offline; docs/api.md (Comparing and exporting) documents its format. With `format=onnx`, the
+    version as an ONNX model for ONNX Runtime, Triton or KServe (its sha256 is the ETag), built once
+    per version and dtype."""
     found = parse_selector(name, selector)
     if answer_format == "json":
         if dtype is not None:

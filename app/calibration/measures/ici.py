@@ -7,7 +7,7 @@ The observed frequency of positives at each p is estimated by a LOWESS of the la
 statsmodels' ``lowess(y, p, frac=0.75, it=0, delta=0)``); the ICI is the weighted mean over
 the rows of |p - smoothed|, and E50, E90 and Emax are the median, 90th percentile and maximum
 of the same distances. Austin & Steyerberg smooth with R's ``loess`` (span 0.75 too, but local
-quadratic); METHODS.md asks for a LOWESS, and statsmodels' is the reference here, so the
+quadratic); docs/methods.md asks for a LOWESS, and statsmodels' is the reference here, so the
 smooth is local linear. Like theirs, it is not clipped to [0, 1].
 """
 

@@ -2,7 +2,7 @@
 
 Kept next to the methods and checked by the tests against every method's ``from_params``
 (each documented parameter is accepted, each accepted one documented), so the docs cannot
-drift from the code. The README's method table says the same in prose.
+drift from the code. docs/methods.md says the same in prose.
 """
 
 from __future__ import annotations

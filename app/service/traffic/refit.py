@@ -6,7 +6,7 @@ a Python object per row (:meth:`app.store.traffic.reads.TrafficReads.labelled_tr
 the version fitted on it records its lineage in ``source``: the range and version filter
 asked for (``traffic``), the pairs fitted on (``n_samples``), the calibrator's latest
 version at the time (``parent_version``) and the range's counts by version. ``compare`` and
-the aliases then finish the loop (README, "The whole loop").
+the aliases then finish the loop (docs/traffic.md, "The whole loop").
 """
 
 from __future__ import annotations
