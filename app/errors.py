@@ -30,18 +30,15 @@ Exception tree::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
-
-PLACES = ("body", "query", "form", "path", "header")
-"""Where in a request a field may be given: named by the HTTP layer only."""
 
 
 @dataclass(frozen=True)
 class FieldError:
-    """One validation failure: where (``("scores", 17)``, placed by the HTTP layer as
-    ``("body", "scores", 17)``) and what."""
+    """One validation failure: where (``("scores", 17)``; the HTTP layer adds the place in the
+    request, ``("body", "scores", 17)``) and what."""
 
     loc: tuple[str | int, ...]
     msg: str
@@ -122,23 +119,11 @@ class UnsupportedMediaType(ServiceError):
 
 class InvalidInput(ServiceError):
     """Below the HTTP layer a failure's ``loc`` starts at the field (``("scores", 17)``); the
-    layer that knows where the client put each field adds the place (:meth:`placed`)."""
+    layer that knows where the client put each field adds the place (:mod:`app.api.places`)."""
 
     status = 422
     title = "Invalid input"
     slug = "invalid-input"
-
-    def placed(self, place_of: Callable[[str | int | None], str]) -> InvalidInput:
-        """This error with every ``loc`` starting at its place in the request: a ``loc``
-        without one gets the place of its first field (``place_of(None)``: the request's
-        default place, for a failure of the whole body)."""
-        errors = tuple(
-            error
-            if error.loc and error.loc[0] in PLACES
-            else FieldError((place_of(error.loc[0] if error.loc else None), *error.loc), error.msg)
-            for error in self.errors
-        )
-        return type(self)(self.detail, errors=errors)
 
 
 class ClientGone(ServiceError):
@@ -207,9 +192,8 @@ def invalid(loc: Sequence[str | int], msg: str) -> InvalidInput:
 
 
 def describe_loc(loc: Sequence[str | int]) -> str:
-    """``("body", "scores", 17)`` → ``scores[17]``."""
-    parts = [p for p in loc if p not in ("body", "query")]
+    """``("labels", 17)`` → ``labels[17]``; ``("params", "targets")`` → ``params.targets``."""
     text = ""
-    for part in parts:
+    for part in loc:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "body"
+    return text

@@ -13,19 +13,21 @@ from app.api.bodies import json_process
 from app.api.fast_predict import FastPredict
 from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
+from app.api.request_log import install_observability
 from app.api.routes import (
+    aliases,
+    artifacts,
     calibrators,
+    compare,
     diagnostics,
     health,
     inference,
     predictions,
-    registry,
     traffic,
 )
 from app.api.routes.docs import install_docs
 from app.api.security import install_authentication
 from app.observability import configure_logging
-from app.observability.access import install_observability
 from app.service.traffic.live import start_live_metrics
 from app.service.use_cases import CalibrationService
 from app.settings import Settings, get_settings
@@ -82,7 +84,9 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     app.include_router(calibrators.router)
     app.include_router(predictions.router)
     app.include_router(diagnostics.router)
-    app.include_router(registry.router)
+    app.include_router(aliases.router)
+    app.include_router(compare.router)
+    app.include_router(artifacts.router)
     app.include_router(traffic.router)
     app.include_router(health.router)
     app.include_router(inference.router)

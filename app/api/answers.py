@@ -16,8 +16,9 @@ from app.api.bodies.tensors import (
     parse_infer,
 )
 from app.api.deps import parse_selector
+from app.api.places import Places, invalid, placing
 from app.calibration import CAPABILITIES
-from app.errors import InvalidInput, invalid
+from app.errors import InvalidInput
 from app.service.use_cases import CalibrationService
 
 
@@ -67,12 +68,12 @@ def answer_predict(
         raise invalid(("query", "version"), "must be a version number, 'latest' or an alias")
     given = args.version if args.version is not None else version
     selector = parse_selector(name, "latest" if given is None else given)
-    asked = (
-        ("body", "intervals") if args.intervals else ("query", "intervals") if intervals else None
-    )
-    prediction = service.serving.predict(
-        name, selector, args.scores, intervals=asked, ids=args.ids, cached_only=cached_only
-    )
+    asked = bool(args.intervals or intervals)
+    where = Places({} if args.intervals else {"intervals": "query"})
+    with placing(where):
+        prediction = service.serving.predict(
+            name, selector, args.scores, intervals=asked, ids=args.ids, cached_only=cached_only
+        )
     if prediction is None:
         return None
     answer: dict[str, Any] = {
@@ -147,7 +148,7 @@ def answer_infer(
                 ("outputs", i, "name"),
                 f"is {output!r}, which {name!r} v{loaded.version} ({loaded.method}) does not give",
             )
-    intervals = ("outputs",) if {"p0", "p1"} & set(wanted) else None
+    intervals = bool({"p0", "p1"} & set(wanted))
     try:
         prediction = service.serving.predict(
             name,

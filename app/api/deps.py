@@ -9,14 +9,17 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 import orjson
 from fastapi import Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from app.api.bodies.json_process import IN_PROCESS_BYTES
-from app.api.bodies.payloads import byte_count
+from app.api.bodies.payloads import JSON_TYPES, byte_count, parse_json_object, require_media_type
+from app.api.bodies.validation import validated
 from app.api.documents import NAME_PATTERN, Document
+from app.api.places import invalid
 from app.api.problems import ANSWERED
-from app.errors import ClientGone, NotFound, PayloadTooLarge, RequestTimeout, invalid
+from app.errors import ClientGone, NotFound, PayloadTooLarge, RequestTimeout
 from app.service.use_cases import CalibrationService
 from app.store import Selector
 
@@ -46,6 +49,7 @@ AliasParam = Annotated[
 
 P = ParamSpec("P")
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 _DIGITS = re.compile(r"^[0-9]+$")
 _ALIAS = re.compile(NAME_PATTERN)
@@ -140,7 +144,25 @@ async def off_loop(
     (503 when the pool is full), off the event loop, within its time budget, abandoned when
     the client disconnects. Read the body first (:func:`read_job_body`): a slow upload never
     holds a place meant for work."""
-    return await get_service(request).work.run(request.receive, function, *args, **kwargs)
+    return await get_service(request).work.run(
+        lambda: client_gone(request), function, *args, **kwargs
+    )
+
+
+async def client_gone(request: Request) -> None:
+    """Return once the client disconnects (read the body first: other ASGI messages, a body's
+    rest among them, are passed over)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def read_small_json(request: Request, contract: type[M]) -> M:
+    """A small JSON body (an alias, a patch) read and validated by its ``contract``."""
+    require_media_type(request.headers.get("content-type"), JSON_TYPES)
+    body = await read_body(
+        request, min(SMALL_BODY_BYTES, get_service(request).settings.max_body_bytes)
+    )
+    return validated(contract, parse_json_object(body))
 
 
 async def answer_by_size(

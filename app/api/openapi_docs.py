@@ -24,8 +24,9 @@ from app.api.bodies.contracts import (
 from app.api.bodies.labelled import JSON_OPTIONS
 from app.api.bodies.payloads import MULTIPART
 from app.api.documents import Problem
+from app.api.report_query import MEDIA_TYPES
 from app.calibration import params_markdown
-from app.service.diagnosis import MEDIA_TYPES, ImageFormat
+from app.service.diagnosis import ImageFormat
 
 _PROBLEM = {"application/problem+json": {"schema": Problem.model_json_schema()}}
 

@@ -9,11 +9,17 @@ request's method (:func:`default_place`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from app.errors import InvalidInput
+from app.errors import FieldError, InvalidInput, describe_loc
+
+PLACES = ("body", "query", "form", "path", "header")
+"""Where in a request a field may be given."""
+UNSAID = ("body", "query")
+"""Places a detail leaves unsaid (``scores[17] is NaN``, ``n_bins must be ...``): where a field
+is unless a form is named (``form.n_bins must be an integer``)."""
 
 BODILESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 
@@ -40,10 +46,34 @@ class Places:
         return Places({**self.given, **dict.fromkeys(names, place)}, self.default)
 
 
+def describe(loc: Sequence[str | int]) -> str:
+    """A located field as a detail names it: ``("body", "scores", 17)`` → ``scores[17]``."""
+    return describe_loc([part for part in loc if part not in UNSAID]) or "body"
+
+
+def invalid(loc: Sequence[str | int], msg: str) -> InvalidInput:
+    """A 422 for a field the HTTP layer found at its place (``("query", "tags")``), its detail
+    reading ``field[index] msg``."""
+    return InvalidInput(f"{describe(loc)} {msg}", errors=(FieldError(tuple(loc), msg),))
+
+
+def placed(exc: InvalidInput, place_of: Callable[[str | int | None], str]) -> InvalidInput:
+    """``exc`` with every ``loc`` starting at its place in the request: a ``loc`` without one
+    gets the place of its first field (``place_of(None)``: the request's default place, for a
+    failure of the whole body)."""
+    errors = tuple(
+        error
+        if error.loc and error.loc[0] in PLACES
+        else FieldError((place_of(error.loc[0] if error.loc else None), *error.loc), error.msg)
+        for error in exc.errors
+    )
+    return type(exc)(exc.detail, errors=errors)
+
+
 @contextmanager
 def placing(places: Places) -> Iterator[None]:
     """Run a use case; its :class:`~app.errors.InvalidInput` leaves with every field placed."""
     try:
         yield
     except InvalidInput as exc:
-        raise exc.placed(places.of) from None
+        raise placed(exc, places.of) from None

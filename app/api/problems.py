@@ -23,9 +23,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from app.api.mounting import root_of
-from app.api.places import default_place
+from app.api.places import default_place, describe, placed
 from app.api.problem_types import HTTP_ERROR, METHOD_NOT_ALLOWED, UNKNOWN_ROUTE, type_uri
-from app.errors import FieldError, InvalidInput, MalformedBody, ServiceError, describe_loc
+from app.errors import FieldError, InvalidInput, MalformedBody, ServiceError
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("app.errors")
@@ -105,7 +105,7 @@ def error_response(
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     if isinstance(exc, InvalidInput):  # what a route did not place is where its method puts it
-        exc = exc.placed(lambda _: default_place(request.method))
+        exc = placed(exc, lambda _: default_place(request.method))
     headers = None
     if exc.retry_after_seconds is not None:
         headers = {"Retry-After": str(exc.retry_after_seconds)}
@@ -126,7 +126,7 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     errors = [
         FieldError(tuple(e.get("loc", ())), str(e.get("msg", "invalid"))) for e in exc.errors()
     ]
-    detail = "; ".join(f"{describe_loc(e.loc)}: {e.msg}" for e in errors[:5]) or "invalid request"
+    detail = "; ".join(f"{describe(e.loc)}: {e.msg}" for e in errors[:5]) or "invalid request"
     # A JSON body FastAPI could not decode is malformed (400), not merely invalid (422).
     malformed = any(e.get("type") == "json_invalid" for e in exc.errors())
     error = MalformedBody if malformed else InvalidInput

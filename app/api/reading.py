@@ -16,7 +16,7 @@ from app.api.bodies.columnar import PARQUET
 from app.api.bodies.labelled import BATCH_TYPES, BatchSource, is_list_option
 from app.api.bodies.payloads import MULTIPART, require_media_type
 from app.api.deps import read_job_body
-from app.errors import invalid
+from app.api.places import invalid
 
 
 async def read_batch(

@@ -45,6 +45,8 @@ def report_query(
 
 
 ReportQuery = Annotated[ReportOptions, Depends(report_query)]
+MEDIA_TYPES: dict[ImageFormat, str] = {"png": "image/png", "svg": "image/svg+xml"}
+"""The media type of each picture format the figures draw."""
 IMAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "JSON, or the diagram when Accept asks for image/png or image/svg+xml",

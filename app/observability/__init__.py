@@ -1,7 +1,7 @@
 """What the service tells its operators: Prometheus metrics and one-line JSON logs.
 
 The HTTP side (the middleware that counts, times and logs each request) is
-:mod:`app.observability.access`, installed by :func:`app.main.create_app`; this package's
+:mod:`app.api.request_log`, installed by :func:`app.main.create_app`; this package's
 top level is what the rest of the service records through, and knows no HTTP.
 """
 

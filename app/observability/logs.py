@@ -79,7 +79,7 @@ def configure_logging(level: str, log_format: LogFormat) -> None:
     """One stderr handler on the root logger with the chosen format (idempotent).
 
     uvicorn's own loggers are routed through it, and its access log is silenced: the
-    service writes its own access line per request (:mod:`app.observability.access`).
+    service writes its own access line per request (:mod:`app.api.request_log`).
     Handlers others put on the root (pytest's capture) are left alone.
     """
     root = logging.getLogger()

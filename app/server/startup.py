@@ -7,8 +7,8 @@ port, migrate the database, serve.
    Alembic revision. A database that does not answer yet (a container started together with
    its PostgreSQL) is retried every second for up to :data:`MIGRATION_WAIT_SECONDS`; then the
    process exits 1 with a line that says so. On PostgreSQL the upgrade runs while this process
-   holds a session advisory lock, so replicas that start at once migrate one after the other:
-   the first applies the revisions, the others find the schema at head and change nothing.
+   holds a session advisory lock, so replicas that start at once migrate one after the other
+   (:func:`app.store.migrate.migrate_when_ready`).
 2. **Serve.** uvicorn runs ``app.main:app`` with ``CALIBRATION_WORKERS`` worker processes on
    ``CALIBRATION_HOST:CALIBRATION_PORT``, trusting ``X-Forwarded-*`` only from the proxies in
    ``CALIBRATION_FORWARDED_ALLOW_IPS``. The HTTP protocol is httptools with deadlines for request
@@ -28,34 +28,19 @@ import os
 import shutil
 import socket
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import uvicorn
 from pydantic import ValidationError
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.pool import NullPool
 
 from app.observability import configure_logging
 from app.server.protocol import DeadlineProtocol
-from app.settings import Settings, get_settings
-from app.store.engines import normalize_url
-from app.store.migrate import upgrade
+from app.settings import get_settings
+from app.store.migrate import migrate_when_ready
 
 logger = logging.getLogger("app.startup")
-
-MIGRATION_WAIT_SECONDS = 60.0
-"""How long to keep retrying a database that does not answer before giving up."""
-
-MIGRATION_RETRY_SECONDS = 1.0
-"""The pause between two attempts to reach the database."""
-
-MIGRATION_LOCK_ID = 0x63616C6962726174
-"""The PostgreSQL advisory lock key held while migrating (the bytes of ``b"calibrat"``)."""
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
 """How long requests in flight may run after SIGTERM. Keep it below the orchestrator's grace
@@ -63,8 +48,6 @@ period (``stop_grace_period`` in docker-compose.yml), or they are killed mid-way
 
 METRICS_DIRECTORY_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 """prometheus-client's multiprocess mode: where the worker processes write their samples."""
-
-_UNREACHABLE = (OperationalError, InterfaceError)
 
 
 def ensure_port_free(host: str, port: int) -> None:
@@ -87,72 +70,6 @@ def ensure_port_free(host: str, port: int) -> None:
             else:
                 reason = f"cannot listen on {host}:{port}: {exc.strerror or exc}"
             raise SystemExit(f"calibration: {reason}") from None
-
-
-@contextmanager
-def migration_lock(url: str, connect_timeout: float) -> Iterator[None]:
-    """Hold PostgreSQL's advisory lock :data:`MIGRATION_LOCK_ID` (nothing on other backends).
-
-    The lock belongs to a session of its own, so it is released when the block ends, or by
-    the server when this process dies holding it.
-    """
-    url = normalize_url(url)
-    if make_url(url).get_backend_name() != "postgresql":
-        yield
-        return
-    engine = create_engine(
-        url, poolclass=NullPool, connect_args={"connect_timeout": max(1, round(connect_timeout))}
-    )
-    try:
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_ID})
-            try:
-                yield
-            finally:
-                connection.execute(
-                    text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_ID}
-                )
-    finally:
-        engine.dispose()
-
-
-def migrate_when_ready(
-    settings: Settings,
-    wait_seconds: float = MIGRATION_WAIT_SECONDS,
-    retry_seconds: float = MIGRATION_RETRY_SECONDS,
-) -> None:
-    """Upgrade ``settings.database_url`` to head, retrying while the database does not answer.
-
-    Raises :class:`SystemExit` when it still does not answer after ``wait_seconds``. Errors
-    other than an unreachable database (a failing migration) are raised at once.
-    """
-    url = settings.database_url
-    safe_url = make_url(normalize_url(url)).render_as_string(hide_password=True)
-    deadline = time.monotonic() + wait_seconds
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            with migration_lock(url, settings.db_connect_timeout_seconds):
-                upgrade(url)
-        except _UNREACHABLE as exc:
-            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            if time.monotonic() + retry_seconds > deadline:
-                raise SystemExit(
-                    f"cannot migrate: {safe_url} did not answer within {wait_seconds:g} s "
-                    f"({attempt} attempts; last error: {reason})"
-                ) from exc
-            logger.warning(
-                "database %s not ready (attempt %d: %s); retrying in %g s",
-                safe_url,
-                attempt,
-                reason,
-                retry_seconds,
-            )
-            time.sleep(retry_seconds)
-        else:
-            logger.info("database %s is at the newest revision", safe_url)
-            return
 
 
 @contextmanager

@@ -42,7 +42,6 @@ from app.store import (
 Strategy = Literal["uniform", "quantile"]
 ImageFormat = Literal["png", "svg"]
 Curve = Literal["binned", "smooth", "both"]
-MEDIA_TYPES: dict[ImageFormat, str] = {"png": "image/png", "svg": "image/svg+xml"}
 
 REPORTS_KEPT = 512
 """Reliability reports kept (a few kilobytes each)."""

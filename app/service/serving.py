@@ -37,7 +37,7 @@ class Serving:
         selector: Selector,
         scores: NDArray[np.float64],
         *,
-        intervals: tuple[str, ...] | None = None,
+        intervals: bool = False,
         ids: Sequence[str] | None = None,
         cached_only: Literal[False] = False,
     ) -> Prediction: ...
@@ -48,7 +48,7 @@ class Serving:
         selector: Selector,
         scores: NDArray[np.float64],
         *,
-        intervals: tuple[str, ...] | None = None,
+        intervals: bool = False,
         ids: Sequence[str] | None = None,
         cached_only: bool,
     ) -> Prediction | None: ...
@@ -58,13 +58,12 @@ class Serving:
         selector: Selector,
         scores: NDArray[np.float64],
         *,
-        intervals: tuple[str, ...] | None = None,
+        intervals: bool = False,
         ids: Sequence[str] | None = None,
         cached_only: bool = False,
     ) -> Prediction | None:
         """Calibrated probabilities from the selected version, in input order (counted as
-        served: ``calibration_predictions_total``). ``intervals``, the field the client
-        asked for them in (as the caller locates it), adds each score's
+        served: ``calibration_predictions_total``). ``intervals`` adds each score's
         probability interval (n x 2, or n x k x 2) for methods that give one; else 422.
 
         With ``ids`` (one per score or row) each prediction is logged under its id
@@ -74,16 +73,16 @@ class Serving:
         loaded = self.cache.cached(name, selector) if cached_only else self.resolve(name, selector)
         if loaded is None:
             return None
-        if intervals is not None and not CAPABILITIES[loaded.method].intervals:
+        if intervals and not CAPABILITIES[loaded.method].intervals:
             giving = ", ".join(m for m, c in CAPABILITIES.items() if c.intervals)
             raise invalid(
-                intervals,
+                ("intervals",),
                 f"is true but {name!r} v{loaded.version} uses {loaded.method}; only {giving} "
                 "versions give probability intervals",
             )
         probabilities = loaded.checked_predict(scores)
         pairs = None
-        if intervals is not None:
+        if intervals:
             p0, p1 = cast(IntervalCalibrator, loaded.calibrator).predict_interval(scores)
             pairs = np.stack([p0, p1], axis=-1)
         record_predictions(loaded.method, len(scores))

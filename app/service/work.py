@@ -101,8 +101,8 @@ class WorkPool:
     ) -> T:
         """``function(*args, **kwargs)`` in a pooled thread under a budget, once admitted.
 
-        ``gone`` is awaited alongside the job and returns when the client disconnects (the
-        ASGI ``receive``, once the body has been read): the job is then abandoned.
+        ``gone`` is awaited alongside the job and returns when the client has left (the HTTP
+        layer knows how to tell): the job is then abandoned.
 
         Raises
         ------
@@ -120,7 +120,7 @@ class WorkPool:
         context = contextvars.copy_context()
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._executor, context.run, job)
-        watcher = asyncio.ensure_future(_wait_gone(gone)) if gone is not None else None
+        watcher = asyncio.ensure_future(gone()) if gone is not None else None
         try:
             if watcher is not None:
                 waited: set[asyncio.Future[Any]] = {future, watcher}
@@ -150,15 +150,7 @@ class WorkPool:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _retrieve(task: asyncio.Future[None]) -> None:
-    """Mark a finished watcher's outcome as seen (a receive error is of no interest then)."""
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a finished watcher's outcome as seen (its error is of no interest then)."""
     if not task.cancelled():
         task.exception()
-
-
-async def _wait_gone(gone: Callable[[], Awaitable[object]]) -> None:
-    """Return once ``gone`` reports a disconnect (other ASGI messages are ignored)."""
-    while True:
-        message = await gone()
-        if not isinstance(message, dict) or message.get("type") == "http.disconnect":
-            return

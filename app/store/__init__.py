@@ -6,8 +6,9 @@ Everything the service needs is exported here::
     with database.transaction() as repo:
         record = repo.create_version("churn", NewVersion(...))
 
-Migrations live in :mod:`app.store.migrate` (``upgrade``, ``downgrade``), which is also the
-command ``python -m app.store.migrate`` and so is not imported here.
+Nothing outside the store imports its modules, but for :mod:`app.store.migrate` (``upgrade``,
+``downgrade``, ``migrate_when_ready``), which is also the command ``python -m app.store.migrate``
+and so is not imported here.
 """
 
 from app.store.artifacts import (
@@ -21,15 +22,23 @@ from app.store.batch_checks import StoredBatch
 from app.store.batches import decode_batch, encode_batch
 from app.store.db import Database
 from app.store.engines import normalize_url
-from app.store.records import CalibratorSummary, NewVersion, VersionRecord
+from app.store.records import MAX_TAGS, CalibratorSummary, NewVersion, VersionRecord
 from app.store.repository import Repository, Selector
+from app.store.traffic.outcomes import OutcomeCounts
+from app.store.traffic.reads import ClassRows, MixedClasses
+from app.store.traffic.rows import LoggedPrediction
 
 __all__ = [
+    "MAX_TAGS",
     "Artifact",
     "ArtifactError",
     "CalibratorSummary",
+    "ClassRows",
     "Database",
+    "LoggedPrediction",
+    "MixedClasses",
     "NewVersion",
+    "OutcomeCounts",
     "Repository",
     "Selector",
     "StoredBatch",

@@ -28,8 +28,9 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from app.serve import ALLOCATOR_TUNABLES, allocator_tunables, glibc_version
-from app.server.startup import GRACEFUL_SHUTDOWN_SECONDS, MIGRATION_LOCK_ID, migrate_when_ready
+from app.server.startup import GRACEFUL_SHUTDOWN_SECONDS
 from app.settings import Settings
+from app.store.migrate import MIGRATION_LOCK_ID, migrate_when_ready
 from demo.server import LocalService, free_port
 from tests.api.helpers import sigmoid_batch
 

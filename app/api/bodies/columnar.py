@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from app.api.bodies.csv_batches import batch_columns
-from app.errors import MalformedBody, PayloadTooLarge, invalid
+from app.api.places import invalid
+from app.errors import MalformedBody, PayloadTooLarge
 
 PARQUET = "application/vnd.apache.parquet"
 ARROW_STREAM = "application/vnd.apache.arrow.stream"

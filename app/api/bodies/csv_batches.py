@@ -16,8 +16,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.api.bodies.csv_columns import Columns
+from app.api.places import invalid
 from app.calibration import checkpoint
-from app.errors import InvalidInput, MalformedBody, invalid
+from app.errors import InvalidInput, MalformedBody
 
 CSV_PIECE_BYTES = 256 * 1024
 """Bytes of CSV per ``np.loadtxt`` call (some 20,000 rows, ~3 ms with the GIL held)."""

@@ -6,7 +6,8 @@ import csv
 import io
 
 from app.api.bodies.fields import MAX_CLIENT_ID
-from app.errors import MalformedBody, invalid
+from app.api.places import invalid
+from app.errors import MalformedBody
 
 
 def outcomes_csv(data: bytes) -> tuple[list[str], list[int]]:

@@ -19,8 +19,8 @@ from pydantic import (
 
 from app.api.bodies.validation import sentence
 from app.api.documents import NAME_PATTERN
+from app.api.places import invalid
 from app.calibration import MAX_BINS, MIN_BINS
-from app.errors import invalid
 
 MAX_DESCRIPTION = 10_000
 

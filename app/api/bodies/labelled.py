@@ -31,8 +31,7 @@ from app.api.bodies.payloads import (
     optional_number_array,
 )
 from app.api.bodies.validation import validated
-from app.api.places import Places
-from app.errors import invalid
+from app.api.places import Places, invalid
 from app.service.batches import Batch, validate_batch
 
 M = TypeVar("M", bound=BaseModel)

@@ -34,8 +34,8 @@ from app.api.bodies.payloads import (
     require_media_type,
 )
 from app.api.bodies.validation import validated
-from app.api.places import Places
-from app.errors import PayloadTooLarge, invalid
+from app.api.places import Places, invalid
+from app.errors import PayloadTooLarge
 from app.service.batches import Batch
 from app.service.diagnosis import ReportOptions
 

@@ -25,7 +25,8 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-from app.errors import InvalidInput, MalformedBody, UnsupportedMediaType, invalid
+from app.api.places import invalid
+from app.errors import InvalidInput, MalformedBody, UnsupportedMediaType
 
 JSON_TYPES = ("application/json",)
 CSV_TYPES = ("text/csv", "application/csv", "text/plain")

@@ -26,7 +26,8 @@ from numpy.typing import NDArray
 from app.api.bodies.fields import MAX_CLIENT_ID
 from app.api.bodies.media import check_ids
 from app.api.bodies.payloads import byte_count, check_text
-from app.errors import MalformedBody, PayloadTooLarge, UnsupportedMediaType, invalid
+from app.api.places import invalid
+from app.errors import MalformedBody, PayloadTooLarge, UnsupportedMediaType
 
 HEADER_LENGTH = "inference-header-content-length"
 DATATYPES: dict[str, np.dtype[Any]] = {"FP64": np.dtype("<f8"), "FP32": np.dtype("<f4")}

@@ -7,7 +7,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from app.errors import FieldError, InvalidInput, describe_loc
+from app.api.places import describe
+from app.errors import FieldError, InvalidInput
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -23,7 +24,7 @@ def validated(
         errors = [
             FieldError((source, *error["loc"]), sentence(model, error)) for error in exc.errors()
         ]
-        detail = "; ".join(f"{describe_loc(e.loc)} {e.msg}" for e in errors[:5])
+        detail = "; ".join(f"{describe(e.loc)} {e.msg}" for e in errors[:5])
         raise InvalidInput(detail, errors=errors) from None
 
 

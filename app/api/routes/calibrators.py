@@ -1,4 +1,5 @@
-"""Routes: fit a version, read versions and calibrators, delete them."""
+"""Routes: fit a version; read, describe and delete versions; list, read and delete
+calibrators."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from app.api.bodies.contracts import FitOptions, TrafficRange
+from app.api.bodies.contracts import FitOptions, PatchBody, TrafficRange
 from app.api.bodies.fields import tag_filter
 from app.api.bodies.labelled import BatchSource
 from app.api.bodies.media import parse_fit
@@ -20,9 +21,10 @@ from app.api.deps import (
     json_response,
     off_loop,
     parse_selector,
+    read_small_json,
 )
 from app.api.documents import CalibratorList, CalibratorOut, VersionOut
-from app.api.openapi_docs import ERRORS, FIT_BODY, FIT_DESCRIPTION
+from app.api.openapi_docs import ERRORS, FIT_BODY, FIT_DESCRIPTION, body_doc
 from app.api.places import placing
 from app.api.reading import read_batch
 from app.service.use_cases import CalibrationService
@@ -133,6 +135,29 @@ async def get_calibrator(
     """The calibrator with its versions, newest first, paginated."""
     view = await run_in_threadpool(service.calibrators.get, name, limit, offset)
     return json_response(CalibratorOut.of_view(view))
+
+
+@router.patch(
+    "/calibrators/{name}/versions/{selector}",
+    response_model=VersionOut,
+    summary="Change a version's description and tags",
+    openapi_extra=body_doc(PatchBody),
+    responses=ERRORS,
+)
+async def patch_version(
+    name: NameParam, selector: SelectorParam, request: Request, service: ServiceDep
+) -> Response:
+    """`description` replaces; `tags` merge, a null value deleting its key. The fitted
+    numbers of a version never change."""
+    data = await read_small_json(request, PatchBody)
+    view = await run_in_threadpool(
+        service.versions.update,
+        name,
+        parse_selector(name, selector),
+        description=data.description,
+        tags=data.tags,
+    )
+    return json_response(VersionOut.of_view(view))
 
 
 @router.delete(

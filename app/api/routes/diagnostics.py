@@ -24,6 +24,7 @@ from app.api.places import placing
 from app.api.reading import read_batch
 from app.api.report_query import (
     IMAGE_RESPONSES,
+    MEDIA_TYPES,
     ClassIndex,
     GivenBins,
     GivenCurve,
@@ -33,7 +34,6 @@ from app.api.report_query import (
     wanted_image,
 )
 from app.service.diagnosis import (
-    MEDIA_TYPES,
     ImageFormat,
     ReportOptions,
     Reports,

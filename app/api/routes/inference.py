@@ -3,7 +3,7 @@
 A model is a calibrator and its version a number or an alias, as in ``/v1``; a model's one
 input is ``scores`` and its outputs ``probabilities``, with ``p0`` and ``p1`` for
 ``venn_abers`` versions. Infer runs the very predict ``/v1`` runs
-(:meth:`app.service.calibrators.CalibrationService.predict`), so the probabilities are the same to
+(:meth:`app.service.serving.Serving.predict`), so the probabilities are the same to
 the bit, and ``parameters.ids`` logs the predictions as ``/v1``'s ``ids`` do. Tensors come and go
 as JSON or with the binary tensor data extension (:mod:`app.api.bodies.tensors`). Errors are the
 protocol's ``{"error": "..."}`` (:func:`app.api.problems.protocol_error`); the keys and

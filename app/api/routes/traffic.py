@@ -22,9 +22,9 @@ from app.api.deps import (
 )
 from app.api.documents import MonitoringOut, OutcomesOut, TrafficDiagnosticsOut
 from app.api.openapi_docs import ERRORS, add_picture_route, body_doc
-from app.api.report_query import FixedBins, ReportQuery, Resamples
+from app.api.report_query import MEDIA_TYPES, FixedBins, ReportQuery, Resamples
 from app.calibration import RESAMPLES
-from app.service.diagnosis import DEFAULT_BINS, MEDIA_TYPES, ImageFormat
+from app.service.diagnosis import DEFAULT_BINS, ImageFormat
 from app.service.traffic.cases import Monitored, monitored_range
 from app.service.traffic.monitoring import Window
 from app.service.use_cases import CalibrationService

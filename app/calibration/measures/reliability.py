@@ -139,13 +139,6 @@ def check_bin_settings(n_bins: int, strategy: str) -> None:
         )
 
 
-def reliability_bins_checked(
-    p: FloatArray, y: FloatArray, w: FloatArray, n_bins: int, strategy: str
-) -> list[ReliabilityBin]:
-    """:func:`reliability_bins` of a batch and settings already checked."""
-    return bin_table(p, y, w, n_bins, strategy).rows()
-
-
 def bin_table(p: FloatArray, y: FloatArray, w: FloatArray, n_bins: int, strategy: str) -> Bins:
     """The bins of :func:`reliability_bins` as arrays, for a batch and settings checked."""
     if strategy == "uniform":

@@ -30,9 +30,7 @@ from app.service.traffic.monitoring import (
     window_start,
 )
 from app.service.traffic.sums import Reference
-from app.store import Database, Repository, Selector
-from app.store.traffic.outcomes import OutcomeCounts
-from app.store.traffic.reads import MixedClasses
+from app.store import Database, MixedClasses, OutcomeCounts, Repository, Selector
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,7 @@ from numpy.typing import NDArray
 
 from app.errors import DatabaseUnavailable
 from app.observability import record_traffic
-from app.store import Database
-from app.store.traffic.rows import LoggedPrediction
+from app.store import Database, LoggedPrediction
 
 logger = logging.getLogger("app.traffic")
 

@@ -41,7 +41,7 @@ from app.calibration import (
 )
 from app.errors import invalid
 from app.service.traffic.sums import CalibrationSums, Reference, ShiftSums
-from app.store.traffic.reads import ClassRows
+from app.store import ClassRows
 
 FloatArray = NDArray[np.float64]
 Window = Literal["1h", "1d", "7d"]

@@ -13,8 +13,7 @@ from app.calibration import fit_calibrator
 from app.errors import DatabaseUnavailable, NotFound
 from app.service.version_cache import VersionCache
 from app.store import Database, NewVersion, encode_artifact
-
-from .conftest import MakeVersion
+from tests.store.conftest import MakeVersion
 
 WINDOW = 1.0
 

@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from starlette.routing import Mount, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .metrics import record_request
+from app.observability.metrics import record_request
 
 UNMATCHED = "unmatched"
 """The route label of a path no route template matches (a 404)."""
