@@ -1,6 +1,6 @@
 # The calibration service: `python -m app.serve` migrates CALIBRATION_DATABASE_URL, then serves
 # on port 8000. Build: docker build -t calibration-service .   (see "Running with Docker" in
-# README.md; docker-compose.yml runs it with PostgreSQL behind nginx).
+# docs/operations.md; docker-compose.yml runs it with PostgreSQL behind nginx).
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

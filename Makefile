@@ -10,8 +10,9 @@ SUDO   ?=
 .DEFAULT_GOAL := help
 .PHONY: help install install-test migrate run demo test lint lint-deploy fmt postgres chromium clean
 
+# The descriptions name $(HOST) and $(PORT): sed puts in their values (make help PORT=8123).
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/; s/\$$(HOST)/$(HOST)/g; s/\$$(PORT)/$(PORT)/g'
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

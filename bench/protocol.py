@@ -28,11 +28,11 @@ from sklearn.model_selection import StratifiedKFold
 
 FloatArray = NDArray[np.float64]
 EPS = 1e-15
-"""Probabilities are clipped to [EPS, 1 - EPS] before log loss (METHODS.md, "Measures")."""
+"""Probabilities are clipped to [EPS, 1 - EPS] before log loss (docs/methods.md, "Measures")."""
 
 
 def log_loss(labels: FloatArray, probabilities: FloatArray) -> float:
-    """Mean binary cross-entropy, probabilities clipped to [EPS, 1 - EPS] (METHODS.md)."""
+    """Mean binary cross-entropy, probabilities clipped to [EPS, 1 - EPS] (docs/methods.md)."""
     p = np.clip(probabilities, EPS, 1.0 - EPS)
     return float(-np.mean(labels * np.log(p) + (1.0 - labels) * np.log(1.0 - p)))
 

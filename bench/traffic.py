@@ -11,7 +11,7 @@
 4. A fit ``from_traffic`` (Platt) on the 10^6 labelled predictions, against the same fit of
    the same pairs posted as a JSON batch.
 5. The bytes a labelled row takes (its day partition, indexes and key included), against the
-   same rows in one plain table: the figure the README's sizing paragraph multiplies.
+   same rows in one plain table: the figure docs/traffic.md's sizing paragraph multiplies.
 
 Every wait is bounded in time; the cluster is thrown away after.
 """

@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
+from types import FrameType
 
 import httpx
 
 from .server import LocalService, answers
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (``kill``, or make passing on its own) stops the demo as Ctrl-C does."""
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,13 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     base_url = args.url.rstrip("/")
     own = None
-    if not answers(base_url):
-        own = LocalService()
-        print(f"No service answers at {base_url}: starting one at {own.base_url} with a")
-        print(f"temporary SQLite database in {own.directory} (it stops when the demo does).")
-        own.wait_until_ready()
-        base_url = own.base_url
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
+        if not answers(base_url):
+            own = LocalService()
+            print(f"No service answers at {base_url}: starting one at {own.base_url} with a")
+            print(f"temporary SQLite database in {own.directory} (it stops when the demo does).")
+            own.wait_until_ready()
+            base_url = own.base_url
         headers = {"Authorization": f"Bearer {args.key}"} if args.key else {}
         with httpx.Client(base_url=base_url, headers=headers, timeout=60) as client:
             try:
@@ -67,9 +75,14 @@ def main(argv: list[str] | None = None) -> int:
                 print()
         return 0
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
         if own is not None:
             own.stop()
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the demo was done; cleaned up already
+        sys.exit(130)

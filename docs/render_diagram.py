@@ -1,4 +1,4 @@
-"""Render the README's reliability diagrams from a real fit: ``python docs/render_diagram.py``
+"""Render docs/api.md's reliability diagrams from a real fit: ``python docs/render_diagram.py``
 (the binned diagram, and the smooth curves with their bands over the bins).
 
 Scores are a naive-Bayes-like distortion of the true probability (pushed towards 0 and 1), the

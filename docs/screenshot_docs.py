@@ -1,4 +1,4 @@
-"""Save the README's picture of ``/docs`` from a running service, as headless Chromium shows it
+"""Save docs/api.md's picture of ``/docs`` from a running service, as headless Chromium shows it
 offline: ``python -m docs.screenshot_docs [BASE_URL]`` from the repository's root, with
 ``make run`` serving (default ``http://127.0.0.1:8000``). Writes ``docs/api-docs.png``
 (1280 x 900). Needs the test extras and Debian's ``chromium`` (``make chromium``); drives the

@@ -15,7 +15,8 @@ port, migrate the database, serve.
    headers and bodies (:mod:`app.server.protocol`), and idle keep-alive connections are
    closed after ``CALIBRATION_KEEP_ALIVE_SECONDS``.
    SIGTERM (``docker stop``) closes the listening sockets and lets requests in flight finish
-   for up to :data:`GRACEFUL_SHUTDOWN_SECONDS` before the workers exit; the process exits 0.
+   for up to :data:`GRACEFUL_SHUTDOWN_SECONDS` before the workers exit; the process exits 0,
+   with one worker as with several (:func:`exit_zero_on_sigterm`).
    The workers' metrics meet in ``PROMETHEUS_MULTIPROC_DIR`` (:func:`metrics_directory`), and
    uvicorn's access log is off: the app writes its own JSON line per request.
 """
@@ -26,11 +27,13 @@ import errno
 import logging
 import os
 import shutil
+import signal
 import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
@@ -101,6 +104,28 @@ def metrics_directory(workers: int) -> Iterator[None]:
         shutil.rmtree(created, ignore_errors=True)
 
 
+def _exit_zero(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+@contextmanager
+def exit_zero_on_sigterm() -> Iterator[None]:
+    """While serving, let a SIGTERM end the process with status 0, as a stop asked for.
+
+    With one worker uvicorn serves in this process, and once it has shut down gracefully it
+    raises the signal that stopped it again, under the handler it found when it started. Under
+    Python's default handler the process would then die of SIGTERM (status 143, and ``make
+    run`` reports ``Error 143``); under this one it exits 0, as uvicorn's supervisor of several
+    workers does. A SIGTERM that arrives before uvicorn has put its own handler in place ends
+    the process at once, with 0 too. The previous handler is restored afterwards.
+    """
+    previous = signal.signal(signal.SIGTERM, _exit_zero)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def serve() -> None:
     """Migrate the configured database, then serve until SIGTERM or SIGINT."""
     try:
@@ -112,7 +137,7 @@ def serve() -> None:
     ensure_port_free(settings.host, settings.port)
     migrate_when_ready(settings)
     logger.info("serving on %s:%d with %d workers", settings.host, settings.port, settings.workers)
-    with metrics_directory(settings.workers):
+    with metrics_directory(settings.workers), exit_zero_on_sigterm():
         uvicorn.run(
             "app.main:app",
             host=settings.host,

@@ -1,4 +1,4 @@
-"""Every bad input of API.md's Fitting section, and more: a clear 4xx, and nothing stored."""
+"""Every bad input of docs/api.md, Fitting, and more: a clear 4xx, and nothing stored."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every method of METHODS.md is reachable through POST /fit, and a stored version predicts
+"""Every method of docs/methods.md is reachable through POST /fit, and a stored version predicts
 the same after a cold load from its artifact (a second process, nothing cached)."""
 
 from __future__ import annotations

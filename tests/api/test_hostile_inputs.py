@@ -177,8 +177,8 @@ def test_parquet_column_types_are_checked_before_reading(
 
 @pytest.mark.parametrize("path", ["compare", "versions/1/diagnostics"])
 def test_compare_and_diagnostics_take_csv_and_parquet(fitted: TestClient, path: str) -> None:
-    # API.md: "The same applies to POST diagnostics and compare" (CSV, Parquet, Arrow,
-    # multipart); both answer 415 for anything but JSON
+    # docs/api.md, Fitting: diagnostics and compare "take their batch in every one of these
+    # forms" (JSON, CSV, Parquet, Arrow, multipart); both answer 415 for anything but JSON
     batch = sigmoid_batch(200, seed=3)
     csv = "score,label\n" + "\n".join(
         f"{s!r},{y}" for s, y in zip(batch["scores"], batch["labels"], strict=True)

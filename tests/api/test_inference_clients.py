@@ -28,6 +28,8 @@ READ_KEY, READ_ENTRY = new_key("model-server", "read")
 WRITE_KEY, WRITE_ENTRY = new_key("admin", "write")
 WRITE = {"Authorization": f"Bearer {WRITE_KEY}"}
 ROOT = Path(__file__).resolve().parents[2]
+INFERENCE = "docs/inference.md"
+"""The page whose snippets (tritonclient, curl on /v2, the ONNX export) run here as written."""
 
 
 def read() -> dict[str, str]:
@@ -180,9 +182,10 @@ def test_errors_reach_the_client_with_their_status(client: triton.InferenceServe
     assert "p0" in no_interval.value.message()
 
 
-def python_block(after: str) -> str:
-    """The first ``python`` block of the README after the line that starts with ``after``."""
-    text = (ROOT / "README.md").read_text()
+def python_block(page: str, after: str) -> str:
+    """The first ``python`` block of ``page`` (a path from the repository's root) after the
+    first occurrence of ``after``."""
+    text = (ROOT / page).read_text()
     match = re.search(r"```python\n(.*?)```", text[text.index(after) :], re.S)
     assert match is not None, after
     return match.group(1)
@@ -205,7 +208,9 @@ def test_the_readme_snippets_run_as_written(tmp_path: Path) -> None:
         wait_healthy(base, proc)
         fit = httpx.post(f"{base}/v1/calibrators/churn/fit", json=sigmoid_batch(), timeout=60)
         assert fit.status_code == 201, fit.text
-        snippet = python_block("## Behind a model server").replace("127.0.0.1:8000", base[7:])
+        snippet = python_block(INFERENCE, "## The Open Inference Protocol").replace(
+            "127.0.0.1:8000", base[7:]
+        )
         run = subprocess.run(
             [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=60
         )
@@ -217,21 +222,23 @@ def test_the_readme_snippets_run_as_written(tmp_path: Path) -> None:
             timeout=10,
         ).json()["probabilities"]
         assert printed == pytest.approx(v1, rel=1e-7)  # numpy prints 8 significant digits
-        curl = shell_block("## Behind a model server").replace("http://127.0.0.1:8000", base)
+        curl = shell_block(INFERENCE, "## The Open Inference Protocol").replace(
+            "http://127.0.0.1:8000", base
+        )
         answer = subprocess.run(
             ["bash", "-c", curl], capture_output=True, text=True, timeout=60, check=True
         )
         assert json.loads(answer.stdout)["outputs"][0]["data"] == v1
         # the ONNX export: downloaded with curl, run by onnxruntime, in the snippet's folder
-        after = "### Inside the model server"
-        curl = shell_block(after).replace("http://127.0.0.1:8000", base)
+        after = "## ONNX export"
+        curl = shell_block(INFERENCE, after).replace("http://127.0.0.1:8000", base)
         headers = subprocess.run(
             ["bash", "-c", curl], capture_output=True, text=True, timeout=60, cwd=tmp_path
         )
         assert headers.returncode == 0, headers.stderr
         assert float(headers.stdout.split(":")[1]) <= 1e-12
         run = subprocess.run(
-            [sys.executable, "-c", python_block(after)],
+            [sys.executable, "-c", python_block(INFERENCE, after)],
             capture_output=True,
             text=True,
             timeout=60,

@@ -3,9 +3,12 @@ answer."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -60,5 +63,48 @@ def test_make_demo_starts_a_service_of_its_own_when_none_answers(tmp_path: Path)
     try:  # --no-wait stops the service it started
         httpx.get(f"{own}/healthz", timeout=2)
         raise AssertionError("the demo's own service still answers after --no-wait")
+    except httpx.TransportError:
+        pass
+
+
+def test_sigterm_stops_the_demo_and_its_own_service_as_ctrl_c_does() -> None:
+    """``kill`` (or make passing SIGTERM on) while the demo serves: the service it started
+    stops listening, its temporary folder goes, and the demo exits 0, as after Ctrl-C."""
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "demo", "--url", nowhere],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    watchdog = threading.Timer(120, demo.kill)  # a demo that never gets there fails, not hangs
+    watchdog.start()
+    try:
+        assert demo.stdout is not None
+        printed = []
+        for line in demo.stdout:
+            printed.append(line)
+            if line.startswith("Serving until Ctrl-C"):
+                break
+        text = "".join(printed)
+        assert demo.poll() is None, text
+        folder = Path(re.search(r"SQLite database in (\S+) \(it stops", text)[1])  # type: ignore[index]
+        own = re.search(r"^web view:\s+(\S+)/ui$", text, re.M)[1]  # type: ignore[index]
+        assert folder.is_dir()
+        assert httpx.get(f"{own}/healthz", timeout=2).status_code == 200
+        demo.send_signal(signal.SIGTERM)
+        code = demo.wait(timeout=60)
+    finally:
+        watchdog.cancel()
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert code == 0, demo.stdout.read()
+    assert not folder.exists()
+    try:
+        httpx.get(f"{own}/healthz", timeout=2)
+        raise AssertionError("the demo's own service still answers after SIGTERM")
     except httpx.TransportError:
         pass

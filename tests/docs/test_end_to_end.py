@@ -1,8 +1,10 @@
-"""The README's path, for real: migrate a fresh SQLite file, serve with uvicorn, curl it."""
+"""The README's path, for real: migrate a fresh SQLite file, serve with uvicorn, curl it; and
+the README's own fit and predict, run as written."""
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -90,3 +92,23 @@ def test_curl_walk_through(server: str) -> None:
     docs = httpx.get(f"{server}/docs")
     assert docs.status_code == 200
     assert "swagger" in docs.text.lower()
+
+
+def test_the_readme_fit_and_predict_run_as_written(server: str) -> None:
+    """Each ``sh`` block of the README's "Fit and predict" prints what its ``# `` line shows
+    (up to a closing ``…``)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Fit and predict") :].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        shown = [line[2:] for line in block.splitlines() if line.startswith("# ")]
+        run = subprocess.run(
+            ["bash", "-c", block.replace("http://127.0.0.1:8000", server)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+        assert len(shown) == 1, block
+        assert run.stdout.startswith(shown[0].removesuffix("…")), (run.stdout, shown[0])

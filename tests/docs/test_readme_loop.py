@@ -1,5 +1,6 @@
-"""The README's whole traffic loop, run as written: its shell blocks, against a served app on
-SQLite and on PostgreSQL (log, outcomes, monitoring, refit from traffic, compare, promote)."""
+"""The whole traffic loop of docs/traffic.md, run as written: its shell blocks, against a served
+app on SQLite and on PostgreSQL (log, outcomes, monitoring, refit from traffic, compare,
+promote), after docs/api.md's batch; and docs/api.md's Parquet upload."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from tests.docs.test_end_to_end import free_port, wait_healthy
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def shell_block(after: str) -> str:
-    """The first ``sh`` block of the README after the line that starts with ``after``."""
-    text = (ROOT / "README.md").read_text()
+def shell_block(page: str, after: str) -> str:
+    """The first ``sh`` block of ``page`` (a path from the repository's root, e.g.
+    ``docs/api.md``) after the first occurrence of ``after``."""
+    text = (ROOT / page).read_text()
     start = text.index(after)
     match = re.search(r"```sh\n(.*?)```", text[start:], re.S)
     assert match is not None, after
@@ -46,8 +48,8 @@ def served(database_url: str) -> Iterator[str]:
 
 
 def test_the_readme_loop_runs_as_written(served: str, tmp_path: Path) -> None:
-    batch = shell_block("## A walk through with curl")
-    loop = shell_block("### The whole loop")
+    batch = shell_block("docs/api.md", "## Fitting")
+    loop = shell_block("docs/traffic.md", "## The whole loop")
     script = (batch + loop).replace("http://127.0.0.1:8000", served)
     run = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
@@ -62,7 +64,7 @@ def test_the_readme_loop_runs_as_written(served: str, tmp_path: Path) -> None:
     drift = ast.literal_eval(window)
     assert drift["version"] == 1
     assert drift["n_labelled"] == 2000
-    assert drift["psi"] > 0.25  # the README says so
+    assert drift["psi"] > 0.25  # docs/traffic.md says so
     assert drift["mean_predicted"] > drift["observed_rate"] + 0.1
     number, source = refit.split(" ", 1)
     assert number == "2"
@@ -78,13 +80,13 @@ def test_the_readme_loop_runs_as_written(served: str, tmp_path: Path) -> None:
 
 
 def test_the_readme_parquet_upload(served: str, tmp_path: Path) -> None:
-    """The README's curls of a Parquet file, as written, from the directory holding it: a fit
+    """docs/api.md's curls of a Parquet file, as written, from the directory holding it: a fit
     uploading it, then diagnostics with it as the body, which answer what its rows in JSON
     answer."""
     batch = sigmoid_batch(500, seed=5)
     table = pa.table({"score": batch["scores"], "label": pa.array(batch["labels"], pa.int8())})
     pq.write_table(table, tmp_path / "batch.parquet")
-    block = shell_block("Parquet (`application/vnd.apache.parquet`")
+    block = shell_block("docs/api.md", "### Parquet and Arrow batches")
     script = block.replace("http://127.0.0.1:8000", served).replace("/churn/", "/parquet/")
     run = subprocess.run(
         ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60

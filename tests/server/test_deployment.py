@@ -112,6 +112,23 @@ def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, se
     )
 
 
+def test_serve_with_one_worker_exits_0_on_sigterm(tmp_path: Path, serve: Any) -> None:
+    """``make run``'s one worker is served in the process itself, where uvicorn raises the
+    SIGTERM again once it has shut down: the process still exits 0 (not 143, ``Error 143``)."""
+    served: LocalService = serve(f"sqlite:///{tmp_path / 'one.db'}", workers=1)
+    served.wait_until_ready()
+    fit = httpx.post(
+        f"{served.base_url}/v1/calibrators/churn/fit?method=platt", json=sigmoid_batch(), timeout=30
+    )
+    assert fit.status_code == 201, fit.text
+    served.process.send_signal(signal.SIGTERM)
+    code = served.process.wait(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
+    assert code == 0, served.output()
+    log = served.output()
+    assert log.index("Shutting down") < log.index("Finished server process")
+    assert "Traceback" not in log
+
+
 @POSTGRES_ONLY
 def test_replicas_started_together_migrate_once(empty_database_url: str, serve: Any) -> None:
     engine = create_engine(empty_database_url, isolation_level="AUTOCOMMIT")

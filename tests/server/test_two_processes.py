@@ -1,8 +1,9 @@
 """Two ``python -m app.serve`` processes on one PostgreSQL database, as replicas run.
 
 A version fitted through one is ``latest`` on the other within one second (the freshness
-contract of API.md), and 40 concurrent fits of one new name spread over both get the versions
-1..40 exactly: no number twice, none skipped. The figures are printed: ``pytest -s``.
+contract of docs/api.md, Predicting), and 40 concurrent fits of one new name spread over both
+get the versions 1..40 exactly: no number twice, none skipped. The figures are printed:
+``pytest -s``.
 """
 
 from __future__ import annotations

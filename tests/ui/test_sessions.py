@@ -350,7 +350,7 @@ def test_rotating_or_removing_the_key_or_the_secret_ends_every_session(
     database_url: str, database: Database, keys: dict[str, Any]
 ) -> None:
     """Signing out deletes the cookie in one browser only: a copy stays valid (stateless,
-    see README) until it expires or one of these changes, on every replica."""
+    see docs/ui.md) until it expires or one of these changes, on every replica."""
     entries = keys["entries"]
 
     def replica(api_keys: Any, secret: str = SECRET) -> TestClient:

@@ -1,5 +1,5 @@
 """The integrated calibration index against statsmodels' LOWESS (lowess(y, p, frac=0.75,
-it=0), as METHODS.md defines the ICI), frequency weights against replicated rows."""
+it=0), as docs/methods.md defines the ICI), frequency weights against replicated rows."""
 
 from __future__ import annotations
 
