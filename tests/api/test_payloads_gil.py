@@ -320,7 +320,7 @@ _MEASURE = """
 import sys
 import numpy as np
 import orjson
-from app.api import json_process
+from app.api.bodies import json_process
 from app.api.bodies.payloads import BATCH_ARRAYS
 from tests.api.test_payloads_gil import JSON_GAP_BOUND, longest_gap
 
