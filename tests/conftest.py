@@ -18,7 +18,6 @@ import itertools
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -29,22 +28,21 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
+import demo.server
 from app.settings import Settings
 from app.store import Database, normalize_url
 from app.store.migrate import upgrade
+from tests.ports import free_port
+
+# The servers the tests start through the demo's LocalService take their ports from this
+# process's range too (tests/ports.py): under xdist, two workers' servers never meet on one.
+demo.server.free_port = free_port
 
 
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"PostgreSQL is required under CI: {reason}", pytrace=False)
     pytest.skip(f"PostgreSQL unavailable and CI unset: {reason}")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class PostgresServer:
@@ -91,7 +89,7 @@ def _start_cluster(directory: Path) -> str:
         user = pwd.getpwnam("postgres")
         os.chown(directory, user.pw_uid, user.pw_gid)
         as_postgres = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
+    port = free_port()
     options = (
         f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 "
         "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"

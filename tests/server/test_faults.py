@@ -46,8 +46,9 @@ from app.settings import Settings
 from app.store import Database
 from app.store.engines import CLIENT_GRACE_SECONDS
 from app.store.migrate import upgrade
-from demo.server import LocalService, free_port
+from demo.server import LocalService
 from tests.api.helpers import assert_problem, sigmoid_batch
+from tests.ports import free_port
 
 BATCH = {**sigmoid_batch(200), "method": "platt"}
 SCORES = {"scores": [-2.0, 0.0, 0.5, 3.0]}
