@@ -38,7 +38,7 @@ from app.settings import Settings
 from app.store import Database
 from app.store.migrate import upgrade
 from tests.api.helpers import sigmoid_batch
-from tests.conftest import PostgresServer
+from tests.postgres import PostgresServer
 
 
 @schemathesis.serializer("application/vnd.apache.parquet", "application/vnd.apache.arrow.stream")

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.api.helpers import sigmoid_batch
-from tests.conftest import PostgresServer
+from tests.postgres import PostgresServer
 from tests.server.test_faults import SCORES, Service
 
 pytestmark = pytest.mark.postgres
