@@ -51,6 +51,8 @@ from tests.api.helpers import assert_problem, sigmoid_batch
 from tests.ports import free_port
 from tests.postgres import unavailable
 
+pytestmark = pytest.mark.serial  # 503s and recoveries are timed against the timeouts
+
 BATCH = {**sigmoid_batch(200), "method": "platt"}
 SCORES = {"scores": [-2.0, 0.0, 0.5, 3.0]}
 

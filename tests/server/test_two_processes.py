@@ -59,6 +59,7 @@ def seen_as_latest(service: Service, name: str, version: int, timeout: float) ->
         time.sleep(0.01)
 
 
+@pytest.mark.serial  # the other replica sees it within 1 s
 def test_a_fit_through_one_is_latest_on_the_other_within_a_second(
     replicas: list[Service],
 ) -> None:
