@@ -71,8 +71,14 @@ chromium:  ## install Debian's Chromium when it is missing (the browser tests dr
 	@command -v chromium >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
+# Two runs of pytest: the suite on $(TEST_WORKERS) xdist workers (each with its own PostgreSQL;
+# worksteal: a worker that is done takes tests queued for the other), then alone the tests
+# marked serial, which bound time or throughput and must not share the CPU with another worker.
+# Each prints its summary (the total is their sum); make fails if either fails.
+TEST_WORKERS ?= 2
 test: install-test postgres chromium lint  ## lint, types and the whole suite on SQLite and PostgreSQL, and /docs in Chromium
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not serial"; parallel=$$?; \
+	$(PY) -m pytest -m serial && exit $$parallel
 
 clean:  ## remove the virtualenv, caches and the local database
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -49,6 +49,7 @@ def fit(client: TestClient, seed: int) -> int:
     return version
 
 
+@pytest.mark.serial  # each change is seen within the window + 0.3 s
 def test_latest_alias_and_deletes_propagate_within_the_window(
     replicas: tuple[TestClient, TestClient],
 ) -> None:

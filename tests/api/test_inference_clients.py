@@ -21,8 +21,9 @@ from tritonclient.utils import InferenceServerException
 from app.keys import new_key
 from tests.api.helpers import sigmoid_batch
 from tests.api.test_multiclass import logits_batch
-from tests.docs.test_end_to_end import free_port, wait_healthy
+from tests.docs.test_end_to_end import wait_healthy
 from tests.docs.test_readme_loop import shell_block
+from tests.ports import free_port
 
 READ_KEY, READ_ENTRY = new_key("model-server", "read")
 WRITE_KEY, WRITE_ENTRY = new_key("admin", "write")

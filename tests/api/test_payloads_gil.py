@@ -130,6 +130,7 @@ def million_rows() -> tuple[bytes, np.ndarray]:
     return csv_body(1_000_000)
 
 
+@pytest.mark.serial  # the longest wait for the GIL, against GAP_BOUND
 def test_a_million_csv_rows_are_read_in_pieces_that_leave_the_gil_to_others(
     million_rows: tuple[bytes, np.ndarray],
 ) -> None:
@@ -143,6 +144,7 @@ def test_a_million_csv_rows_are_read_in_pieces_that_leave_the_gil_to_others(
     np.testing.assert_array_equal(weights, reference[:, 2])
 
 
+@pytest.mark.serial  # the longest wait for the GIL, against QUOTED_GAP_BOUND
 def test_quoted_cells_deep_in_a_big_csv_are_read_by_the_csv_module_as_they_were(
     million_rows: tuple[bytes, np.ndarray],
 ) -> None:
@@ -337,6 +339,7 @@ print(gap)
 """
 
 
+@pytest.mark.serial  # the longest wait for the GIL, against JSON_GAP_BOUND
 def test_a_big_json_body_leaves_the_gil_to_other_threads() -> None:
     # Measured in a fresh interpreter: the test process's own threads and heap (hundreds of
     # tests' worth) would be measured too.

@@ -9,6 +9,12 @@ status documented, every content type documented, every body valid against its s
 The seed is fixed; ``FUZZ_SEED=n FUZZ_EXAMPLES=m`` explores further by hand. Operations without
 parameters (``/healthz``, ``/readyz``, ``/metrics``) have one possible case, which Hypothesis
 runs once.
+
+A case that leaves an operation's resamples at their default (1000) asks for
+:data:`FUZZ_RESAMPLES` instead (:func:`with_few_resamples`): at 1000 the fuzzed diagnostics,
+monitoring and pictures spent most of this module's ~155 s in the bootstrap. Every other value
+the fuzzer sends for ``bootstrap`` is sent as it is; the default's own numbers are tested
+where they are asserted (``test_diagnostics.py``, ``test_monitoring.py``, ``test_compare.py``).
 """
 
 from __future__ import annotations
@@ -32,13 +38,14 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from app.calibration import RESAMPLES
 from app.keys import new_key
 from app.main import create_app
 from app.settings import Settings
 from app.store import Database
 from app.store.migrate import upgrade
 from tests.api.helpers import sigmoid_batch
-from tests.conftest import PostgresServer
+from tests.postgres import PostgresServer
 
 
 @schemathesis.serializer("application/vnd.apache.parquet", "application/vnd.apache.arrow.stream")
@@ -160,6 +167,27 @@ def flatmap_path_parameters(
     )
 
 
+FUZZ_RESAMPLES = 20
+"""The resamples a fuzzed case asks for where it would leave the default."""
+
+
+def with_few_resamples(case: schemathesis.Case[Any]) -> None:
+    """Send :data:`FUZZ_RESAMPLES` where ``case`` would have its operation resample
+    :data:`~app.calibration.RESAMPLES` times by default: a ``bootstrap`` sent as the default
+    becomes :data:`FUZZ_RESAMPLES`, and one sent nowhere (neither query nor body) is sent in
+    the query. Any other value, valid or not, is left as the fuzzer made it."""
+    if not any(p.name == "bootstrap" for p in case.operation.query):
+        return
+    places = [case.query] if case.query is not None else []
+    if isinstance(case.body, dict):
+        places.append(case.body)
+    for place in places:
+        if place.get("bootstrap") in (RESAMPLES, str(RESAMPLES)):
+            place["bootstrap"] = FUZZ_RESAMPLES
+    if not any("bootstrap" in place for place in places):
+        case.query = {**(case.query or {}), "bootstrap": FUZZ_RESAMPLES}
+
+
 @schema.parametrize()
 @settings(
     max_examples=EXAMPLES,
@@ -169,6 +197,7 @@ def flatmap_path_parameters(
     suppress_health_check=list(HealthCheck),
 )
 def test_the_api_conforms_to_its_description(case: schemathesis.Case[Any], app: FastAPI) -> None:
+    with_few_resamples(case)
     case.call_and_validate(app=app, headers=AUTH, checks=CHECKS)
 
 
@@ -190,4 +219,5 @@ pictures = schema.include(method="POST", path_regex=r"/diagnostics$")
 def test_diagnostics_pictures_conform_to_the_description(
     case: schemathesis.Case[Any], app: FastAPI, accept: str
 ) -> None:
+    with_few_resamples(case)
     case.call_and_validate(app=app, headers={**AUTH, "Accept": accept}, checks=CHECKS)

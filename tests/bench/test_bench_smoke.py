@@ -11,7 +11,7 @@ import math
 import pytest
 
 from tests.bench.runs import run_bench
-from tests.conftest import PostgresServer
+from tests.postgres import PostgresServer
 
 EXPECTED = {
     ("fit", "isotonic, distinct / sklearn", "1e4"),

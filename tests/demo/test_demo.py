@@ -15,7 +15,7 @@ import httpx
 from fastapi.testclient import TestClient
 
 from demo.fits import ALIAS, METHODS, fit_all, links
-from demo.server import free_port
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

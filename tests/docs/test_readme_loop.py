@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.api.helpers import sigmoid_batch
-from tests.docs.test_end_to_end import free_port, wait_healthy
+from tests.docs.test_end_to_end import wait_healthy
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from app.main import create_app
 from app.observability import JsonFormatter
 from app.settings import Settings
 from tests.api.helpers import sigmoid_batch, spy_on_regular_predict
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "/v1/calibrators/churn"
@@ -157,19 +157,12 @@ def test_log_lines_are_json_with_the_request_id(client: TestClient) -> None:
     assert {"ts", "level", "msg", "method", "path"} <= access.keys()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def test_workers_metrics_add_up(tmp_path: Path) -> None:
     """Two workers: every scrape counts every request, whichever worker answers it."""
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
     (metrics_dir / "counter_1.db").write_bytes(b"an earlier run")  # serve must clear it
-    port = _free_port()
+    port = free_port()
     env = {
         key: value
         for key, value in os.environ.items()

@@ -31,8 +31,9 @@ from app.serve import ALLOCATOR_TUNABLES, allocator_tunables, glibc_version
 from app.server.startup import GRACEFUL_SHUTDOWN_SECONDS
 from app.settings import Settings
 from app.store.migrate import MIGRATION_LOCK_ID, migrate_when_ready
-from demo.server import LocalService, free_port
+from demo.server import LocalService
 from tests.api.helpers import sigmoid_batch
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 POSTGRES_ONLY = pytest.mark.parametrize(

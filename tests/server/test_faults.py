@@ -46,8 +46,12 @@ from app.settings import Settings
 from app.store import Database
 from app.store.engines import CLIENT_GRACE_SECONDS
 from app.store.migrate import upgrade
-from demo.server import LocalService, free_port
+from demo.server import LocalService
 from tests.api.helpers import assert_problem, sigmoid_batch
+from tests.ports import free_port
+from tests.postgres import unavailable
+
+pytestmark = pytest.mark.serial  # 503s and recoveries are timed against the timeouts
 
 BATCH = {**sigmoid_batch(200), "method": "platt"}
 SCORES = {"scores": [-2.0, 0.0, 0.5, 3.0]}
@@ -62,12 +66,6 @@ FAULT_SETTINGS = {
 }
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"PostgreSQL is required under CI: {reason}", pytrace=False)
-    pytest.skip(f"PostgreSQL unavailable and CI unset: {reason}")
-
-
 # -- a PostgreSQL cluster of our own -------------------------------------------------------
 class Cluster:
     """A throwaway PostgreSQL cluster on loopback that tests may stop, start and freeze."""
@@ -75,7 +73,7 @@ class Cluster:
     def __init__(self, directory: Path) -> None:
         initdbs = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
         if not initdbs:
-            _unavailable("no /usr/lib/postgresql/*/bin/initdb")
+            unavailable("no /usr/lib/postgresql/*/bin/initdb")
         self.bindir = Path(initdbs[-1]).parent
         self.directory = directory
         self.data = directory / "data"
@@ -94,7 +92,7 @@ class Cluster:
     def init(self) -> None:
         result = self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres")
         if result.returncode != 0:
-            _unavailable(f"initdb failed: {result.stderr or result.stdout}")
+            unavailable(f"initdb failed: {result.stderr or result.stdout}")
 
     def start(self) -> None:
         options = (

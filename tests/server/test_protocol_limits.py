@@ -32,6 +32,8 @@ from tests.server.test_timeouts import (
     read_response,
 )
 
+pytestmark = pytest.mark.serial  # refusals are timed against the deadlines
+
 PIECE = 64 * 1024
 BUFFERED = 32 * 1024 * 1024
 """More than the two kernels may buffer on loopback before the sender sees the close (an

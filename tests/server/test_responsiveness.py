@@ -37,6 +37,8 @@ import pytest
 from tests.api.helpers import as_csv, assert_problem, sigmoid_batch
 from tests.server.test_faults import Service
 
+pytestmark = pytest.mark.serial  # every /healthz is timed against 100 ms
+
 ROWS = 10_000_000
 MAX_BODY = 64 * 1024 * 1024
 """The default body limit: the ten million rows below fit in it."""

@@ -26,6 +26,8 @@ from app.settings import Settings
 from tests.api.helpers import sigmoid_batch
 from tests.server.test_faults import Service
 
+pytestmark = pytest.mark.serial  # connections must close within their deadlines' margins
+
 TIMEOUT = 0.5
 """The header and body timeouts of the server under test, in seconds."""
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.api.helpers import sigmoid_batch
-from tests.conftest import PostgresServer
+from tests.postgres import PostgresServer
 from tests.server.test_faults import SCORES, Service
 
 pytestmark = pytest.mark.postgres
@@ -60,6 +60,7 @@ def seen_as_latest(service: Service, name: str, version: int, timeout: float) ->
         time.sleep(0.01)
 
 
+@pytest.mark.serial  # the other replica sees it within 1 s
 def test_a_fit_through_one_is_latest_on_the_other_within_a_second(
     replicas: list[Service],
 ) -> None:

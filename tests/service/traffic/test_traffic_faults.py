@@ -26,7 +26,8 @@ from tests.server.test_faults import BATCH, FAULT_SETTINGS, Cluster, Service, cl
 
 __all__ = ["cluster"]  # the module-scoped PostgreSQL fixture, shared by import
 
-pytestmark = pytest.mark.postgres
+# serial: the outage test needs the load's throughput to overflow the buffer in 10 s
+pytestmark = [pytest.mark.postgres, pytest.mark.serial]
 
 SEND_SECONDS = 20.0
 """The longest the load runs in a test (each stops it sooner)."""

@@ -39,6 +39,8 @@ from app.store import Database
 from app.store.models import PendingOutcome, Prediction
 from tests.api.helpers import sigmoid_batch
 
+pytestmark = pytest.mark.serial  # each race must run its rounds within its 3 s
+
 NAME = "raced"
 BASE = f"/v1/calibrators/{NAME}"
 FIT = {**sigmoid_batch(200), "method": "platt"}
