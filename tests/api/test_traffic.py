@@ -158,7 +158,7 @@ def test_a_calibrator_fitted_again_after_a_delete_starts_without_the_old_traffic
 ) -> None:
     # The test flushes: the log's writer, which flushes every second on its own, would
     # otherwise write "c" whenever a second ends between its predict and the delete.
-    fitted.app.state.service.traffic.close()  # type: ignore[attr-defined]
+    fitted.app.state.service.prediction_log.close()  # type: ignore[attr-defined]
     fitted.post(f"{BASE}/predict", json={"scores": [0.1, 0.2], "ids": ["a", "b"]})
     logged(fitted)
     fitted.post(f"{BASE}/outcomes", json={"ids": ["a", "early"], "labels": [1, 0]})

@@ -262,7 +262,7 @@ def test_unhandled_errors_are_counted_as_500(
     def broken(*args: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(service, "get_calibrator", broken)
+    monkeypatch.setattr(service.calibrators, "get", broken)
     before = scrape(client.get)
     assert client.get(BASE).status_code == 500
     after = scrape(client.get)
