@@ -56,7 +56,7 @@ def _seconds(n: int) -> tuple[float, float, float]:
 
     def report(resamples: int) -> object:
         query = ReportOptions(bootstrap=resamples)
-        return labelled_reports(fitted.out_of_fold, f, labels, None, query, "query")
+        return labelled_reports(fitted.out_of_fold, f, labels, None, query)
 
     repeat = 3 if n <= 10**5 else 1
     ours = median_seconds(lambda: report(RESAMPLES), repeat)

@@ -58,7 +58,7 @@ def client(database_url: str, database: Database) -> Iterator[TestClient]:
     is still being written."""
     settings = Settings(database_url=database_url)
     with TestClient(create_app(settings, database=database), raise_server_exceptions=False) as c:
-        service(c).traffic.close()
+        service(c).prediction_log.close()
         assert c.post(f"{BASE}/fit", json=FIT).status_code == 201
         yield c
 
@@ -116,7 +116,7 @@ def test_outcomes_posted_while_their_predictions_are_flushed_all_end_joined(
     client: TestClient,
 ) -> None:
     rng = random.Random(11)
-    traffic = service(client).traffic
+    traffic = service(client).prediction_log
     posted: set[str] = set()
     answered: list[tuple[int, dict[str, int]]] = []  # (ids sent, counts) per response
     deadline = time.monotonic() + SECONDS
@@ -191,7 +191,7 @@ def race_a_delete(client: TestClient, round_: int, rng: random.Random, tally: Co
     predictions in the buffer; it is deleted and fitted again while outcomes are posted,
     predictions are made and the writer flushes. Checks what is stored against the serial
     orders; the new version (``tally`` counts the answers)."""
-    traffic = service(client).traffic
+    traffic = service(client).prediction_log
     ids = [f"d{round_}-{i}" for i in range(IDS_PER_ROUND)]
     half = IDS_PER_ROUND // 2
     client.post(f"{BASE}/predict", json={"scores": [0.0] * half, "ids": ids[:half]})
