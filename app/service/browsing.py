@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app import figures
 from app.errors import NotFound, ServiceError, StoredDataCorrupt
-from app.figures.reliability import render_comparison_diagram
 from app.service.diagnosis import DEFAULT_REPORT, Diagnosis, ImageFormat, Reports
 from app.service.traffic.cases import Monitored, MonitoringFigure, TrafficCases
 from app.store import CalibratorSummary, Database, Selector, VersionRecord
@@ -131,7 +131,7 @@ class Browsing:
         def draw() -> bytes:
             named = [(f"v{r.version} {r.method} (out of fold)", r.calibrated) for r in reports]
             title = f"{name} · v{reports[0].version} and v{reports[1].version} on their own batches"
-            return render_comparison_diagram(named, title=title, image_format=image_format)
+            return figures.render_comparison_diagram(named, title=title, image_format=image_format)
 
         picture = self.diagnosis.pictures.get_or_compute(key, draw)
         return StoredComparison(reports[0], reports[1], picture)

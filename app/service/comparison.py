@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from app import figures
 from app.calibration import (
     RESAMPLES,
     CalibrationError,
@@ -24,7 +25,6 @@ from app.calibration import (
     with_intervals,
 )
 from app.errors import InvalidInput, invalid
-from app.figures.reliability import render_comparison_diagram
 from app.service.batches import Batch
 from app.service.diagnosis import DEFAULT_BINS, Curve, ImageFormat
 from app.service.version_cache import VersionCache
@@ -177,7 +177,9 @@ class Comparison:
             for row in rows
         ]
         title = f"{name} · {len(rows)} versions on n = {batch.n_samples}"
-        return render_comparison_diagram(named, title=title, image_format=image_format, curve=curve)
+        return figures.render_comparison_diagram(
+            named, title=title, image_format=image_format, curve=curve
+        )
 
     def _compared(
         self, name: str, batch: Batch, selectors: Sequence[Selector] | None, by: str

@@ -17,6 +17,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from app import figures
 from app.calibration import (
     RESAMPLES,
     CalibrationError,
@@ -25,7 +26,6 @@ from app.calibration import (
     reliability_reports,
 )
 from app.errors import NotFound, StoredDataCorrupt, invalid
-from app.figures.reliability import render_reliability_diagram
 from app.service.batches import Batch
 from app.service.memo import Memo
 from app.service.version_cache import VersionCache
@@ -240,7 +240,7 @@ def _key(record: VersionRecord) -> tuple[str, int]:
 def _draw(reports: Reports, query: ReportOptions, image_format: ImageFormat) -> bytes:
     which = "" if query.class_index is None else f" · class {query.class_index}"
     title = f"{reports.name} v{reports.version} · {reports.method} · n = {reports.n_samples}"
-    return render_reliability_diagram(
+    return figures.render_reliability_diagram(
         reports.calibrated,
         reports.raw,
         title=title + which,

@@ -8,9 +8,9 @@ used, so an export never holds a place there.
 
 from __future__ import annotations
 
-from app import __version__
+from app import __version__, export
 from app.errors import NotExportable
-from app.export import Dtype, ExportError, OnnxExport, export_onnx
+from app.export import Dtype
 from app.service.loaded import LoadedVersion
 from app.service.memo import Memo
 from app.store import Database, Selector, VersionRecord
@@ -25,11 +25,11 @@ class OnnxModels:
 
     def __init__(self, database: Database) -> None:
         self.database = database
-        self.models: Memo[OnnxExport] = Memo(MODELS_KEPT)
+        self.models: Memo[export.OnnxExport] = Memo(MODELS_KEPT)
 
     def kept(
         self, name: str, selector: Selector, dtype: Dtype
-    ) -> tuple[VersionRecord, OnnxExport | None]:
+    ) -> tuple[VersionRecord, export.OnnxExport | None]:
         """The selected version and its model if already built (a cheap read, for the
         threadpool), else None."""
         with self.database.transaction() as repo:
@@ -38,7 +38,7 @@ class OnnxModels:
 
     def model(
         self, name: str, selector: Selector, dtype: Dtype
-    ) -> tuple[VersionRecord, OnnxExport]:
+    ) -> tuple[VersionRecord, export.OnnxExport]:
         """The selected version and its model, built if missing (CPU work: a job of the
         pool). :class:`NotExportable` when the graph would not match predict."""
         with self.database.transaction() as repo:
@@ -49,10 +49,10 @@ class OnnxModels:
                 return record, kept
             data = repo.get_artifact(record.id)
 
-        def build() -> OnnxExport:
+        def build() -> export.OnnxExport:
             loaded = LoadedVersion.from_artifact(record, data)
             try:
-                return export_onnx(
+                return export.export_onnx(
                     loaded.calibrator,
                     record.n_classes,
                     dtype=dtype,
@@ -65,7 +65,7 @@ class OnnxModels:
                         "exported_by": f"calibration-service {__version__}",
                     },
                 )
-            except ExportError as exc:
+            except export.ExportError as exc:
                 where = f"{record.name!r} v{record.version} ({record.method})"
                 raise NotExportable(f"{where} is not exported: {exc}") from None
 

@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 from fastapi.testclient import TestClient
 
-import app.service.onnx_models
+import app.export.exporter
 from app.calibration import METHODS
 from app.export import FLOAT32_BOUND, ExportError
 
@@ -143,7 +143,7 @@ def test_a_graph_that_would_not_match_predict_is_not_served(
     def mismatched(*args: Any, **kwargs: Any) -> Any:
         raise ExportError("its ONNX graph differs from predict by 1e-09 on 900 probes")
 
-    monkeypatch.setattr(app.service.onnx_models, "export_onnx", mismatched)
+    monkeypatch.setattr(app.export.exporter, "export_onnx", mismatched)
     r = client.get("/v1/calibrators/churn/versions/1/artifact?format=onnx")
     assert_problem(r, 501, "'churn' v1 (platt) is not exported", "differs from predict")
     # the JSON artifact is still there

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import app.export
+import app.export.exporter
 from app.calibration import (
     BetaCalibrator,
     HistogramBinning,
@@ -368,7 +368,7 @@ def test_maps_that_magnify_a_runtimes_last_bits_are_refused(
     with pytest.raises(ExportError, match="differs from predict"):
         export_onnx(calibrator, k)
     # warranted: ONNX Runtime's own answer on the probes is past the bound
-    monkeypatch.setattr(app.export, "PARITY_BOUND", float("inf"))
+    monkeypatch.setattr(app.export.exporter, "PARITY_BOUND", float("inf"))
     export = export_onnx(calibrator, k)
     scores = probe_scores(calibrator, k)
     got = run(export.model, scores)["probabilities"]

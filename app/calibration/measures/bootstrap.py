@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import poisson
+from scipy.special import pdtr
 
 from app.calibration.base import CalibrationError, FloatArray
 
@@ -64,8 +64,9 @@ _COUNTS_STREAM, _LABELS_STREAM = 0, 1
 
 
 def _poisson_table() -> Float32Array:
-    """Count per 16-bit value: Poisson(1) by inversion of its CDF rounded to 2^-16."""
-    thresholds = np.round(poisson.cdf(np.arange(32), 1.0) * (1 << _BITS))
+    """Count per 16-bit value: Poisson(1) by inversion of its CDF rounded to 2^-16 (``pdtr``
+    is that CDF, scipy.stats' ``poisson.cdf`` without importing scipy.stats at start-up)."""
+    thresholds = np.round(pdtr(np.arange(32), 1.0) * (1 << _BITS))
     table: Float32Array = np.searchsorted(thresholds, np.arange(1 << _BITS), side="right").astype(
         np.float32
     )

@@ -26,8 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import expit, logit
-from scipy.stats import norm
+from scipy.special import expit, logit, ndtr
 
 from app.calibration.base import FloatArray
 from app.calibration.kernels.newton import fit_logistic
@@ -103,7 +102,7 @@ def spiegelhalter(
     if not variance > 0.0:
         return None
     z = float(np.dot(weights, (np.asarray(y, dtype=np.float64) - q) * spread)) / math.sqrt(variance)
-    return SpiegelhalterTest(z, float(2.0 * norm.sf(abs(z))))
+    return SpiegelhalterTest(z, float(2.0 * ndtr(-abs(z))))  # norm.sf(|z|) = ndtr(-|z|)
 
 
 def ece_debiased(p: FloatArray, y: FloatArray, n_bins: int = 15) -> float:

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from app import figures
 from app.calibration import Report
 from app.errors import Conflict, NotFound, invalid
-from app.figures.monitoring import render_monitoring
 from app.service.diagnosis import (
     DEFAULT_REPORT,
     Diagnosis,
@@ -153,7 +153,7 @@ class TrafficCases:
         title = f"{name} · {window} windows · {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC"
         if selector is not None:
             title += f" · version {selector}"
-        picture = render_monitoring(rows, title=title, image_format=image_format)
+        picture = figures.render_monitoring(rows, title=title, image_format=image_format)
         return MonitoringFigure(rows, picture)
 
     def diagnostics(
