@@ -49,6 +49,7 @@ from app.calibration.measures.diagnostics import (
 )
 from app.calibration.measures.metrics import log_losses, squared_errors
 from app.calibration.measures.multiclass_metrics import (
+    MAX_CLASSES,
     brier_distances,
     multiclass_log_losses,
     top_label,
@@ -94,6 +95,7 @@ __all__ = [
     "CAPABILITIES",
     "LOGISTIC_SATURATION",
     "MAX_BINS",
+    "MAX_CLASSES",
     "MAX_RESAMPLES",
     "METHODS",
     "MIN_BINS",

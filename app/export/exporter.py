@@ -39,7 +39,13 @@ from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_exp import Exp
 from onnx.reference.ops.op_log import Log
 
-from app.calibration import Calibrator, FloatArray, IntervalCalibrator, MulticlassCalibrator
+from app.calibration import (
+    Calibrator,
+    FloatArray,
+    IntervalCalibrator,
+    MulticlassCalibrator,
+    checkpoint,
+)
 
 from . import Dtype
 from .binary import binary_outputs
@@ -60,7 +66,10 @@ RUNTIME_ULPS = 2
 """How far a runtime's Exp and Log may stray from the C library's, in ulps, for the parity
 figure to hold there too (ONNX Runtime's: one)."""
 
-PROBE_CHUNK = 1 << 16
+PROBE_ROWS = 1 << 16
+PROBE_ENTRIES = 1 << 20
+"""Probes are evaluated :data:`PROBE_ROWS` rows at a time, and fewer for many classes: at most
+this many entries (rows x classes), 8 MB of float64 per array of the graph's evaluation."""
 
 
 @dataclass(frozen=True)
@@ -146,8 +155,10 @@ def _parity(
             for pattern in ((1, -1, 0), (-1, 1, 0))
         ]
     worst = 0.0
-    for start in range(0, len(given), PROBE_CHUNK):  # a loop over chunks, not probes
-        chunk = given[start : start + PROBE_CHUNK]
+    rows = min(PROBE_ROWS, max(1, PROBE_ENTRIES // (1 if given.ndim == 1 else given.shape[1])))
+    for start in range(0, len(given), rows):  # a loop over chunks, not probes
+        checkpoint()  # the export is a job: over its budget, or its client gone, it stops here
+        chunk = given[start : start + rows]
         widened = chunk.astype(np.float64)
         with np.errstate(invalid="ignore", over="ignore"):  # +-inf through a sigmoid of A = 0
             expected = {"probabilities": calibrator.predict(widened)}

@@ -19,6 +19,7 @@ from app.calibration import (
     OneVsRest,
     OutputBound,
     TemperatureScaling,
+    checkpoint,
 )
 
 from .binary import Outputs, binary_outputs, expit
@@ -53,6 +54,7 @@ def _rows_bounded(g: GraphBuilder, bound: OutputBound, p: str) -> str:
 def _one_vs_rest(g: GraphBuilder, calibrator: OneVsRest, s: str, k: int) -> Outputs:
     columns: dict[str, list[str]] = {}
     for j, binary in enumerate(calibrator.calibrators):  # a loop over classes, not samples
+        checkpoint()  # 40,000 classes are 40,000 branches: the job's budget is checked per class
         column = g.op("Gather", s, g.const(j), axis=1)
         for output, vector in binary_outputs(g, binary, column).items():
             as_column = g.op("Unsqueeze", vector, g.const(np.array([1], dtype=np.int64)))

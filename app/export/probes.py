@@ -42,6 +42,11 @@ _WIDE = np.array(
     [-1e300, -1e6, -1e3, -100.0, -10.0, -1.0, -1e-12, 0.0, 1e-300, 1e-12, 1.0, 10.0, 1e6, 1e300]
 )
 _NON_FINITE = np.array([-np.inf, np.inf, np.nan])  # a float32 logit of 0 or 1; a NaN
+_ENTRIES = 1 << 22
+"""About the most entries (rows x classes) of each kind of probability rows, 32 MB of float64:
+up to 2,048 classes every class has its one-hot row, and up to 5,000 there are 100 draws per
+concentration; past that the draws thin out (4 each at least) and the one-hot rows are those
+of classes evenly spaced from the first to the last: many classes never cost a k x k matrix."""
 _UNIT = np.concatenate(
     [np.linspace(0.0, 1.0, 201), [BETA_EPS, 1.0 - BETA_EPS, 1e-300, 1e-12, 1 - 1e-12]]
 )
@@ -117,7 +122,8 @@ def _matrix_probes(calibrator: MulticlassCalibrator, k: int) -> FloatArray:
         return np.vstack([grid, ends])
     probabilities = _probability_rows(rng, k)
     if isinstance(calibrator, TemperatureScaling) and calibrator.input == "logits":
-        normal = rng.normal(size=(400, k)) * np.repeat([0.1, 1.0, 10.0, 100.0], 100)[:, None]
+        each = _rows_within(k, 4, 100)  # rows per scale of the logits
+        normal = rng.normal(size=(4 * each, k)) * np.repeat([0.1, 1.0, 10.0, 100.0], each)[:, None]
         extremes = np.array([np.resize([1e6, -1e6], k), np.resize([1e308, -1e308], k), np.zeros(k)])
         return np.vstack([normal, extremes, np.log(np.maximum(probabilities, 1e-300))])
     if isinstance(calibrator, TemperatureScaling | BostromCalibrator):
@@ -130,11 +136,23 @@ def _probability_rows(rng: np.random.Generator, k: int) -> FloatArray:
     a small temperature magnifies the logs' last bits), one-hot and uniform rows, rows whose
     top two tie, and rows that sum to 1 only within 1e-7."""
     alphas = (0.05, 0.5, 1.0, 10.0, 1e4, 1e8)
-    draws = [rng.dirichlet(np.full(k, alpha), size=100) for alpha in alphas]
+    each = _rows_within(k, 4, 100)
+    draws = [rng.dirichlet(np.full(k, alpha), size=each) for alpha in alphas]
+    hot = np.unique(
+        np.linspace(0, k - 1, int(np.clip(_ENTRIES // k, 2, k))).round().astype(np.intp)
+    )
+    one_hot = np.zeros((hot.size, k))
+    one_hot[np.arange(hot.size), hot] = 1.0
     tied = np.zeros((1, k))
     tied[0, :2] = 0.5
-    off = rng.dirichlet(np.ones(k), size=20) * (1.0 + 1e-7)
-    return np.vstack([*draws, np.eye(k), np.full((1, k), 1.0 / k), tied, off])
+    off = rng.dirichlet(np.ones(k), size=max(2, each // 5)) * (1.0 + 1e-7)
+    return np.vstack([*draws, one_hot, np.full((1, k), 1.0 / k), tied, off])
+
+
+def _rows_within(k: int, least: int, most: int) -> int:
+    """Rows of k entries for one kind of probe: an eighth of :data:`_ENTRIES`, clipped to
+    ``least``..``most``."""
+    return int(np.clip(_ENTRIES // (8 * k), least, most))
 
 
 def _with_ties(grid: FloatArray) -> FloatArray:

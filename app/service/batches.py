@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from app.calibration import BINARY_ONLY, METHODS, MULTICLASS_ONLY
+from app.calibration import BINARY_ONLY, MAX_CLASSES, METHODS, MULTICLASS_ONLY
 from app.errors import PayloadTooLarge, invalid
 
 
@@ -58,7 +58,10 @@ def first_true(mask: NDArray[np.bool_]) -> int:
 
 
 def check_scores(scores: NDArray[np.float64], field: str = "scores") -> None:
-    """Finite, and a vector or a rectangular matrix with at least two columns."""
+    """Finite, and a vector or a rectangular matrix of 3 to :data:`~app.calibration.MAX_CLASSES`
+    columns."""
+    if scores.ndim == 2 and scores.shape[1] > MAX_CLASSES:
+        raise invalid((field,), f"has {scores.shape[1]} class columns; at most {MAX_CLASSES}")
     if not all_finite(scores):
         bad = ~np.isfinite(scores)
         rows = np.asarray(bad.reshape(bad.shape[0], -1).any(axis=1), dtype=np.bool_)

@@ -9,6 +9,8 @@ from fastapi.testclient import TestClient
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import log_loss
 
+from app.calibration import MAX_CLASSES
+
 from .helpers import assert_problem
 
 BASE = "/v1/calibrators/digits"
@@ -132,3 +134,18 @@ def test_shape_and_method_mismatches_are_422(client: TestClient) -> None:
         "scores[1] is 1.0; beta calibration needs scores strictly between 0 and 1",
     )
     assert refused["errors"][0]["loc"] == ["body", "scores", 1]
+
+
+def test_one_class_limit_on_v1_and_v2(client: TestClient) -> None:
+    """MAX_CLASSES score columns are the most on /v1 (fit, predict) as on /v2, and nothing
+    past it is fitted or stored."""
+    k = MAX_CLASSES + 1
+    rows = [[0.0] * k for _ in range(2)]
+    fit = {"scores": rows, "labels": [0, 1], "method": "temperature"}
+    body = assert_problem(client.post(f"{BASE}/fit", json=fit), 422, f"{k} class columns")
+    assert body["errors"][0]["loc"] == ["body", "scores"]
+    assert client.get(BASE).status_code == 404  # nothing stored
+    tensor = {"name": "scores", "datatype": "FP64", "shape": [1, k], "data": [0.0] * k}
+    v2 = client.post("/v2/models/m/infer", json={"inputs": [tensor]})
+    assert v2.status_code == 400, v2.text  # the Open Inference Protocol: 400, {"error": ...}
+    assert v2.json() == {"error": f"inputs[0].shape has {k} classes; at most {MAX_CLASSES}"}

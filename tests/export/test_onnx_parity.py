@@ -7,6 +7,7 @@ side of it, points between knots, values outside the fitted range, +-1e6, and ti
 
 from __future__ import annotations
 
+import contextvars
 import tracemalloc
 from typing import Any
 
@@ -16,15 +17,19 @@ import onnxruntime as ort
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy.typing import NDArray
 
 import app.export.exporter
 from app.calibration import (
+    Abandoned,
     BetaCalibrator,
+    Budget,
     HistogramBinning,
     IsotonicCalibrator,
     MinMaxScaling,
     PlattCalibrator,
     VennAbersCalibrator,
+    enter,
     load_calibrator,
     make_calibrator,
 )
@@ -389,3 +394,40 @@ def test_a_large_isotonic_export_stays_within_its_memory() -> None:
         tracemalloc.stop()
     assert export.parity == 0.0
     assert peak < 40 * len(export.model), (peak >> 20, len(export.model) >> 20)
+
+
+@pytest.mark.parametrize("given", ["probabilities", "logits"])
+def test_many_classes_never_cost_a_k_by_k_probe_matrix(given: str) -> None:
+    """Up to a thousand classes every class has its one-hot probe row (as a probability row,
+    or its logs); at 60,000 the probes stay within a few times 2^22 entries (np.eye(60000)
+    alone would be 29 GB), and the first and the last class keep theirs."""
+
+    def probes(k: int) -> NDArray[np.float64]:
+        state = {"T": 1.5, "input": given}
+        return probe_scores(load_calibrator("temperature", {}, state, n_classes=k), k)
+
+    top = 1.0 if given == "probabilities" else 0.0  # a one-hot row's logs: 0 and log(1e-300)
+    small = probes(1000)
+    assert small.shape[1] == 1000
+    hot = small[(small == top).sum(axis=1) == 1]
+    assert (hot == top).any(axis=0).all()  # every class has its one-hot row
+    k = 60_000
+    large = probes(k)
+    assert large.shape[1] == k
+    assert large.size <= 4 * (1 << 22), large.shape
+    hot = large[(large == top).sum(axis=1) == 1]
+    assert (hot[:, 0] == top).any()
+    assert (hot[:, -1] == top).any()
+
+
+def test_an_export_over_its_budget_stops_between_chunks() -> None:
+    calibrator = load_calibrator("temperature", {}, {"T": 1.5, "input": "logits"}, n_classes=3)
+    budget = Budget(seconds=0.0)
+    budget.cancelled.set()
+
+    def run() -> None:
+        enter(budget)
+        export_onnx(calibrator, 3)
+
+    with pytest.raises(Abandoned):
+        contextvars.copy_context().run(run)

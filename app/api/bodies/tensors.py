@@ -27,6 +27,7 @@ from app.api.bodies.fields import MAX_CLIENT_ID
 from app.api.bodies.media import check_ids
 from app.api.bodies.payloads import byte_count, check_text
 from app.api.places import invalid
+from app.calibration import MAX_CLASSES
 from app.errors import MalformedBody, PayloadTooLarge, UnsupportedMediaType
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -174,8 +175,8 @@ def _shape(value: object, max_rows: int) -> tuple[int, ...]:
         raise invalid(where, f"is {value}; every dimension must be at least 1")
     if value[0] > max_rows:
         raise PayloadTooLarge(f"inputs[0].shape has {value[0]} rows; the limit is {max_rows}")
-    if len(value) == 2 and value[1] > 1 << 16:
-        raise invalid(where, f"has {value[1]} classes; at most {1 << 16}")
+    if len(value) == 2 and value[1] > MAX_CLASSES:
+        raise invalid(where, f"has {value[1]} classes; at most {MAX_CLASSES}")
     return tuple(value)
 
 

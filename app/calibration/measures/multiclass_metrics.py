@@ -29,6 +29,9 @@ from app.calibration.measures.report import Report
 IntArray = NDArray[np.int64]
 ROW_SUM_ATOL = 1e-6
 """How far a row of a probability matrix may sum from 1."""
+MAX_CLASSES = 1 << 16
+"""The most classes a score matrix may have, on every route (/v1 and /v2): a one-vs-rest
+calibrator is one binary calibrator per class, and its ONNX graph one branch per class."""
 
 
 def check_multiclass_batch(
@@ -73,7 +76,8 @@ def check_multiclass_batch(
 
 
 def check_score_matrix(scores: object, field: str = "scores") -> FloatArray:
-    """``scores`` as a finite n x k float64 matrix with n >= 1, k >= 2 (else CalibrationError)."""
+    """``scores`` as a finite n x k float64 matrix with n >= 1, 2 <= k <= :data:`MAX_CLASSES`
+    (else CalibrationError)."""
     try:
         s = np.asarray(scores, dtype=np.float64)
     except (TypeError, ValueError):
@@ -86,6 +90,10 @@ def check_score_matrix(scores: object, field: str = "scores") -> FloatArray:
         raise CalibrationError("the batch is empty", loc=(field,))
     if s.shape[1] < 2:
         raise CalibrationError(f"needs at least 2 class columns, not {s.shape[1]}", loc=(field,))
+    if s.shape[1] > MAX_CLASSES:
+        raise CalibrationError(
+            f"has {s.shape[1]} class columns; at most {MAX_CLASSES}", loc=(field,)
+        )
     finite = np.isfinite(s)
     if not finite.all():  # the row only then: a reduction along rows is ten times slower
         raise CalibrationError("must be finite", loc=(field, int(np.argmin(finite.all(axis=1)))))

@@ -9,7 +9,7 @@ Temperature scaling and Boström's correction are multiclass by construction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Protocol, Self, cast
 
 import numpy as np
@@ -23,6 +23,7 @@ from app.calibration.base import (
     StateError,
     check_state_keys,
 )
+from app.calibration.kernels.budget import checkpoint
 from app.calibration.measures.multiclass_metrics import IntArray
 from app.calibration.methods.registry import NATIVE_MULTICLASS, ONE_VS_REST
 
@@ -64,6 +65,14 @@ class MulticlassCalibrator(Protocol):
         ...
 
 
+def _each_class(k: int) -> Iterator[int]:
+    """0, ..., k - 1, passing a checkpoint of the running job's budget before each: a loop
+    over classes, not samples, but a 4-row batch of 40,000 classes is 40,000 fits."""
+    for j in range(k):
+        checkpoint()
+        yield j
+
+
 class OneVsRest:
     """A binary method per class, column j against (y == j), rows renormalised to sum to 1.
 
@@ -89,14 +98,14 @@ class OneVsRest:
             self.binary_cls.from_params(self._params).fit(
                 scores[:, j], (labels == j).astype(np.float64), sample_weight
             )
-            for j in range(scores.shape[1])  # a loop over classes, not samples
+            for j in _each_class(scores.shape[1])
         ]
         return self
 
     def predict(self, scores: FloatArray) -> FloatArray:
         """Each column through its calibrator, then rows divided by their sums."""
         s = self._check(scores)
-        p = np.column_stack([c.predict(s[:, j]) for j, c in enumerate(self.calibrators)])
+        p = np.column_stack([self.calibrators[j].predict(s[:, j]) for j in _each_class(s.shape[1])])
         total = p.sum(axis=1, keepdims=True)
         uniform = np.full_like(p, 1.0 / p.shape[1])
         out: FloatArray = np.divide(p, total, out=uniform, where=total > 0)
@@ -117,8 +126,8 @@ class OneVsRest:
         before the rows are renormalised, which is why the rows of ``predict`` may leave them."""
         s = self._check(scores)
         pairs = [
-            cast(IntervalCalibrator, c).predict_interval(s[:, j])
-            for j, c in enumerate(self.calibrators)
+            cast(IntervalCalibrator, self.calibrators[j]).predict_interval(s[:, j])
+            for j in _each_class(s.shape[1])
         ]
         return np.column_stack([p0 for p0, _ in pairs]), np.column_stack([p1 for _, p1 in pairs])
 

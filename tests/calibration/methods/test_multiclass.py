@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 import numpy as np
@@ -15,11 +16,14 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.isotonic import IsotonicRegression
 
 from app.calibration import (
+    Abandoned,
+    Budget,
     CalibrationError,
     IsotonicCalibrator,
     ParamError,
     PlattCalibrator,
     StateError,
+    enter,
     fit_calibrator,
 )
 from app.calibration.kernels.crossval import effective_class_folds, stratified_class_folds
@@ -268,3 +272,37 @@ def test_class_folds_split_every_class_evenly() -> None:
         assert counts.max() - counts.min() <= 1
     assert np.ptp(np.bincount(folds)) <= 1
     assert effective_class_folds(np.array([0, 0, 0, 2, 2, 1]), 5) == 2  # class 1 has 1 point
+
+
+def test_a_budget_spent_stops_one_vs_rest_between_classes() -> None:
+    """Every loop over classes passes a checkpoint: a 4-row batch of many classes is as many
+    fits, and a job over its budget stops inside the loop, not after it."""
+    k = 50
+    scores = np.random.default_rng(0).dirichlet(np.ones(k), size=4)
+    labels = np.array([0, 1, 2, 3])
+    fitted = OneVsRest(PlattCalibrator, {}).fit(scores, labels, np.ones(4))
+    calls = 0
+    real = PlattCalibrator.fit
+
+    def counted(self: PlattCalibrator, *args: Any) -> PlattCalibrator:
+        nonlocal calls
+        calls += 1
+        return real(self, *args)
+
+    budget = Budget(seconds=0.0)
+    budget.cancelled.set()
+    context = contextvars.copy_context()
+
+    def abandoned() -> None:
+        enter(budget)
+        for run in (
+            lambda: OneVsRest(PlattCalibrator, {}).fit(scores, labels, np.ones(4)),
+            lambda: fitted.predict(scores),
+        ):
+            with pytest.raises(Abandoned):
+                run()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PlattCalibrator, "fit", counted)
+        context.run(abandoned)
+    assert calls == 0  # stopped before the first class
