@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 
-from .helpers import assert_problem, sigmoid_batch
+from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 from .test_columnar_batches import ARROW, ENCODINGS, PARQUET, arrow, parquet, table_of
 from .test_multiclass import logits_batch
 
@@ -90,7 +90,7 @@ def test_diagnostics_of_a_file_equal_those_of_its_rows_in_json(
 ) -> None:
     fit_versions(client, multiclass)
     batch, weights = fresh_batch(multiclass)
-    options: dict[str, Any] = {"n_bins": 7, "strategy": "quantile"}
+    options: dict[str, Any] = {"n_bins": 7, "strategy": "quantile", "bootstrap": FEW_RESAMPLES}
     if multiclass:
         options["class_index"] = 1
     as_json = client.post(DIAGNOSTICS, json={**batch, "sample_weight": weights, **options})
@@ -109,12 +109,10 @@ def test_a_comparison_of_a_file_equals_that_of_its_rows_in_json(
     fit_versions(client, multiclass)
     batch, weights = fresh_batch(multiclass)
     by = {"by": "brier"}
-    versions: list[Any] = [3, "production"]
-    as_json = client.post(
-        COMPARE, params=by, json={**batch, "sample_weight": weights, "versions": versions}
-    )
+    options: dict[str, Any] = {"versions": [3, "production"], "bootstrap": FEW_RESAMPLES}
+    as_json = client.post(COMPARE, params=by, json={**batch, "sample_weight": weights, **options})
     assert as_json.status_code == 200, as_json.text
-    r = send(client, COMPARE, table_of(batch, weights), how, {"versions": versions}, query=by)
+    r = send(client, COMPARE, table_of(batch, weights), how, options, query=by)
     assert r.status_code == 200, r.text
     assert r.json() == as_json.json()
     assert [v["version"] for v in r.json()["versions"]] == [2, 3]  # the flipped one last
@@ -123,8 +121,9 @@ def test_a_comparison_of_a_file_equals_that_of_its_rows_in_json(
 def test_every_version_is_compared_when_none_is_named(client: TestClient) -> None:
     fit_versions(client, multiclass=False)
     batch, _ = fresh_batch(multiclass=False)
-    as_json = client.post(COMPARE, json=batch).json()
-    r = send(client, COMPARE, table_of(batch), "arrow", {})
+    few = {"bootstrap": FEW_RESAMPLES}
+    as_json = client.post(COMPARE, json={**batch, **few}).json()
+    r = send(client, COMPARE, table_of(batch), "arrow", few)
     assert r.json() == as_json
     assert sorted(v["version"] for v in as_json["versions"]) == [1, 2, 3]
 
@@ -132,7 +131,7 @@ def test_every_version_is_compared_when_none_is_named(client: TestClient) -> Non
 def test_the_body_s_own_field_wins_then_the_form_then_the_query(client: TestClient) -> None:
     fit_versions(client, multiclass=False)
     batch, _ = fresh_batch(multiclass=False)
-    in_query = {"n_bins": 8}
+    in_query = {"n_bins": 8, "bootstrap": FEW_RESAMPLES}
     answer = client.post(DIAGNOSTICS, params=in_query, json={**batch, "n_bins": 5}).json()
     assert answer["n_bins"] == 5
     assert client.post(DIAGNOSTICS, params=in_query, json=batch).json()["n_bins"] == 8
@@ -140,9 +139,10 @@ def test_the_body_s_own_field_wins_then_the_form_then_the_query(client: TestClie
     assert upload.json()["n_bins"] == 5
     upload = send(client, DIAGNOSTICS, table_of(batch), "parquet upload", {}, in_query)
     assert upload.json()["n_bins"] == 8
-    named = client.post(COMPARE, params={"versions": [1, 2]}, json={**batch, "versions": [3]})
+    queried_versions = {"versions": [1, 2], "bootstrap": FEW_RESAMPLES}
+    named = client.post(COMPARE, params=queried_versions, json={**batch, "versions": [3]})
     assert [v["version"] for v in named.json()["versions"]] == [3]
-    queried = client.post(COMPARE, params={"versions": [1, 2]}, json=batch)
+    queried = client.post(COMPARE, params=queried_versions, json=batch)
     assert sorted(v["version"] for v in queried.json()["versions"]) == [1, 2]
 
 
@@ -150,10 +150,11 @@ def test_one_class_alone_is_judged(client: TestClient) -> None:
     fit_versions(client, multiclass=False)
     batch = sigmoid_batch(200, seed=4)
     negatives = {"scores": batch["scores"], "labels": [0] * 200}
+    few = {"bootstrap": FEW_RESAMPLES}
     for url in (DIAGNOSTICS, COMPARE):
-        as_json = client.post(url, json=negatives)
+        as_json = client.post(url, json={**negatives, **few})
         assert as_json.status_code == 200, as_json.text
-        assert send(client, url, table_of(negatives), "parquet", {}).json() == as_json.json()
+        assert send(client, url, table_of(negatives), "parquet", few).json() == as_json.json()
 
 
 def test_a_picture_of_a_parquet_batch_is_the_picture_of_its_rows(client: TestClient) -> None:
