@@ -9,6 +9,14 @@ import numpy as np
 
 from app.api.problem_types import PROBLEM_TYPES
 
+FEW_RESAMPLES = 20
+"""The ``bootstrap`` a test asks diagnostics, compare or the monitoring for when what it asserts
+is not the intervals (media types, bins, where an option was read, errors, auth, ...). The
+default, 1000 resamples, spends most of such a request in the smooth ECE's width search of each
+resample; 20 still computes and serialises every interval, so two answers compared for
+equality still compare their intervals. The tests of the intervals and of the default keep
+the default or ask for their own count."""
+
 
 def sigmoid_batch(n: int = 400, seed: int = 0, a: float = 1.5, b: float = -0.3) -> dict[str, Any]:
     """Margins f ~ N(0, 2) and labels drawn with P(y=1 | f) = 1 / (1 + exp(-(a f + b)))."""

@@ -21,7 +21,7 @@ from app.main import create_app
 from app.settings import Settings, get_settings
 from app.store import Database
 
-from .helpers import assert_problem, sigmoid_batch, spy_on_regular_predict
+from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch, spy_on_regular_predict
 
 BASE = "/v1/calibrators/churn"
 REALM = 'Bearer realm="calibration"'
@@ -122,7 +122,7 @@ def test_a_read_key_reads_predicts_diagnoses_and_compares(
         "/v1/calibrators",
         BASE,
         f"{BASE}/versions/1",
-        f"{BASE}/versions/latest/diagnostics",
+        f"{BASE}/versions/latest/diagnostics?bootstrap={FEW_RESAMPLES}",
         f"{BASE}/versions/1/artifact",
     ]:
         assert secured.get(path, headers=READ).status_code == 200, path
@@ -133,7 +133,7 @@ def test_a_read_key_reads_predicts_diagnoses_and_compares(
     regular = secured.post(f"{BASE}/predict?version=1&unrelated=1", json=scores, headers=READ)
     assert len(regular_calls) == 1  # the regular route answered
     assert regular.content == fast.content
-    fresh = sigmoid_batch(100, seed=3)
+    fresh = {**sigmoid_batch(100, seed=3), "bootstrap": FEW_RESAMPLES}
     assert secured.post(f"{BASE}/versions/1/diagnostics", json=fresh, headers=READ).is_success
     assert secured.post(f"{BASE}/compare", json=fresh, headers=READ).is_success
 
@@ -181,7 +181,7 @@ def test_a_write_key_does_everything(secured: TestClient) -> None:
     calls = [
         ("GET", BASE, None, 200),
         ("POST", f"{BASE}/predict", {"scores": [0.5]}, 200),
-        ("POST", f"{BASE}/compare", sigmoid_batch(80, seed=2), 200),
+        ("POST", f"{BASE}/compare", {**sigmoid_batch(80, seed=2), "bootstrap": FEW_RESAMPLES}, 200),
         ("PUT", f"{BASE}/aliases/production", {"version": 1}, 200),
         ("PATCH", f"{BASE}/versions/1", {"description": "first"}, 200),
         ("DELETE", f"{BASE}/aliases/production", None, 204),

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 
-from .helpers import assert_problem, sigmoid_batch
+from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 from .test_columnar_batches import ARROW, ENCODINGS, PARQUET, arrow, parquet, table_of
 from .test_multiclass import logits_batch
 
@@ -83,6 +83,12 @@ def fit_versions(client: TestClient, multiclass: bool) -> None:
     assert client.put(f"{BASE}/aliases/production", json={"version": 2}).status_code == 200
 
 
+def fit_one_version(client: TestClient) -> None:
+    """churn v1 alone: the refused requests below need the calibrator, not versions to rank."""
+    fit = client.post(f"{BASE}/fit", json={**sigmoid_batch(600, seed=1), "method": "platt"})
+    assert fit.status_code == 201, fit.text
+
+
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("multiclass", [False, True])
 def test_diagnostics_of_a_file_equal_those_of_its_rows_in_json(
@@ -90,7 +96,7 @@ def test_diagnostics_of_a_file_equal_those_of_its_rows_in_json(
 ) -> None:
     fit_versions(client, multiclass)
     batch, weights = fresh_batch(multiclass)
-    options: dict[str, Any] = {"n_bins": 7, "strategy": "quantile"}
+    options: dict[str, Any] = {"n_bins": 7, "strategy": "quantile", "bootstrap": FEW_RESAMPLES}
     if multiclass:
         options["class_index"] = 1
     as_json = client.post(DIAGNOSTICS, json={**batch, "sample_weight": weights, **options})
@@ -109,12 +115,10 @@ def test_a_comparison_of_a_file_equals_that_of_its_rows_in_json(
     fit_versions(client, multiclass)
     batch, weights = fresh_batch(multiclass)
     by = {"by": "brier"}
-    versions: list[Any] = [3, "production"]
-    as_json = client.post(
-        COMPARE, params=by, json={**batch, "sample_weight": weights, "versions": versions}
-    )
+    options: dict[str, Any] = {"versions": [3, "production"], "bootstrap": FEW_RESAMPLES}
+    as_json = client.post(COMPARE, params=by, json={**batch, "sample_weight": weights, **options})
     assert as_json.status_code == 200, as_json.text
-    r = send(client, COMPARE, table_of(batch, weights), how, {"versions": versions}, query=by)
+    r = send(client, COMPARE, table_of(batch, weights), how, options, query=by)
     assert r.status_code == 200, r.text
     assert r.json() == as_json.json()
     assert [v["version"] for v in r.json()["versions"]] == [2, 3]  # the flipped one last
@@ -123,8 +127,9 @@ def test_a_comparison_of_a_file_equals_that_of_its_rows_in_json(
 def test_every_version_is_compared_when_none_is_named(client: TestClient) -> None:
     fit_versions(client, multiclass=False)
     batch, _ = fresh_batch(multiclass=False)
-    as_json = client.post(COMPARE, json=batch).json()
-    r = send(client, COMPARE, table_of(batch), "arrow", {})
+    few = {"bootstrap": FEW_RESAMPLES}
+    as_json = client.post(COMPARE, json={**batch, **few}).json()
+    r = send(client, COMPARE, table_of(batch), "arrow", few)
     assert r.json() == as_json
     assert sorted(v["version"] for v in as_json["versions"]) == [1, 2, 3]
 
@@ -132,7 +137,7 @@ def test_every_version_is_compared_when_none_is_named(client: TestClient) -> Non
 def test_the_body_s_own_field_wins_then_the_form_then_the_query(client: TestClient) -> None:
     fit_versions(client, multiclass=False)
     batch, _ = fresh_batch(multiclass=False)
-    in_query = {"n_bins": 8}
+    in_query = {"n_bins": 8, "bootstrap": FEW_RESAMPLES}
     answer = client.post(DIAGNOSTICS, params=in_query, json={**batch, "n_bins": 5}).json()
     assert answer["n_bins"] == 5
     assert client.post(DIAGNOSTICS, params=in_query, json=batch).json()["n_bins"] == 8
@@ -140,9 +145,10 @@ def test_the_body_s_own_field_wins_then_the_form_then_the_query(client: TestClie
     assert upload.json()["n_bins"] == 5
     upload = send(client, DIAGNOSTICS, table_of(batch), "parquet upload", {}, in_query)
     assert upload.json()["n_bins"] == 8
-    named = client.post(COMPARE, params={"versions": [1, 2]}, json={**batch, "versions": [3]})
+    queried_versions = {"versions": [1, 2], "bootstrap": FEW_RESAMPLES}
+    named = client.post(COMPARE, params=queried_versions, json={**batch, "versions": [3]})
     assert [v["version"] for v in named.json()["versions"]] == [3]
-    queried = client.post(COMPARE, params={"versions": [1, 2]}, json=batch)
+    queried = client.post(COMPARE, params=queried_versions, json=batch)
     assert sorted(v["version"] for v in queried.json()["versions"]) == [1, 2]
 
 
@@ -150,10 +156,11 @@ def test_one_class_alone_is_judged(client: TestClient) -> None:
     fit_versions(client, multiclass=False)
     batch = sigmoid_batch(200, seed=4)
     negatives = {"scores": batch["scores"], "labels": [0] * 200}
+    few = {"bootstrap": FEW_RESAMPLES}
     for url in (DIAGNOSTICS, COMPARE):
-        as_json = client.post(url, json=negatives)
+        as_json = client.post(url, json={**negatives, **few})
         assert as_json.status_code == 200, as_json.text
-        assert send(client, url, table_of(negatives), "parquet", {}).json() == as_json.json()
+        assert send(client, url, table_of(negatives), "parquet", few).json() == as_json.json()
 
 
 def test_a_picture_of_a_parquet_batch_is_the_picture_of_its_rows(client: TestClient) -> None:
@@ -180,7 +187,7 @@ def problem(response: Response) -> dict[str, Any]:
 
 @pytest.mark.parametrize("url", [DIAGNOSTICS, COMPARE])
 def test_an_upload_names_the_file_and_the_row(client: TestClient, url: str) -> None:
-    fit_versions(client, multiclass=False)
+    fit_one_version(client)
     table = pa.table({"score": [0.1, 0.2, None], "label": [0, 1, 0]})
     r = send(client, url, table, "parquet upload", {})
     assert_problem(r, 422, "file", "row[3].score", "null")
@@ -193,7 +200,7 @@ def test_an_upload_names_the_file_and_the_row(client: TestClient, url: str) -> N
 def test_bytes_that_are_no_file_are_malformed(
     client: TestClient, url: str, media_type: str
 ) -> None:
-    fit_versions(client, multiclass=False)
+    fit_one_version(client)
     headers = {"content-type": media_type}
     r = client.post(url, content=b"score,label\n0.1,0\n", headers=headers)
     assert_problem(r, 400, "not")
@@ -206,7 +213,7 @@ def test_bytes_that_are_no_file_are_malformed(
 def test_rows_past_the_limit_are_413(
     client: TestClient, url: str, media_type: str, encode: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fit_versions(client, multiclass=False)
+    fit_one_version(client)
     monkeypatch.setattr(client.app.state.service.settings, "max_batch_rows", 250)  # type: ignore[attr-defined]
     body = encode(table_of(sigmoid_batch(300, seed=7)))
     r = client.post(url, content=body, headers={"content-type": media_type})
@@ -214,7 +221,7 @@ def test_rows_past_the_limit_are_413(
 
 
 def test_bad_options_are_reported_where_they_were_given(client: TestClient) -> None:
-    fit_versions(client, multiclass=False)
+    fit_one_version(client)
     table = table_of(sigmoid_batch(100, seed=5))
     r = send(client, DIAGNOSTICS, table, "parquet", {"n_bins": 1})
     assert_problem(r, 422, "n_bins")

@@ -17,13 +17,15 @@ from sklearn.metrics import brier_score_loss, log_loss
 from app.store.traffic.reads import TrafficReads
 from app.store.traffic.rows import LoggedPrediction
 
-from .helpers import assert_problem, sigmoid_batch
+from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 from .test_monitoring import ece, log_rows
 from .test_multiclass import logits_batch
 
 BASE = "/v1/calibrators/churn"
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
 HOURS = {"window": "1h", "since": T0.isoformat(), "until": (T0 + timedelta(hours=3)).isoformat()}
+FEW = {"bootstrap": FEW_RESAMPLES}
+"""The diagnostics of these tests are read for their bins and numbers, not their intervals."""
 SVG = "{http://www.w3.org/2000/svg}"
 
 
@@ -147,7 +149,7 @@ def test_pictures_of_an_unknown_calibrator_are_not_found(client: TestClient) -> 
 def test_diagnostics_of_one_version_equal_posting_its_labelled_traffic(
     client: TestClient, traffic: dict[int, Any]
 ) -> None:
-    params = {"since": HOURS["since"], "until": HOURS["until"], "version": "1"}
+    params = {"since": HOURS["since"], "until": HOURS["until"], "version": "1", **FEW}
     for options in ({}, {"n_bins": 20, "strategy": "quantile"}, {"class_index": 0}):
         r = client.get(f"{BASE}/monitoring/diagnostics", params={**params, **options})
         assert r.status_code == 200, r.text
@@ -155,6 +157,7 @@ def test_diagnostics_of_one_version_equal_posting_its_labelled_traffic(
         body = {
             "scores": traffic[1]["scores"].tolist(),
             "labels": traffic[1]["labels"].tolist(),
+            **FEW,
             **options,
         }
         posted = client.post(f"{BASE}/versions/1/diagnostics", json=body).json()
@@ -166,7 +169,7 @@ def test_diagnostics_of_one_version_equal_posting_its_labelled_traffic(
 def test_diagnostics_of_every_version_against_scikit_learn(
     client: TestClient, traffic: dict[int, Any]
 ) -> None:
-    params = {"since": HOURS["since"], "until": HOURS["until"]}
+    params = {"since": HOURS["since"], "until": HOURS["until"]}  # the default bootstrap
     r = client.get(f"{BASE}/monitoring/diagnostics", params=params)
     assert r.status_code == 200, r.text
     got = r.json()
@@ -190,7 +193,7 @@ def test_the_default_range_is_the_last_30_days(fitted: TestClient) -> None:
     fitted.app.state.service.prediction_log.flush()  # type: ignore[attr-defined]
     outcomes = {"ids": ids_[:30], "labels": batch["labels"][:30]}
     assert fitted.post(f"{BASE}/outcomes", json=outcomes).status_code == 200
-    got = fitted.get(f"{BASE}/monitoring/diagnostics").json()
+    got = fitted.get(f"{BASE}/monitoring/diagnostics", params=FEW).json()
     assert got["n_labelled"] == 30
     until = datetime.fromisoformat(got["until"])
     assert until - datetime.fromisoformat(got["since"]) == timedelta(days=30)
@@ -218,7 +221,7 @@ def test_more_labelled_traffic_than_a_batch_may_hold_is_refused_before_it_is_rea
     monkeypatch.setattr(service.traffic, "max_rows", 149)
     read = []
     monkeypatch.setattr(TrafficReads, "traffic_chunks", lambda *args, **kw: read.append(1))
-    params = {"since": HOURS["since"], "until": HOURS["until"]}
+    params = {"since": HOURS["since"], "until": HOURS["until"], **FEW}
     r = client.get(f"{BASE}/monitoring/diagnostics", params=params)
     assert_problem(r, 413, "150 labelled", "149")
     assert read == []
@@ -238,13 +241,13 @@ def test_k_class_diagnostics_equal_posting_the_labelled_traffic(client: TestClie
     outcomes = {"ids": rows["ids"][:30], "labels": batch["labels"][:30]}
     assert client.post(f"{url}/outcomes", json=outcomes).status_code == 200
     for options in ({}, {"n_bins": 5, "strategy": "quantile"}, {"class_index": 2}):
-        params = {"version": "1", **options}
+        params = {"version": "1", **FEW, **options}
         got = client.get(f"{url}/monitoring/diagnostics", params=params).json()
-        body = {"scores": batch["scores"][:30], "labels": batch["labels"][:30], **options}
+        body = {"scores": batch["scores"][:30], "labels": batch["labels"][:30], **FEW, **options}
         posted = client.post(f"{url}/versions/1/diagnostics", json=body).json()
         assert {k: got[k] for k in posted} == posted  # every number, every bin, exactly
         assert got["n_labelled"] == got["n_samples"] == 30
-        every = client.get(f"{url}/monitoring/diagnostics", params=options).json()
+        every = client.get(f"{url}/monitoring/diagnostics", params={**FEW, **options}).json()
         assert (every["version"], every["calibrated"]) == (None, got["calibrated"])
 
 
@@ -272,7 +275,8 @@ def test_traffic_of_versions_of_different_classes_is_a_conflict_unless_one_is_ch
         assert client.post(f"{url}/outcomes", json=outcomes).status_code == 200
     assert_problem(client.get(f"{url}/monitoring/diagnostics"), 409, message)
     for version, multiclass in (("1", "method" in first), ("2", True)):
-        got = client.get(f"{url}/monitoring/diagnostics", params={"version": version}).json()
+        params = {"version": version, **FEW}
+        got = client.get(f"{url}/monitoring/diagnostics", params=params).json()
         assert (got["version"], got["n_labelled"]) == (int(version), 10)
         assert ("accuracy" in got["calibrated"]["metrics"]) == multiclass  # top-label report
 

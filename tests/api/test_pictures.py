@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import matplotlib.image
 from fastapi.testclient import TestClient
 
-from .helpers import assert_problem, sigmoid_batch
+from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 from .test_multiclass import logits_batch
 
 BASE = "/v1/calibrators/churn"
@@ -53,7 +53,7 @@ def test_posted_batch_as_a_picture(client: TestClient) -> None:
         f"{BASE}/versions/1/diagnostics", json=fresh, headers={"accept": "image/svg+xml"}
     )
     assert "raw-curve" in ids(r.content)
-    r = client.post(f"{BASE}/versions/1/diagnostics", json=fresh)
+    r = client.post(f"{BASE}/versions/1/diagnostics", json={**fresh, "bootstrap": FEW_RESAMPLES})
     assert r.headers["content-type"] == "application/json"
 
 
@@ -107,7 +107,12 @@ def test_compare_picture_overlays_the_versions_best_first(client: TestClient) ->
     for method in ("platt", "isotonic", "histogram_binning"):
         assert client.post(f"{BASE}/fit", json={**batch, "method": method}).status_code == 201
     fresh = sigmoid_batch(600, seed=4)
-    r = client.post(f"{BASE}/compare?curve=both", json=fresh, headers={"accept": "image/svg+xml"})
+    r = client.post(
+        f"{BASE}/compare",
+        params={"curve": "both", "bootstrap": FEW_RESAMPLES},
+        json=fresh,
+        headers={"accept": "image/svg+xml"},
+    )
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("image/svg+xml")
     found = ids(r.content)

@@ -13,7 +13,7 @@ from app.main import create_app
 from app.settings import Settings
 from app.store import Database
 
-from .helpers import assert_problem, sigmoid_batch
+from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 
 BASE = "/v1/calibrators/churn"
 
@@ -65,9 +65,8 @@ def test_a_patch_cannot_merge_past_the_tag_limit(fitted: TestClient) -> None:
 def test_accept_quality_values_choose_the_answer(
     fitted: TestClient, accept: str, media: str
 ) -> None:
-    r = fitted.post(
-        f"{BASE}/versions/1/diagnostics", json=sigmoid_batch(seed=3), headers={"accept": accept}
-    )
+    body = {**sigmoid_batch(seed=3), "bootstrap": FEW_RESAMPLES}
+    r = fitted.post(f"{BASE}/versions/1/diagnostics", json=body, headers={"accept": accept})
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith(media)
 
@@ -168,11 +167,12 @@ def test_a_deleted_versions_report_is_never_another_versions(client: TestClient)
     # SQLite gives a deleted row's id to the next insert: nothing may be keyed by it.
     for seed in (1, 2):
         client.post("/v1/calibrators/k1/fit", json={**sigmoid_batch(seed=seed), "method": "platt"})
-    assert client.get("/v1/calibrators/k1/versions/2/diagnostics?n_bins=3").status_code == 200
+    query = f"n_bins=3&bootstrap={FEW_RESAMPLES}"  # the same report asked of k1 v2 and k2 v1
+    assert client.get(f"/v1/calibrators/k1/versions/2/diagnostics?{query}").status_code == 200
     assert client.get("/v1/calibrators/k1/versions/2/diagnostics.svg?n_bins=3").status_code == 200
     assert client.delete("/v1/calibrators/k1/versions/2").status_code == 204
     client.post("/v1/calibrators/k2/fit", json={**sigmoid_batch(seed=3), "method": "isotonic"})
-    report = client.get("/v1/calibrators/k2/versions/1/diagnostics?n_bins=3").json()
+    report = client.get(f"/v1/calibrators/k2/versions/1/diagnostics?{query}").json()
     assert (report["name"], report["version"]) == ("k2", 1)
     svg = client.get("/v1/calibrators/k2/versions/1/diagnostics.svg?n_bins=3").text
     assert "k2 v1" in svg

@@ -13,6 +13,7 @@ from app.errors import StoredDataCorrupt
 from app.store import Database
 from app.ui import pages
 from app.ui.pages import VERSIONS_PER_PAGE
+from tests.api.helpers import FEW_RESAMPLES
 
 from .conftest import fit
 from .html_checks import parse
@@ -105,7 +106,8 @@ def test_compare_overlays_two_versions_with_their_metrics(shown: TestClient) -> 
         e.attrs.get("id") for e in parsed.elements
     }
     for version in (1, 2):
-        report = shown.get(f"/v1/calibrators/churn/versions/{version}/diagnostics").json()
+        url = f"/v1/calibrators/churn/versions/{version}/diagnostics"
+        report = shown.get(url, params={"bootstrap": FEW_RESAMPLES}).json()
         assert f"{report['calibrated']['metrics']['log_loss']:.4f}" in page.text
     default = parse(shown.get("/ui/calibrators/churn/compare").text)
     values = {e.attrs["id"]: e.attrs["value"] for e in default.all("input")}
