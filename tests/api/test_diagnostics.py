@@ -8,6 +8,10 @@ from fastapi.testclient import TestClient
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
 
+from app.main import create_app
+from app.settings import Settings
+from app.store import Database
+
 from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 
 BASE = "/v1/calibrators/churn"
@@ -153,10 +157,15 @@ def test_posted_diagnostics_new_measures_match_their_references(
 
 
 def test_bootstrap_is_seeded_and_zero_turns_it_off(
-    client: TestClient, fitted: dict[str, object]
+    client: TestClient, fitted: dict[str, object], settings: Settings, database: Database
 ) -> None:
+    """The same resamples on every computation: a second app on the same database (its
+    report cache empty) computes the same intervals again."""
     url = f"{BASE}/versions/1/diagnostics"
-    first, again = (client.get(f"{url}?bootstrap=100").json() for _ in range(2))
+    first = client.get(f"{url}?bootstrap=100").json()
+    with TestClient(create_app(settings, database=database)) as other:
+        again = other.get(f"{url}?bootstrap=100").json()
+    assert {"log_loss", "ece", "smooth_ece"} <= first["calibrated"]["metrics"]["intervals"].keys()
     assert (
         first["calibrated"]["metrics"]["intervals"] == again["calibrated"]["metrics"]["intervals"]
     )
