@@ -325,3 +325,17 @@ def test_the_routes_are_described(client: TestClient) -> None:
     }
     schema = op["responses"]["200"]["content"]["application/json"]["schema"]
     assert schema["$ref"].endswith("/TrafficDiagnosticsOut")
+
+
+def test_the_pictures_document_the_json_query_but_bootstrap(client: TestClient) -> None:
+    """The figures draw no intervals, so they take no ``bootstrap``; the rest of the JSON
+    monitoring's query is theirs."""
+    paths = client.get("/openapi.json").json()["paths"]
+
+    def names(path: str) -> set[str]:
+        return {p["name"] for p in paths[path]["get"]["parameters"] if p["in"] == "query"}
+
+    json_query = names("/v1/calibrators/{name}/monitoring")
+    assert "bootstrap" in json_query
+    for picture in ("png", "svg"):
+        assert names(f"/v1/calibrators/{{name}}/monitoring.{picture}") == json_query - {"bootstrap"}

@@ -3,7 +3,7 @@ figure), and the diagnostics of the labelled traffic."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -37,7 +37,7 @@ VersionFilter = Annotated[
 ]
 
 
-def monitoring_query(
+def windows_query(
     window: Annotated[Window, Query(description="Width of each window.")] = "1d",
     since: Annotated[
         datetime | None, Query(description="Start (ISO 8601; default: 30 windows back).")
@@ -47,11 +47,18 @@ def monitoring_query(
     ] = None,
     version: VersionFilter = None,
     n_bins: FixedBins = DEFAULT_BINS,
-    bootstrap: Resamples = RESAMPLES,
 ) -> Monitored:
-    """The query parameters of the monitoring JSON and pictures, one definition for all."""
+    """The query parameters of the monitoring pictures, which draw no intervals."""
     start, end = monitored_range(window, since, until)
-    return Monitored(window, start, end, version, n_bins, bootstrap)
+    return Monitored(window, start, end, version, n_bins)
+
+
+WindowsQuery = Annotated[Monitored, Depends(windows_query)]
+
+
+def monitoring_query(windows: WindowsQuery, bootstrap: Resamples = RESAMPLES) -> Monitored:
+    """The query parameters of the monitoring JSON: the pictures' and ``bootstrap``."""
+    return replace(windows, bootstrap=bootstrap)
 
 
 MonitoringQuery = Annotated[Monitored, Depends(monitoring_query)]
@@ -125,7 +132,7 @@ def _picture_route(image_format: ImageFormat) -> None:
     """``GET .../monitoring.png`` and ``.svg``: one endpoint, registered once per format."""
 
     async def monitoring_picture(
-        name: NameParam, request: Request, service: ServiceDep, query: MonitoringQuery
+        name: NameParam, request: Request, service: ServiceDep, query: WindowsQuery
     ) -> Response:
         drawn = await off_loop(
             request,
@@ -148,8 +155,9 @@ def _picture_route(image_format: ImageFormat) -> None:
         summary="Live calibration of the logged traffic over time",
         description="The monitoring rows drawn on one time axis: ECE and log loss, mean "
         "predicted against observed rate, PSI and KS (a dashed line at PSI 0.25), and the "
-        "traffic per window, a line per version; a window without a number is a gap. Same "
-        "query parameters as the JSON monitoring; drawn for each request (live data).",
+        "traffic per window, a line per version; a window without a number is a gap. The "
+        "JSON monitoring's query parameters but `bootstrap` (no intervals are drawn); drawn "
+        "for each request (live data).",
         what="The figure",
     )
 
