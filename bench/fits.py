@@ -90,9 +90,9 @@ def sklearn_rows(sizes: list[int]) -> list[Row]:
     return rows
 
 
-def variant_rows(sizes: list[int]) -> list[Row]:
+def variant_rows(sizes: list[int], repeat: int = 3) -> list[Row]:
     """Trimmed and auto fits against their plain counterparts, CV diagnostics included in both
-    (``fit_calibrator``, 5 folds, one thread, as the service fits)."""
+    (``fit_calibrator``, 5 folds, one thread, as the service fits); medians of ``repeat``."""
     variants = [
         ("platt", {"trim": "cv"}, "platt", "platt trim=cv / platt"),
         ("platt", {"trim": "trainset"}, "platt", "platt trim=trainset / platt"),
@@ -108,7 +108,7 @@ def variant_rows(sizes: list[int]) -> list[Row]:
             ours, ref = compare_ms(
                 partial(service_fit, method, params, f, y),
                 partial(service_fit, plain, {}, f, y),
-                3,
+                repeat,
                 warmup=False,
             )
             rows.append(Row("fit", name, size_label(n), ours, ref))

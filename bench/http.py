@@ -43,6 +43,7 @@ from sklearn.model_selection import cross_val_predict
 from app.calibration import fit_calibrator, load_calibrator
 from app.calibration.measures.diagnostics import headline, raw_as_probabilities
 from app.serve import allocator_environment
+from app.store.migrate import upgrade
 from bench.fits import batch
 from bench.table import Row, Target, compare_ms, median_seconds, progress
 
@@ -118,21 +119,11 @@ def serve_process(app: str, env: dict[str, str]) -> Iterator[tuple[str, subproce
 
 
 def migrated_env(folder: str) -> dict[str, str]:
-    """The environment of a service on a fresh SQLite database in ``folder``, migrated."""
-    env = {
-        **os.environ,
-        "CALIBRATION_DATABASE_URL": f"sqlite:///{folder}/bench.db",
-        "CALIBRATION_LOG_LEVEL": "warning",
-    }
-    subprocess.run(
-        [sys.executable, "-m", "app.store.migrate"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return env
+    """The environment of a service on a fresh SQLite database in ``folder``, migrated here
+    (a ``python -m app.store.migrate`` child would cost one more interpreter start)."""
+    url = f"sqlite:///{folder}/bench.db"
+    upgrade(url)
+    return {**os.environ, "CALIBRATION_DATABASE_URL": url, "CALIBRATION_LOG_LEVEL": "warning"}
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log: IO[bytes]) -> str:

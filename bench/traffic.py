@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -31,6 +30,7 @@ import orjson
 import psycopg
 
 from app.service.traffic.monitoring import Monitor, Reference
+from app.store.migrate import upgrade
 from bench.fits import batch
 from bench.http import serve
 from bench.postgres import cluster
@@ -61,9 +61,7 @@ def _rows(n: int, url: str) -> list[Row]:
         # the predicts outrun the writer: room for all, so that the step times the writer
         "CALIBRATION_TRAFFIC_BUFFER_ROWS": str(max(n, 100_000)),
     }
-    subprocess.run(
-        [sys.executable, "-m", "app.store.migrate"], env=env, check=True, capture_output=True
-    )
+    upgrade(url)  # here: a migrating child would cost one more interpreter start
     dsn = url.replace("postgresql+psycopg", "postgresql")
     with (
         serve("app.main:app", env) as base,

@@ -1,18 +1,42 @@
-"""schemathesis over the OpenAPI description: every operation, authenticated, 100 examples each.
+"""schemathesis over the OpenAPI description: every operation, authenticated, fuzzed.
 
-Each operation is fuzzed, on SQLite and on PostgreSQL, against its own app on a fresh copy of
-one seeded database (calibrator ``churn``: versions 1-4, alias ``production`` -> 3, tag
-``team:risk``), so that the
-spec's examples (``churn``, ``latest``, ``3``, ``production``) reach real objects and a
+Each operation is fuzzed against its own app on a fresh copy of one seeded database
+(calibrator ``churn``: versions 1-4, alias ``production`` -> 3, tag ``team:risk``), so that
+the spec's examples (``churn``, ``latest``, ``3``, ``production``) reach real objects and a
 fuzzed DELETE in one operation's test cannot starve the next one. The checks: no 5xx, every
 status documented, every content type documented, every body valid against its schema.
-The seed is fixed; ``FUZZ_SEED=n FUZZ_EXAMPLES=m`` explores further by hand. Operations without
-parameters (``/healthz``, ``/readyz``, ``/metrics``) have one possible case, which Hypothesis
-runs once.
+
+Each test runs schemathesis's three phases per operation: the spec's examples, the coverage
+phase (deterministic cases at and beyond each parameter's bounds: missing, empty, too long,
+too large, of the wrong type; from a handful for ``/healthz`` to some 270 for POST
+diagnostics, whatever the number of examples) and the fuzzing phase, whose number of
+examples is what differs here. What runs where, and why:
+
+- on SQLite, every operation, :data:`EXAMPLES` (100) fuzzed examples each: the contract;
+- on PostgreSQL, every operation but the four that answer a picture, :data:`POSTGRES_EXAMPLES`
+  (25) fuzzed examples each, beside the whole coverage phase. What differs there is the
+  database's own refusals (a NUL byte in a text column, an integer beyond BIGINT, a timestamp
+  out of range), which must answer 4xx, never 500. The coverage phase sends every field's
+  schema bounds; the NUL bytes and the integers beyond 2^63 come from the fuzzing phase,
+  whose 25 examples per operation send a few of each on this seed (NUL bytes to ``fit``,
+  ``outcomes`` and POST diagnostics; integers beyond 2^63 to the calibrators' list,
+  ``outcomes``, ``predict``, a version's DELETE and monitoring): fewer than 100 would, the
+  price of this run's length, and ``FUZZ_EXAMPLES`` raises it. The pictures
+  (``diagnostics.png`` and ``.svg``, ``monitoring.png`` and ``.svg``) make the same reads as
+  their JSON twins, which run there, and are drawn by matplotlib, which no database touches;
+- POST diagnostics with an ``Accept`` that prefers a picture (or refuses one), on SQLite
+  only, :data:`PICTURE_EXAMPLES` (20) fuzzed examples per ``Accept`` value beside the
+  coverage phase's cases: for the same reason, and since its fuzzed bodies are almost all
+  refused before any drawing (the coverage phase's valid cases are the ones that draw).
+
+The seed is fixed; ``FUZZ_SEED=n FUZZ_EXAMPLES=m`` explores further by hand (``m`` of at
+least 100 on SQLite, and the same proportions for PostgreSQL and the pictures). Operations
+without parameters (``/healthz``, ``/readyz``, ``/metrics``) have one possible fuzzed case,
+which Hypothesis runs once.
 
 A case that leaves an operation's resamples at their default (1000) asks for
 :data:`FUZZ_RESAMPLES` instead (:func:`with_few_resamples`): at 1000 the fuzzed diagnostics,
-monitoring and pictures spent most of this module's ~155 s in the bootstrap. Every other value
+monitoring and pictures spent most of this module's time in the bootstrap. Every other value
 the fuzzer sends for ``bootstrap`` is sent as it is; the default's own numbers are tested
 where they are asserted (``test_diagnostics.py``, ``test_monitoring.py``, ``test_compare.py``).
 """
@@ -89,13 +113,12 @@ def _seed(url: str) -> None:
 FreshCopy = Callable[[], Iterator[str]]
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(scope="module")
 def seeded(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FreshCopy]:
-    """Per backend, a seeded database and a way to get a fresh copy of it per operation."""
+    """Per backend (``request.param``, :data:`ON_SQLITE` or :data:`ON_POSTGRES`), a seeded
+    database and a way to get a fresh copy of it per operation."""
     if request.param == "sqlite":
         template = tmp_path_factory.mktemp("fuzz-template") / "seeded.db"
         _seed(f"sqlite:///{template}")
@@ -124,6 +147,12 @@ def seeded(
     server.drop(name)
 
 
+ON_SQLITE = pytest.mark.parametrize("seeded", ["sqlite"], indirect=True)
+ON_POSTGRES = pytest.mark.parametrize(
+    "seeded", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+
+
 @pytest.fixture
 def app(seeded: FreshCopy) -> Iterator[FastAPI]:
     """A fresh copy of the seeded database behind a new app, for one operation's examples."""
@@ -140,6 +169,11 @@ schema.config.update(headers=AUTH)
 # The same cases on every run.
 schema.config.seed = int(os.environ.get("FUZZ_SEED", "20260505"))
 EXAMPLES = max(100, int(os.environ.get("FUZZ_EXAMPLES", "100")))
+"""Examples per operation on SQLite."""
+POSTGRES_EXAMPLES = EXAMPLES // 4
+"""Examples per operation on PostgreSQL (see the module's docstring)."""
+PICTURE_EXAMPLES = EXAMPLES // 5
+"""Examples of POST diagnostics per ``Accept`` value that prefers a picture."""
 
 # What the seeded database holds, per path parameter: half the generated values are swapped for
 # one of these, so that fuzzed bodies and queries reach real versions, not only 404s.
@@ -188,15 +222,35 @@ def with_few_resamples(case: schemathesis.Case[Any]) -> None:
         case.query = {**(case.query or {}), "bootstrap": FUZZ_RESAMPLES}
 
 
+def fuzzed(examples: int) -> Any:
+    """Hypothesis's settings of every test here, with ``examples`` cases per operation."""
+    return settings(
+        max_examples=examples,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
 @schema.parametrize()
-@settings(
-    max_examples=EXAMPLES,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+@fuzzed(EXAMPLES)
+@ON_SQLITE
 def test_the_api_conforms_to_its_description(case: schemathesis.Case[Any], app: FastAPI) -> None:
+    with_few_resamples(case)
+    case.call_and_validate(app=app, headers=AUTH, checks=CHECKS)
+
+
+# The operations fuzzed on PostgreSQL: all but the pictures (see the module's docstring).
+on_postgres = schema.exclude(path_regex=r"\.(png|svg)$")
+
+
+@on_postgres.parametrize()
+@fuzzed(POSTGRES_EXAMPLES)
+@ON_POSTGRES
+def test_the_api_conforms_to_its_description_on_postgresql(
+    case: schemathesis.Case[Any], app: FastAPI
+) -> None:
     with_few_resamples(case)
     case.call_and_validate(app=app, headers=AUTH, checks=CHECKS)
 
@@ -206,13 +260,8 @@ pictures = schema.include(method="POST", path_regex=r"/diagnostics$")
 
 
 @pictures.parametrize()
-@settings(
-    max_examples=EXAMPLES // 2,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+@fuzzed(PICTURE_EXAMPLES)
+@ON_SQLITE
 @pytest.mark.parametrize(
     "accept", ["image/png", "image/svg+xml", "image/*", "image/png;q=0, application/json"]
 )
