@@ -108,13 +108,17 @@ class LocalService:
         not ready within ``timeout`` seconds. (A start takes a few seconds; on a busy machine
         several times that: the generous bound costs time only when the start fails.)"""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"app.serve exited {self.process.returncode}:\n{self.output()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
-                    return
-            time.sleep(0.05)
+        # One client for every poll: httpx.get makes a client, and its TLS context, each call
+        # (~60 ms of CPU), which the start-up being waited for would share the cores with.
+        with httpx.Client(base_url=self.base_url, timeout=2) as client:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    code = self.process.returncode
+                    raise RuntimeError(f"app.serve exited {code}:\n{self.output()}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get("/readyz").status_code == 200:
+                        return
+                time.sleep(0.05)
         raise RuntimeError(f"app.serve was not ready within {timeout:g} s:\n{self.output()}")
 
     def output(self) -> str:

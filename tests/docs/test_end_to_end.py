@@ -60,12 +60,13 @@ def wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> None:
     :data:`READY_SECONDS`, having stopped it and every process of its group (it must have
     been started with ``start_new_session=True``)."""
     deadline = time.monotonic() + READY_SECONDS
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.05)
+    with httpx.Client(timeout=1) as client:  # one for every poll (LocalService says why)
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if client.get(f"{base}/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.05)
     exited = proc.poll()
     stop_process_group(proc)
     if exited is not None:
