@@ -9,12 +9,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -29,6 +31,25 @@ def free_port() -> int:
         return port
 
 
+def stop_process_group(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """Stop ``process``, started as the leader of a process group of its own
+    (``start_new_session=True``), and every process left in that group.
+
+    A process still running gets SIGTERM (as ``docker stop`` sends it: uvicorn's supervisor
+    stops its workers gracefully) and ``timeout`` seconds to exit. Then whatever is left of
+    its group is killed: the process itself if it did not exit, and the workers and helper
+    processes that outlived it (it was killed, or gave up before stopping them), which would
+    otherwise run on, orphaned.
+    """
+    if process.poll() is None:
+        process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=timeout)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=timeout)
+
+
 def answers(base_url: str, timeout: float = 1.0) -> bool:
     """Whether a calibration service answers ``/healthz`` at ``base_url``."""
     try:
@@ -38,7 +59,8 @@ def answers(base_url: str, timeout: float = 1.0) -> bool:
 
 
 class LocalService:
-    """One ``python -m app.serve`` process on a free loopback port.
+    """One ``python -m app.serve`` process on a free loopback port, in a process group of its
+    own, which ``stop`` ends whole (the server and its workers).
 
     Its database is a SQLite file in a temporary directory (:attr:`directory`) unless
     ``database_url`` names one, its log that directory's ``serve.log`` unless ``log`` names a
@@ -78,19 +100,25 @@ class LocalService:
                 cwd=ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # its workers share its process group: stop them all
             )
 
-    def wait_until_ready(self, timeout: float = 30.0) -> None:
+    def wait_until_ready(self, timeout: float = 90.0) -> None:
         """Wait for ``/readyz``; RuntimeError with the log when the process exits or is
-        not ready within ``timeout`` seconds."""
+        not ready within ``timeout`` seconds. (A start takes a few seconds; on a busy machine
+        several times that: the generous bound costs time only when the start fails.)"""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"app.serve exited {self.process.returncode}:\n{self.output()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
-                    return
-            time.sleep(0.05)
+        # One client for every poll: httpx.get makes a client, and its TLS context, each call
+        # (~60 ms of CPU), which the start-up being waited for would share the cores with.
+        with httpx.Client(base_url=self.base_url, timeout=2) as client:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    code = self.process.returncode
+                    raise RuntimeError(f"app.serve exited {code}:\n{self.output()}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get("/readyz").status_code == 200:
+                        return
+                time.sleep(0.05)
         raise RuntimeError(f"app.serve was not ready within {timeout:g} s:\n{self.output()}")
 
     def output(self) -> str:
@@ -98,12 +126,7 @@ class LocalService:
         return self.log.read_text(errors="replace")
 
     def stop(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after 10 s) and remove its directory."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        """Stop the process and its workers (:func:`stop_process_group`) and remove its
+        directory."""
+        stop_process_group(self.process)
         shutil.rmtree(self.directory, ignore_errors=True)

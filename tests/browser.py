@@ -221,11 +221,12 @@ def _devtools_port(profile: Path, process: subprocess.Popen[bytes], deadline: fl
 
 def _first_tab(port: int, deadline: float) -> str:
     """The DevTools WebSocket URL of the browser's first tab."""
-    while time.monotonic() < deadline:
-        listed = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=5, trust_env=False)
-        tabs = [t["webSocketDebuggerUrl"] for t in listed.json() if t["type"] == "page"]
-        if tabs:
-            url: str = tabs[0]
-            return url
-        time.sleep(0.05)
+    with httpx.Client(timeout=5, trust_env=False) as client:  # one for every poll
+        while time.monotonic() < deadline:
+            listed = client.get(f"http://127.0.0.1:{port}/json/list")
+            tabs = [t["webSocketDebuggerUrl"] for t in listed.json() if t["type"] == "page"]
+            if tabs:
+                url: str = tabs[0]
+                return url
+            time.sleep(0.05)
     raise TimeoutError("chromium opened no tab in time")

@@ -20,6 +20,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -109,20 +110,31 @@ def empty_database_url(
     server.drop(name)
 
 
-@pytest.fixture
-def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database of ``backend``, migrated to head and empty."""
+@contextmanager
+def migrated_database(backend: str, request: pytest.FixtureRequest, folder: Path) -> Iterator[str]:
+    """The URL of a database of ``backend``, migrated to head and empty, while in the block: a
+    copy of the SQLite template in ``folder``, or a PostgreSQL database borrowed from the pool
+    (given back on the way out)."""
     if backend == "sqlite":
         template: Path = request.getfixturevalue("sqlite_template")
-        path = tmp_path / "calibration.db"
+        path = folder / "calibration.db"
         shutil.copyfile(template, path)
         yield f"sqlite:///{path}"
         return
     server: PostgresServer = request.getfixturevalue("postgres_server")
     pool: DatabasePool = request.getfixturevalue("postgres_pool")
     name = pool.lend()
-    yield server.url(name)
-    pool.give_back(name)
+    try:
+        yield server.url(name)
+    finally:
+        pool.give_back(name)
+
+
+@pytest.fixture
+def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database of ``backend``, migrated to head and empty."""
+    with migrated_database(backend, request, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture

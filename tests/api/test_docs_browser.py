@@ -36,7 +36,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         f"sqlite:///{folder / 'calibration.db'}", folder / "serve.log", CALIBRATION_API_KEYS=keys
     )
     try:
-        service.wait_until_ready(timeout=30)
+        service.wait_until_ready()
         headers = {"Authorization": f"Bearer {WRITE_KEY}"}
         fit = service.client.post("/v1/calibrators/churn/fit", json=BATCH, headers=headers)
         assert fit.status_code == 201, fit.text

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from app.keys import new_key
+from demo.server import LocalService, stop_process_group
 from tests.api.helpers import sigmoid_batch
 from tests.api.test_multiclass import logits_batch
 from tests.docs.test_end_to_end import wait_healthy
@@ -40,20 +42,20 @@ def read() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Iterator[str]:
     """The service with a read and a write key, a binary (Platt), a venn_abers and a k-class
     calibrator; an alias ``production`` on the binary one's v1."""
     workdir = tmp_path_factory.mktemp("v2")
+    shutil.copyfile(sqlite_template, workdir / "c.db")  # migrated to head, empty
     env = {
         **os.environ,
         "CALIBRATION_DATABASE_URL": f"sqlite:///{workdir / 'c.db'}",
         "CALIBRATION_API_KEYS": f"{READ_ENTRY.entry()},{WRITE_ENTRY.entry()}",
         "CALIBRATION_LOG_LEVEL": "warning",
     }
-    subprocess.run([sys.executable, "-m", "app.store.migrate"], env=env, check=True, timeout=120)
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "app.main:app", "--port", str(port)]
-    proc = subprocess.Popen(command, env=env, cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.Popen(command, env=env, cwd=ROOT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, proc)
@@ -72,8 +74,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         assert httpx.put(url, json=alias, headers=WRITE, timeout=10).is_success
         yield f"127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop_process_group(proc)
 
 
 @pytest.fixture
@@ -193,20 +194,13 @@ def python_block(page: str, after: str) -> str:
 
 
 def test_the_readme_snippets_run_as_written(tmp_path: Path) -> None:
-    """Against ``python -m app.serve`` with no keys (as ``make run`` serves) and ``churn`` v1:
-    tritonclient, curl on /v2, and the ONNX export downloaded and run in onnxruntime."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "CALIBRATION_DATABASE_URL": f"sqlite:///{tmp_path / 'c.db'}",
-        "CALIBRATION_PORT": str(port),
-        "CALIBRATION_LOG_LEVEL": "warning",
-    }
-    subprocess.run([sys.executable, "-m", "app.store.migrate"], env=env, check=True, timeout=120)
-    proc = subprocess.Popen([sys.executable, "-m", "app.serve"], env=env, cwd=ROOT)
-    base = f"http://127.0.0.1:{port}"
+    """Against ``python -m app.serve`` with no keys and one worker (as ``make run`` serves) and
+    ``churn`` v1: tritonclient, curl on /v2, and the ONNX export downloaded and run in
+    onnxruntime."""
+    served = LocalService(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "serve.log", workers=1)
+    base = served.base_url
     try:
-        wait_healthy(base, proc)
+        served.wait_until_ready()
         fit = httpx.post(f"{base}/v1/calibrators/churn/fit", json=sigmoid_batch(), timeout=60)
         assert fit.status_code == 201, fit.text
         snippet = python_block(INFERENCE, "## The Open Inference Protocol").replace(
@@ -249,8 +243,7 @@ def test_the_readme_snippets_run_as_written(tmp_path: Path) -> None:
         printed = [float(p) for p in run.stdout.strip().strip("[]").split()]
         assert printed == pytest.approx(v1, rel=1e-7)
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        served.stop()
 
 
 @pytest.mark.parametrize("algorithm", ["gzip", "deflate"])

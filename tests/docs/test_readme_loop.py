@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from demo.server import LocalService
 from tests.api.helpers import sigmoid_batch
-from tests.docs.test_end_to_end import wait_healthy
-from tests.ports import free_port
+from tests.conftest import migrated_database
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,17 +33,23 @@ def shell_block(page: str, after: str) -> str:
     return match.group(1)
 
 
-@pytest.fixture
-def served(database_url: str) -> Iterator[str]:
-    """``python -m app.serve`` on a free loopback port over ``database_url`` (migrated)."""
-    port = free_port()
-    env = {**os.environ, "CALIBRATION_DATABASE_URL": database_url, "CALIBRATION_PORT": str(port)}
-    proc = subprocess.Popen([sys.executable, "-m", "app.serve"], env=env, cwd=ROOT)
-    base = f"http://127.0.0.1:{port}"
-    wait_healthy(base, proc)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=20)
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """``python -m app.serve`` on a free loopback port over a migrated database of each backend,
+    one process for this module's tests (each fits calibrators of its own names); one worker,
+    as ``make run`` serves."""
+    folder = tmp_path_factory.mktemp(f"readme-{request.param}")
+    with migrated_database(request.param, request, folder) as database_url:
+        service = LocalService(database_url, folder / "serve.log", workers=1)
+        try:
+            service.wait_until_ready()
+            yield service.base_url
+        finally:
+            service.stop()
 
 
 def test_the_readme_loop_runs_as_written(served: str, tmp_path: Path) -> None:
