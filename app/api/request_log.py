@@ -45,12 +45,11 @@ def route_templates(app: FastAPI) -> Templates:
     costs a quarter of a second."""
     templates: dict[str, frozenset[str]] = {}
     for route in iter_route_contexts(app.routes):
-        if isinstance(route.original_route, Mount):
-            mount = route.original_route.path
-            templates.setdefault(f"{mount}/{{path:path}}", frozenset({"GET", "HEAD"}))
-            continue
-        path = route.path_format
+        path = route.path  # with its converters ({rest:path}), as scope["route"].path has it
         if not path:
+            continue
+        if isinstance(route.original_route, Mount):
+            templates.setdefault(f"{path}/{{path:path}}", frozenset({"GET", "HEAD"}))
             continue
         methods = frozenset(method.upper() for method in route.methods or ())
         templates[path] = templates.get(path, frozenset()) | methods

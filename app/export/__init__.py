@@ -45,9 +45,11 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A name of the face, its module (and ``onnx``) imported on first use."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+if not TYPE_CHECKING:  # mypy reads the imports above: a misspelt name is its error
+
+    def __getattr__(name: str) -> Any:
+        """A name of the face, its module (and ``onnx``) imported on first use."""
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(home), name)

@@ -232,3 +232,27 @@ def test_an_arrow_body_without_a_schema_is_a_400(client: TestClient, body: bytes
     )
     assert r.status_code == 400, r.text
     assert "not an Arrow IPC stream" in r.json()["detail"]
+
+
+def test_what_a_database_refuses_is_a_4xx_on_both_backends(client: TestClient) -> None:
+    """PostgreSQL refuses a NUL byte in text and an integer past BIGINT where SQLite stores or
+    compares them: each is a 4xx before it reaches either (the fuzzer meets them only by
+    chance on PostgreSQL, where it sends fewer cases)."""
+    batch = {**sigmoid_batch(60, seed=1), "method": "platt"}
+    assert client.post("/v1/calibrators/churn/fit", json=batch).status_code == 201
+    nul = "a\u0000b"
+    refused = [
+        client.post("/v1/calibrators/churn/fit", json={**batch, "description": nul}),
+        client.post("/v1/calibrators/churn/fit", json={**batch, "tags": {"team": nul}}),
+        client.post("/v1/calibrators/a%00b/fit", json=batch),  # the name, percent-encoded
+        client.post("/v1/calibrators/churn/predict", json={"scores": [0.1], "ids": [nul]}),
+        client.post("/v1/calibrators/churn/outcomes", json={"ids": [nul], "labels": [1]}),
+        client.get(f"/v1/calibrators/churn/versions/{2**63}"),
+        client.delete(f"/v1/calibrators/churn/versions/{2**63}"),
+        client.put("/v1/calibrators/churn/aliases/prod", json={"version": 2**63}),
+        client.get("/v1/calibrators", params={"offset": 2**63}),
+    ]
+    for response in refused:
+        assert 400 <= response.status_code < 500, (response.request.url, response.text)
+    listed = client.get("/v1/calibrators/churn").json()
+    assert listed["latest_version"] == 1  # nothing more was stored

@@ -138,8 +138,8 @@ def test_shape_and_method_mismatches_are_422(client: TestClient) -> None:
 
 
 def test_one_class_limit_on_v1_and_v2(client: TestClient) -> None:
-    """MAX_CLASSES score columns are the most on /v1 (fit, predict) as on /v2, and nothing
-    past it is fitted or stored."""
+    """MAX_CLASSES score columns are the most a fit takes on /v1, as /v2's shapes; nothing past
+    it is fitted or stored. (A prediction past it is refused as any shape but its version's.)"""
     k = MAX_CLASSES + 1
     rows = [[0.0] * k for _ in range(2)]
     fit = {"scores": rows, "labels": [0, 1], "method": "temperature"}
@@ -150,3 +150,6 @@ def test_one_class_limit_on_v1_and_v2(client: TestClient) -> None:
     v2 = client.post("/v2/models/m/infer", json={"inputs": [tensor]})
     assert v2.status_code == 400, v2.text  # the Open Inference Protocol: 400, {"error": ...}
     assert v2.json() == {"error": f"inputs[0].shape has {k} classes; at most {MAX_CLASSES}"}
+    tensor = {**tensor, "shape": [1, MAX_CLASSES], "data": [0.0] * MAX_CLASSES}
+    at_limit = client.post("/v2/models/m/infer", json={"inputs": [tensor]})
+    assert at_limit.status_code == 404, at_limit.text  # the shape passes; no model m

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 import app.export.exporter
+import app.export.multiclass
 from app.calibration import (
     Abandoned,
     BetaCalibrator,
@@ -36,7 +37,7 @@ from app.calibration import (
 from app.calibration.methods.multiclass import OneVsRest, make_multiclass
 from app.calibration.methods.registry import BINARY
 from app.export import FLOAT32_BOUND, ExportError, export_onnx
-from app.export.binary import EMITTERS
+from app.export.binary import EMITTERS, binary_outputs
 from app.export.probes import probe_scores
 from tests.calibration.batches import random_weights, sigmoid_batch
 
@@ -420,14 +421,42 @@ def test_many_classes_never_cost_a_k_by_k_probe_matrix(given: str) -> None:
     assert (hot[:, -1] == top).any()
 
 
-def test_an_export_over_its_budget_stops_between_chunks() -> None:
-    calibrator = load_calibrator("temperature", {}, {"T": 1.5, "input": "logits"}, n_classes=3)
-    budget = Budget(seconds=0.0)
-    budget.cancelled.set()
+def test_an_export_over_its_budget_stops_between_classes_and_between_chunks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The graph's class branches and the probes' chunks each pass a checkpoint: a job whose
+    client leaves stops at the next class or chunk."""
+    budget = Budget(seconds=60.0)
+    seen = 0
 
-    def run() -> None:
+    def leaving_after_three(real: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            nonlocal seen
+            seen += 1
+            if seen == 3:
+                budget.cancelled.set()
+            return real(*args, **kwargs)
+
+        return run
+
+    def abandoned(run: Any) -> None:
         enter(budget)
-        export_onnx(calibrator, 3)
+        with pytest.raises(Abandoned):
+            run()
 
-    with pytest.raises(Abandoned):
-        contextvars.copy_context().run(run)
+    k = 20
+    scores = np.random.default_rng(1).dirichlet(np.ones(k), size=200)
+    labels = np.arange(200) % k
+    one_vs_rest = OneVsRest(PlattCalibrator, {}).fit(scores, labels, np.ones(200))
+    with monkeypatch.context() as patch:
+        patch.setattr(app.export.multiclass, "binary_outputs", leaving_after_three(binary_outputs))
+        contextvars.copy_context().run(abandoned, lambda: export_onnx(one_vs_rest, k))
+    assert seen == 3  # the fourth class's branch was never built
+
+    seen = 0
+    budget.cancelled.clear()
+    isotonic = make_calibrator("isotonic", {}).fit(*sigmoid_batch(np.random.default_rng(3), 2000))
+    monkeypatch.setattr(app.export.exporter, "PROBE_ROWS", 100)  # many chunks
+    monkeypatch.setattr(isotonic, "predict", leaving_after_three(isotonic.predict))
+    contextvars.copy_context().run(abandoned, lambda: export_onnx(isotonic, 2))
+    assert seen == 3  # predict runs once per chunk: the fourth chunk never started

@@ -20,10 +20,13 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.routing import Mount
 
+from app.api.request_log import RouteTemplates, route_templates
 from app.main import create_app
 from app.observability import JsonFormatter
 from app.settings import Settings
@@ -282,3 +285,22 @@ def test_unhandled_errors_are_counted_as_500(
     labels = {"method": "GET", "route": "/v1/calibrators/{name}", "status": "500"}
     name = "calibration_http_requests_total"
     assert value(after, name, **labels) - value(before, name, **labels) == 1.0
+
+
+def test_a_path_answered_before_routing_gets_the_router_s_template() -> None:
+    """The templates are the router's own paths, converters included: a request the router
+    would send to ``/ui/{rest:path}`` gets that label, however many segments it has, as a
+    routed one does (``scope["route"].path``); a mount's files get ``{mount}/{path:path}``."""
+    app = create_app(Settings(database_url="sqlite://"))
+    template = RouteTemplates(lambda: route_templates(app))
+    assert template("GET", "/ui/a/b") == "/ui/{rest:path}"
+    assert template("GET", "/ui/a") == "/ui/{rest:path}"
+    assert template("DELETE", "/v1/calibrators/churn") == "/v1/calibrators/{name}"
+    assert template("GET", "/static/docs/swagger/x.css") == "/static/docs/{path:path}"
+    assert template("GET", "/nowhere") == "unmatched"
+    routed = {
+        route.path
+        for route in iter_route_contexts(app.routes)
+        if route.path and not isinstance(route.original_route, Mount)
+    }
+    assert routed <= route_templates(app).keys()

@@ -48,7 +48,8 @@ def windows_query(
     version: VersionFilter = None,
     n_bins: FixedBins = DEFAULT_BINS,
 ) -> Monitored:
-    """The query parameters of the monitoring pictures, which draw no intervals."""
+    """The windows asked for: the pictures' whole query (they draw no intervals), and the
+    JSON monitoring's but ``bootstrap``."""
     start, end = monitored_range(window, since, until)
     return Monitored(window, start, end, version, n_bins)
 

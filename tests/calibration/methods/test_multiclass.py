@@ -276,33 +276,37 @@ def test_class_folds_split_every_class_evenly() -> None:
 
 def test_a_budget_spent_stops_one_vs_rest_between_classes() -> None:
     """Every loop over classes passes a checkpoint: a 4-row batch of many classes is as many
-    fits, and a job over its budget stops inside the loop, not after it."""
+    fits, and a job whose budget is spent stops at the next class, not after the loop."""
     k = 50
     scores = np.random.default_rng(0).dirichlet(np.ones(k), size=4)
     labels = np.array([0, 1, 2, 3])
     fitted = OneVsRest(PlattCalibrator, {}).fit(scores, labels, np.ones(4))
+    budget = Budget(seconds=60.0)
     calls = 0
-    real = PlattCalibrator.fit
+    fit, predict = PlattCalibrator.fit, PlattCalibrator.predict
 
-    def counted(self: PlattCalibrator, *args: Any) -> PlattCalibrator:
-        nonlocal calls
-        calls += 1
-        return real(self, *args)
+    def counted(real: Any) -> Any:
+        def run(self: PlattCalibrator, *args: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 3:
+                budget.cancelled.set()  # the client leaves during the third class
+            return real(self, *args)
 
-    budget = Budget(seconds=0.0)
-    budget.cancelled.set()
-    context = contextvars.copy_context()
+        return run
 
-    def abandoned() -> None:
+    def abandoned(run: Any) -> None:
         enter(budget)
-        for run in (
-            lambda: OneVsRest(PlattCalibrator, {}).fit(scores, labels, np.ones(4)),
-            lambda: fitted.predict(scores),
-        ):
-            with pytest.raises(Abandoned):
-                run()
+        with pytest.raises(Abandoned):
+            run()
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(PlattCalibrator, "fit", counted)
-        context.run(abandoned)
-    assert calls == 0  # stopped before the first class
+    for method, run in (
+        ("fit", lambda: OneVsRest(PlattCalibrator, {}).fit(scores, labels, np.ones(4))),
+        ("predict", lambda: fitted.predict(scores)),
+    ):
+        calls = 0
+        budget.cancelled.clear()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(PlattCalibrator, method, counted(fit if method == "fit" else predict))
+            contextvars.copy_context().run(abandoned, run)
+        assert calls == 3, method  # the fourth class never started
