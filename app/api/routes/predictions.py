@@ -43,6 +43,6 @@ async def predict(
     def answer(body: bytes) -> bytes:
         max_rows = service.settings.max_batch_rows
         args = parsed if parsed is not None else parse_predict(content_type, body, max_rows)
-        return answer_predict(service, name, args, version, intervals)
+        return answer_predict(service, name, args, version, intervals, request.scope)
 
     return Response(await answer_by_size(request, answer), media_type="application/json")
