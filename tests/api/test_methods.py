@@ -9,6 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
+from .helpers import assert_problem
+
 BASE = "/v1/calibrators/churn"
 
 
@@ -61,3 +63,23 @@ def test_head_is_no_way_around_a_post_only_route(client: TestClient) -> None:
     r = client.head(f"{BASE}/fit")
     assert r.status_code == 405
     assert r.headers["allow"] == "POST"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("PUT", BASE, "DELETE, GET, HEAD"),
+        ("POST", BASE, "DELETE, GET, HEAD"),
+        ("PUT", f"{BASE}/fit", "POST"),
+        ("GET", f"{BASE}/fit", "POST"),
+        ("POST", f"{BASE}/versions/1", "DELETE, GET, HEAD, PATCH"),
+        ("GET", f"{BASE}/aliases/production", "DELETE, PUT"),
+        ("DELETE", "/v1/calibrators", "GET, HEAD"),
+    ],
+)
+def test_405_lists_every_method_of_the_path(
+    client: TestClient, method: str, path: str, allowed: str
+) -> None:
+    r = client.request(method, path)
+    assert_problem(r, 405, method)
+    assert r.headers["allow"] == allowed
