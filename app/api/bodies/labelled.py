@@ -100,7 +100,7 @@ def labelled_batch(
     if given.json is not None:
         data = validated(body, {**given.options, **given.json})
         assert isinstance(data, options)  # each body model extends its options model
-        scores = number_array(data.scores, "scores", matrix=True)
+        scores = number_array(data.scores, "scores", matrix=True, booleans=False)
         labels = number_array(data.labels, "labels")
         weights = optional_number_array(data.sample_weight, "sample_weight")
         chosen = data
