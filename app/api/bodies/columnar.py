@@ -27,6 +27,10 @@ from app.errors import MalformedBody, PayloadTooLarge
 PARQUET = "application/vnd.apache.parquet"
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 COLUMNAR_TYPES = (PARQUET, ARROW_STREAM)
+ARROW_FILE_MAGIC = b"ARROW1\0\0"
+"""How the Arrow IPC *file* format (``.arrow``, Feather v2) begins: its magic, padded to 8
+bytes, then the stream format (ending in its end-of-stream marker), then a footer, so the
+stream after the magic is read as any stream is."""
 
 
 def parse_columnar(
@@ -56,13 +60,15 @@ def _table(data: bytes, kind: str, field: str, max_rows: int) -> pa.Table:
     and the rows counted (a 100 KB compressed file may hold 10^9 rows or strings of 1 GB):
     a Parquet file's rows from its footer, only the batch's columns read; an Arrow stream's
     from each record batch's header (:func:`_stream_rows`)."""
-    what = "a Parquet file" if kind == PARQUET else "an Arrow IPC stream"
+    what = "a Parquet file" if kind == PARQUET else "an Arrow IPC stream (or file)"
     try:
         if kind == PARQUET:
             parquet = pq.ParquetFile(pa.BufferReader(data))
             needed = _checked_columns(parquet.schema_arrow, field)
             _check_rows(parquet.metadata.num_rows, max_rows, field)
             return parquet.read(columns=needed)
+        if data.startswith(ARROW_FILE_MAGIC):  # the file format: its stream follows
+            data = data[len(ARROW_FILE_MAGIC) :]
         _check_rows(_stream_rows(data, field), max_rows, field)
         with ipc.open_stream(pa.BufferReader(data)) as reader:
             batches, rows = [], 0
