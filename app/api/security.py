@@ -172,7 +172,8 @@ def install_authentication(app: FastAPI, settings: Settings) -> None:
         )
     app.state.ui_sessions = sessions
     app.add_middleware(ApiKeyAuth, keys=keys, sessions=sessions)
-    document_bearer_scheme(app)
+    if keys:  # open, no operation needs a key: /docs would show them all locked
+        document_bearer_scheme(app)
 
 
 def document_bearer_scheme(app: FastAPI) -> None:
