@@ -3,7 +3,11 @@
 Pure logic, no HTTP framework: :mod:`app.api.security` applies it to requests.
 
 - An entry is ``name:scope:sha256hex``; the server stores only the SHA-256 of each key, so the
-  configuration (and a leaked copy of it) never holds a usable key. ``write`` implies ``read``.
+  configuration (and a leaked copy of it) never holds a usable key. Scopes are ordered
+  ``read`` < ``log`` < ``write``: ``write`` implies ``log``, which implies ``read``.
+- ``log`` is a model server's scope: reading, and predictions sent with ids, which are
+  recorded in the traffic log (the first record of an id wins, so logging is a write). A
+  route's scope cannot tell (the ids are in the body): :func:`may_log` decides after parsing.
 - A presented key is hashed and compared with **every** configured digest by
   :func:`hmac.compare_digest`: the time taken depends on neither how much of a digest matched nor
   which entry matched.
@@ -21,8 +25,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-Scope = Literal["read", "write"]
-SCOPES: tuple[Scope, ...] = ("read", "write")
+Scope = Literal["read", "log", "write"]
+SCOPES: tuple[Scope, ...] = ("read", "log", "write")
+"""Every scope, each implying those before it."""
+
+LOGGING_NEEDS = "logging predictions (ids) needs a key of scope log or write"
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -49,8 +56,8 @@ OPEN_PREFIXES = ("/problems/", "/static/docs/")
 (a path with a ``..`` segment is never open: it is not what it seems to be)."""
 
 _READ_METHODS = frozenset({"GET", "HEAD"})
-# POSTs that compute on a batch without changing anything stored (predict and infer log
-# predictions sent with ids, as a side of reading).
+# POSTs that compute on a batch without changing anything stored (predict and infer sent
+# with ids log their predictions, which needs log: may_log, once the body is parsed).
 _READ_POSTS = re.compile(
     r"^/v1/calibrators/[^/]+/(?:predict|compare|versions/[^/]+/diagnostics)$"
     r"|^/v2/models/[^/]+(?:/versions/[^/]+)?/infer$"
@@ -66,8 +73,8 @@ class ApiKey:
     digest: bytes
 
     def allows(self, needed: Scope) -> bool:
-        """Whether this key may call a route that needs ``needed`` (write implies read)."""
-        return self.scope == "write" or needed == "read"
+        """Whether this key may do what needs ``needed`` (write implies log implies read)."""
+        return SCOPES.index(self.scope) >= SCOPES.index(needed)
 
     def entry(self) -> str:
         """The ``name:scope:sha256hex`` form of ``CALIBRATION_API_KEYS``."""
@@ -102,11 +109,23 @@ def parse_entry(entry: str, number: int = 1) -> ApiKey:
     if not NAME_PATTERN.match(name):
         raise ValueError(f"{where}: the name must be 1-64 of A-Z a-z 0-9 . _ - (got {name!r})")
     where = f"{where} ({name!r})"
-    if scope not in SCOPES:
-        raise ValueError(f"{where}: the scope must be read or write (got {scope[:16]!r})")
+    known = scope_named(scope)
+    if known is None:
+        raise ValueError(f"{where}: the scope must be read, log or write (got {scope[:16]!r})")
     if not _HEX_DIGEST.match(digest):
         raise ValueError(f"{where}: the hash must be 64 hexadecimal digits (a SHA-256)")
-    return ApiKey(name, "write" if scope == "write" else "read", bytes.fromhex(digest))
+    return ApiKey(name, known, bytes.fromhex(digest))
+
+
+def scope_named(text: str) -> Scope | None:
+    """The scope called ``text``, or None."""
+    return next((scope for scope in SCOPES if scope == text), None)
+
+
+def may_log(scope: Scope | None) -> bool:
+    """Whether a request let through with a key of ``scope`` (None: the service runs open, or
+    the route needed no key) may record its predictions in the traffic log."""
+    return scope is None or SCOPES.index(scope) >= SCOPES.index("log")
 
 
 def check_unique(keys: Iterable[ApiKey]) -> None:

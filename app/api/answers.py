@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Literal, overload
 
 import orjson
+from starlette.types import Scope
 
 from app.api.bodies.media import PredictArgs
 from app.api.bodies.tensors import (
@@ -17,6 +18,7 @@ from app.api.bodies.tensors import (
 )
 from app.api.deps import parse_selector
 from app.api.places import Places, invalid, placing
+from app.api.security import may_log_predictions
 from app.calibration import CAPABILITIES
 from app.errors import InvalidInput
 from app.service.use_cases import CalibrationService
@@ -29,6 +31,7 @@ def answer_predict(
     args: PredictArgs,
     version: str | None,
     intervals: bool | None,
+    asgi: Scope,
     *,
     cached_only: Literal[False] = False,
 ) -> bytes: ...
@@ -39,6 +42,7 @@ def answer_predict(
     args: PredictArgs,
     version: str | None,
     intervals: bool | None,
+    asgi: Scope,
     *,
     cached_only: Literal[True],
 ) -> bytes | None: ...
@@ -48,11 +52,13 @@ def answer_predict(
     args: PredictArgs,
     version: str | None,
     intervals: bool | None,
+    asgi: Scope,
     *,
     cached_only: bool = False,
 ) -> bytes | None:
     """The answer to a parsed predict request (``version`` and ``intervals`` from its
-    query): checked against its query, predicted, written as JSON.
+    query; ``asgi``, the request's scope, says whose key sent it): checked against its query
+    and its key (ids need a key that may log), predicted, written as JSON.
 
     The one predict path: the route runs it off the event loop (a body may hold millions of
     scores); the hot path (:mod:`app.api.fast_predict`) runs it inline for small bodies with
@@ -66,6 +72,7 @@ def answer_predict(
         raise invalid(("body", "intervals"), "is {} but the query says {}".format(*flags))
     if version == "":  # as the body's version may not be
         raise invalid(("query", "version"), "must be a version number, 'latest' or an alias")
+    may_log_predictions(asgi, args.ids)
     given = args.version if args.version is not None else version
     selector = parse_selector(name, "latest" if given is None else given)
     asked = bool(args.intervals or intervals)
@@ -107,6 +114,7 @@ def answer_infer(
     name: str,
     version: str,
     request: InferRequest,
+    asgi: Scope,
     *,
     cached_only: Literal[False] = False,
 ) -> Answer: ...
@@ -116,6 +124,7 @@ def answer_infer(
     name: str,
     version: str,
     request: InferRequest,
+    asgi: Scope,
     *,
     cached_only: Literal[True],
 ) -> Answer | None: ...
@@ -124,13 +133,16 @@ def answer_infer(
     name: str,
     version: str,
     request: InferRequest,
+    asgi: Scope,
     *,
     cached_only: bool = False,
 ) -> Answer | None:
-    """A parsed infer request's answer. The one infer path: the route runs it off the event
+    """A parsed infer request's answer (``asgi``: the request's scope, whose key may or may
+    not log the ids). The one infer path: the route runs it off the event
     loop, and the hot path (:mod:`app.api.fast_predict`) with ``cached_only``, which gives
     None when the version is not in memory (the route then answers, from the body as the hot
     path parsed it: :data:`~app.api.deps.PARSED_BODY`)."""
+    may_log_predictions(asgi, request.ids)
     selector = parse_selector(name, version)
     asked = request.outputs
     if cached_only:

@@ -9,7 +9,8 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 import orjson
 from fastapi import Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator
+from pydantic_core import PydanticCustomError
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
@@ -46,6 +47,28 @@ SelectorParam = Annotated[
 AliasParam = Annotated[
     str, Path(pattern=NAME_PATTERN, description="Alias name.", examples=["production"])
 ]
+
+
+def query_flag(value: object) -> object:
+    """A boolean query parameter as the contract writes it: ``true`` or ``false`` (in any case,
+    as ``requests`` sends ``True``), or ``1`` or ``0``; pydantic's ``yes``, ``on``, ``t``...
+    are 422 (``?force=yes`` must not delete what an alias points to)."""
+    if not isinstance(value, str):
+        return value
+    text = value.lower()
+    if text in ("true", "1"):
+        return True
+    if text in ("false", "0"):
+        return False
+    raise PydanticCustomError(
+        "bool_parsing",
+        "must be true or false (or 1 or 0), not {given}",
+        {"given": repr(value[:32])},
+    )
+
+
+Flag = Annotated[bool, BeforeValidator(query_flag)]
+"""A boolean query parameter (:func:`query_flag`)."""
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -151,7 +151,7 @@ def _answer(service: CalibrationService, scope: Scope, body: bytes) -> Answer | 
             return None
         version = query[0][1] if query else None
     args = parse_predict("application/json", body, service.settings.max_batch_rows)
-    content = answer_predict(service, match.group(1), args, version, None, cached_only=True)
+    content = answer_predict(service, match.group(1), args, version, None, scope, cached_only=True)
     if content is None:
         scope.setdefault("state", {})[PARSED_BODY] = args
         return None
@@ -169,7 +169,7 @@ def _answer_infer(service: CalibrationService, scope: Scope, body: bytes) -> Ans
         return None
     request = parse_infer_body(service, body, None, headers.get(b"inference-header-content-length"))
     answer = answer_infer(
-        service, match.group(1), match.group(2) or "latest", request, cached_only=True
+        service, match.group(1), match.group(2) or "latest", request, scope, cached_only=True
     )
     if answer is None:
         scope.setdefault("state", {})[PARSED_BODY] = request

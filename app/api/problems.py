@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from app.api.mounting import root_of
+from app.api.mounting import root_of, route_path
 from app.api.places import default_place, describe, placed
 from app.api.problem_types import HTTP_ERROR, METHOD_NOT_ALLOWED, UNKNOWN_ROUTE, type_uri
 from app.errors import FieldError, InvalidInput, MalformedBody, ServiceError
@@ -150,6 +150,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     else:
         detail = str(exc.detail)
     headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:
+        headers = {**(headers or {}), **_allow(request)}
     slug = _HTTP_SLUGS.get(exc.status_code, HTTP_ERROR)
     return error_response(
         request.url.path,
@@ -159,6 +161,14 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         headers=headers,
         root_path=root_of(request.scope),
     )
+
+
+def _allow(request: Request) -> dict[str, str]:
+    """``Allow`` with every method the path answers: Starlette names only those of the first
+    route whose path matched (GET of ``/v1/calibrators/{name}``, not its DELETE)."""
+    templates = getattr(request.app.state, "route_templates", None)
+    methods = templates.allowed(route_path(request.scope)) if templates is not None else None
+    return {"Allow": ", ".join(sorted(methods))} if methods else {}
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:

@@ -12,8 +12,7 @@ from fastapi import Request
 from pydantic import BaseModel
 from starlette.datastructures import FormData, UploadFile
 
-from app.api.bodies.columnar import PARQUET
-from app.api.bodies.labelled import BATCH_TYPES, BatchSource, is_list_option
+from app.api.bodies.labelled import BATCH_TYPES, BatchSource, is_list_option, upload_kind
 from app.api.bodies.payloads import MULTIPART, require_media_type
 from app.api.deps import read_job_body
 from app.api.places import invalid
@@ -35,11 +34,11 @@ async def read_batch(
     if not isinstance(upload, UploadFile):
         raise invalid(
             ("body", "file"),
-            "is required: a CSV or Parquet file field (curl -F file=@batch.csv)",
+            "is required: a CSV, Parquet or Arrow file field (curl -F file=@batch.csv)",
         )
+    kind = upload_kind(upload.filename, upload.content_type)  # 415 before the file is read
     given["form"] = _form_options(form, options)
-    name = (upload.filename or "").lower()
-    return BatchSource(PARQUET if name.endswith(".parquet") else kind, await upload.read(), given)
+    return BatchSource(kind, await upload.read(), given)
 
 
 def _form_options(form: FormData, options: type[BaseModel]) -> dict[str, Any]:

@@ -6,7 +6,9 @@ which Starlette's outer error middleware then sends). The ``route`` label is the
 *template* (``/v1/calibrators/{name}/predict``), never the raw path, whose calibrator names
 would make the label set unbounded: the router leaves the matched route in ``scope["route"]``;
 for a request answered without routing, the path is matched against the route templates once
-and remembered; anything else is ``unmatched``.
+and remembered; anything else is ``unmatched``. The same templates say which methods a path
+answers: ``HEAD`` where ``GET`` is (:mod:`app.api.head_requests`), and the ``Allow`` header of
+a 405 (:mod:`app.api.problems`, through ``app.state.route_templates``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from fastapi.routing import iter_route_contexts
 from starlette.routing import Mount, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.head_requests import HeadAsGet
 from app.observability.metrics import record_request
 
 UNMATCHED = "unmatched"
@@ -38,7 +41,8 @@ Templates = Mapping[str, frozenset[str]]
 
 
 def route_templates(app: FastAPI) -> Templates:
-    """The app's route templates with the methods each answers, from its routes (those the
+    """The app's route templates with the methods each answers (``HEAD`` wherever ``GET``:
+    :mod:`app.api.head_requests` answers it), from its routes (those the
     OpenAPI description leaves out too: the documentation and the web view), and one
     ``{mount}/{path:path}`` per mounted app (the docs' assets), whose files would otherwise be
     counted as unmatched. Read from the router, not from ``app.openapi()``, whose first build
@@ -52,12 +56,15 @@ def route_templates(app: FastAPI) -> Templates:
             templates.setdefault(f"{path}/{{path:path}}", frozenset({"GET", "HEAD"}))
             continue
         methods = frozenset(method.upper() for method in route.methods or ())
+        if "GET" in methods:
+            methods |= {"HEAD"}
         templates[path] = templates.get(path, frozenset()) | methods
     return templates
 
 
 class RouteTemplates:
-    """The template of a path that was answered before (or without) routing."""
+    """The template of a path that was answered before (or without) routing, and the
+    methods a path answers."""
 
     def __init__(self, templates: Callable[[], Templates]) -> None:
         self._templates = templates
@@ -74,7 +81,15 @@ class RouteTemplates:
             self._remembered[key] = template
         return template
 
-    def _match(self, method: str, path: str) -> str:
+    def allowed(self, path: str) -> frozenset[str]:
+        """Every method some route of ``path`` answers (none for an unknown path)."""
+        methods: frozenset[str] = frozenset()
+        for regex, _, answered in self._compile():
+            if regex.match(path):
+                methods |= answered
+        return methods
+
+    def _compile(self) -> list[tuple[re.Pattern[str], str, frozenset[str]]]:
         if self._compiled is None:
             try:
                 templates = self._templates()
@@ -85,7 +100,10 @@ class RouteTemplates:
                 (compile_path(template)[0], template, methods)
                 for template, methods in templates.items()
             ]
-        matching = [(t, methods) for regex, t, methods in self._compiled if regex.match(path)]
+        return self._compiled
+
+    def _match(self, method: str, path: str) -> str:
+        matching = [(t, methods) for regex, t, methods in self._compile() if regex.match(path)]
         for template, methods in matching:
             if method in methods:
                 return template
@@ -95,9 +113,9 @@ class RouteTemplates:
 class RequestTelemetry:
     """Count, time and log every HTTP request (one access line each)."""
 
-    def __init__(self, app: ASGIApp, templates: Callable[[], Templates]) -> None:
+    def __init__(self, app: ASGIApp, templates: RouteTemplates) -> None:
         self.app = app
-        self._route_of = RouteTemplates(templates)
+        self._route_of = templates
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -161,5 +179,10 @@ def _method(scope: Scope) -> str:
 
 
 def install_observability(app: FastAPI) -> None:
-    """Add :class:`RequestTelemetry`; call it after every other ``add_middleware``."""
-    app.add_middleware(RequestTelemetry, templates=lambda: route_templates(app))
+    """Add :class:`RequestTelemetry` and, inside it, :class:`~app.api.head_requests.HeadAsGet`
+    (so a ``HEAD`` is counted and logged as one); call it after every other
+    ``add_middleware``. The route templates are kept in ``app.state.route_templates``."""
+    templates = RouteTemplates(lambda: route_templates(app))
+    app.state.route_templates = templates
+    app.add_middleware(HeadAsGet, allowed=templates.allowed)
+    app.add_middleware(RequestTelemetry, templates=templates)

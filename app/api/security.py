@@ -4,7 +4,9 @@
 router, so one check covers every ``/v1`` route, unknown routes (401 before any 404) and the
 hot path alike. A refused request is answered here as problem+json with ``WWW-Authenticate``
 (RFC 6750); an accepted one carries the key's name in ``scope["state"]["api_key"]`` (``None``
-when the service runs open), which the hot path also takes as proof the check ran.
+when the service runs open), which the hot path also takes as proof the check ran, and its
+scope in ``scope["state"]["api_scope"]`` (:data:`KEY_SCOPE`), which predict and infer check
+once their body says whether they log (:func:`may_log_predictions`).
 
 The web view (``/ui``) is decided here too, by its session cookie instead of a Bearer header
 (:func:`app.access.sessions.decide_ui`): a page without a valid session is redirected (303) to the
@@ -25,7 +27,14 @@ from starlette.requests import cookie_parser
 from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.access.api_keys import ApiKey, Decision, decide, required_scope
+from app.access.api_keys import (
+    LOGGING_NEEDS,
+    ApiKey,
+    Decision,
+    decide,
+    may_log,
+    required_scope,
+)
 from app.access.sessions import (
     COOKIE_NAME,
     KEY_FORM,
@@ -43,6 +52,8 @@ logger = logging.getLogger("app.auth")
 
 REALM = 'Bearer realm="calibration"'
 SCHEME_NAME = "bearer"
+KEY_SCOPE = "api_scope"
+"""The request-state key of the accepted key's scope (None: open, or no key needed)."""
 
 
 class ApiKeyAuth:
@@ -60,7 +71,7 @@ class ApiKeyAuth:
             await self.app(scope, receive, send)
             return
         if not self.keys:
-            scope.setdefault("state", {})["api_key"] = None
+            _let_through(scope, None)
             await self.app(scope, receive, send)
             return
         path = route_path(scope)
@@ -75,7 +86,7 @@ class ApiKeyAuth:
         method = scope.get("method", "GET")  # a websocket handshake is a GET
         decision = decide(self.keys, method, path, authorization)
         if decision.verdict in ("open", "granted"):
-            scope.setdefault("state", {})["api_key"] = decision.key.name if decision.key else None
+            _let_through(scope, decision.key)
             await self.app(scope, receive, send)
             return
         if scope["type"] != "http":  # no websocket routes exist; refuse the handshake
@@ -102,7 +113,7 @@ class ApiKeyAuth:
         path = route_path(scope)
         decision = decide_ui(self.sessions, path, cookie_parser(cookies).get(COOKIE_NAME))
         if decision.verdict != "sign-in":
-            scope.setdefault("state", {})["api_key"] = decision.key.name if decision.key else None
+            _let_through(scope, decision.key)
             await self.app(scope, receive, send)
             return
         if scope["type"] != "http":
@@ -115,6 +126,21 @@ class ApiKeyAuth:
         await RedirectResponse(target, status_code=303)(scope, receive, send)
 
 
+def _let_through(scope: Scope, key: ApiKey | None) -> None:
+    """Record who was let through (None: no key needed) in the request's state."""
+    state = scope.setdefault("state", {})
+    state["api_key"] = key.name if key else None
+    state[KEY_SCOPE] = key.scope if key else None
+
+
+def may_log_predictions(scope: Scope, ids: list[str] | None) -> None:
+    """403 when a request that would log predictions under ``ids`` came with a key whose scope
+    does not allow it (a read key); nothing is recorded then."""
+    state = scope.get("state", {})
+    if ids is not None and not may_log(state.get(KEY_SCOPE)):
+        raise Forbidden(f"the API key {state.get('api_key')!r} may only read; {LOGGING_NEEDS}")
+
+
 def refusal(decision: Decision) -> tuple[ServiceError, str]:
     """The error and the ``WWW-Authenticate`` challenge for a refused request."""
     if decision.verdict == "missing":
@@ -122,8 +148,8 @@ def refusal(decision: Decision) -> tuple[ServiceError, str]:
         return Unauthorized(detail), REALM
     if decision.verdict == "invalid":
         return Unauthorized("the API key is not valid"), f'{REALM}, error="invalid_token"'
-    name = decision.key.name if decision.key else "?"
-    detail = f"the API key {name!r} may only read; this route needs a write key"
+    name, scope = (decision.key.name, decision.key.scope) if decision.key else ("?", "?")
+    detail = f"the API key {name!r} has scope {scope}; this route needs a {decision.needed} key"
     return Forbidden(detail), f'{REALM}, error="insufficient_scope", scope="{decision.needed}"'
 
 
@@ -146,7 +172,8 @@ def install_authentication(app: FastAPI, settings: Settings) -> None:
         )
     app.state.ui_sessions = sessions
     app.add_middleware(ApiKeyAuth, keys=keys, sessions=sessions)
-    document_bearer_scheme(app)
+    if keys:  # open, no operation needs a key: /docs would show them all locked
+        document_bearer_scheme(app)
 
 
 def document_bearer_scheme(app: FastAPI) -> None:
@@ -165,7 +192,8 @@ def document_bearer_scheme(app: FastAPI) -> None:
             schemes[SCHEME_NAME] = {
                 "type": "http",
                 "scheme": "bearer",
-                "description": "An API key (`python -m app.keys`), of scope read or write.",
+                "description": "An API key (`python -m app.keys`), of scope read, log "
+                "(also predictions logged under ids) or write.",
             }
             for path, operations in spec.get("paths", {}).items():
                 for method, operation in operations.items():

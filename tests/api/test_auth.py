@@ -252,7 +252,9 @@ def test_the_key_name_is_in_the_request_state_for_logs() -> None:
 
     asyncio.run(call([(b"authorization", f"Bearer {WRITE_KEY}".encode())]))
     asyncio.run(call([], path="/healthz"))
-    assert seen == [{"api_key": "admin"}, {"api_key": None}, {"api_key": None}, {"api_key": None}]
+    admin = {"api_key": "admin", "api_scope": "write"}
+    nobody = {"api_key": None, "api_scope": None}
+    assert seen == [admin, nobody, nobody, nobody]
 
 
 def test_auth_disabled_ignores_keys_and_serves_anyone(
@@ -272,7 +274,7 @@ def test_auth_disabled_ignores_keys_and_serves_anyone(
     [
         ("change-me-api-key", "entry 1 is not name:scope:sha256hex (a raw key?"),
         (f"{READ_ENTRY.entry()},admin:write", "entry 2 is not name:scope:sha256hex"),
-        (f"a:admin:{'0' * 64}", "entry 1 ('a'): the scope must be read or write"),
+        (f"a:admin:{'0' * 64}", "entry 1 ('a'): the scope must be read, log or write"),
         ("a:read:abc123", "entry 1 ('a'): the hash must be 64 hexadecimal digits"),
         (f"a b:read:{'0' * 64}", "entry 1: the name must be"),
         (f"a:read:{'0' * 64},a:write:{'1' * 64}", "names 'a' twice"),

@@ -3,10 +3,10 @@
 Data scientists hold their batches in pandas or Polars and save them as Parquet; an Arrow
 stream is what those libraries write without a file. The columns are the CSV's
 (:mod:`app.api.bodies.csv_batches`): ``score``, ``label``, optional ``weight``, or
-``score_0..score_{k-1}``, ``label``. Each must be numbers (integers, floats or booleans) with
-no nulls; errors name the column and the first bad row (1 = the first row), and a file
-without rows is refused. pyarrow reads the columns straight into float64 arrays, so a
-10^7-row batch never exists as text or Python objects.
+``score_0..score_{k-1}``, ``label``. Each must be numbers (integers or floats; booleans too
+for labels and weights, never for scores) with no nulls; errors name the column and the first
+bad row (1 = the first row), and a file without rows is refused. pyarrow reads the columns
+straight into float64 arrays, so a 10^7-row batch never exists as text or Python objects.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ from app.errors import MalformedBody, PayloadTooLarge
 PARQUET = "application/vnd.apache.parquet"
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 COLUMNAR_TYPES = (PARQUET, ARROW_STREAM)
+ARROW_FILE_MAGIC = b"ARROW1\0\0"
+"""How the Arrow IPC *file* format (``.arrow``, Feather v2) begins: its magic, padded to 8
+bytes, then the stream format (ending in its end-of-stream marker), then a footer, so the
+stream after the magic is read as any stream is."""
 
 
 def parse_columnar(
@@ -42,7 +46,9 @@ def parse_columnar(
     columns = batch_columns(names, field)
     if table.num_rows == 0:
         raise invalid(("body", field), "has no rows")
-    scores = np.column_stack([_numbers(table, names[i], field) for i in columns["scores"]])
+    scores = np.column_stack(
+        [_numbers(table, names[i], field, booleans=False) for i in columns["scores"]]
+    )
     labels = _numbers(table, names[columns["label"][0]], field)
     weights = _numbers(table, "weight", field) if columns["weight"] else None
     return (scores[:, 0] if scores.shape[1] == 1 else scores), labels, weights
@@ -54,13 +60,15 @@ def _table(data: bytes, kind: str, field: str, max_rows: int) -> pa.Table:
     and the rows counted (a 100 KB compressed file may hold 10^9 rows or strings of 1 GB):
     a Parquet file's rows from its footer, only the batch's columns read; an Arrow stream's
     from each record batch's header (:func:`_stream_rows`)."""
-    what = "a Parquet file" if kind == PARQUET else "an Arrow IPC stream"
+    what = "a Parquet file" if kind == PARQUET else "an Arrow IPC stream (or file)"
     try:
         if kind == PARQUET:
             parquet = pq.ParquetFile(pa.BufferReader(data))
             needed = _checked_columns(parquet.schema_arrow, field)
             _check_rows(parquet.metadata.num_rows, max_rows, field)
             return parquet.read(columns=needed)
+        if data.startswith(ARROW_FILE_MAGIC):  # the file format: its stream follows
+            data = data[len(ARROW_FILE_MAGIC) :]
         _check_rows(_stream_rows(data, field), max_rows, field)
         with ipc.open_stream(pa.BufferReader(data)) as reader:
             batches, rows = [], 0
@@ -78,13 +86,21 @@ def _checked_columns(schema: pa.Schema, field: str) -> list[str]:
     not hold numbers), by name."""
     names = schema.names
     columns = batch_columns(names, field)
-    needed = [names[i] for i in (*columns["scores"], *columns["label"], *columns["weight"])]
-    for name in needed:
+    scores = [names[i] for i in columns["scores"]]
+    for name in scores:
+        _check_type(schema.field(name).type, name, field, booleans=False)
+    others = [names[i] for i in (*columns["label"], *columns["weight"])]
+    for name in others:
         _check_type(schema.field(name).type, name, field)
-    return needed
+    return scores + others
 
 
-def _check_type(kind: Any, name: str, field: str) -> None:
+def _check_type(kind: Any, name: str, field: str, *, booleans: bool = True) -> None:
+    """422 unless column ``name`` holds numbers (or, with ``booleans``, booleans as 0/1)."""
+    if pa.types.is_boolean(kind) and not booleans:
+        raise invalid(
+            ("body", field, "column", name), "is a boolean column; scores must be numbers"
+        )
     if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
         raise invalid(("body", field, "column", name), f"is of type {kind}; expected numbers")
 
@@ -141,10 +157,13 @@ def _check_rows(rows: int, max_rows: int, field: str) -> None:
         raise PayloadTooLarge(f"{field} has {rows} rows or more; the limit is {max_rows}")
 
 
-def _numbers(table: pa.Table, name: str, field: str) -> NDArray[np.float64]:
-    """Column ``name`` as float64: integers, floats or booleans, without nulls."""
+def _numbers(
+    table: pa.Table, name: str, field: str, *, booleans: bool = True
+) -> NDArray[np.float64]:
+    """Column ``name`` as float64: integers, floats or (with ``booleans``) booleans, without
+    nulls."""
     column = table.column(name)
-    _check_type(column.type, name, field)
+    _check_type(column.type, name, field, booleans=booleans)
     if column.null_count:
         first = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
         raise invalid(("body", field, "row", first + 1, name), "is null; expected a number")

@@ -1,9 +1,10 @@
 """A labelled batch in any media type a route takes it in, with the options given beside it.
 
 Fit, POST diagnostics and compare take one contract: JSON, CSV (``text/csv``), Parquet,
-an Arrow IPC stream, or a multipart upload whose ``file`` is CSV or (named ``*.parquet``)
-Parquet. A JSON body carries the route's options as its own fields; every body may also give
-them in the query string, and an upload in its form. Where several places give one option the
+an Arrow IPC stream, or a multipart upload whose ``file`` is any of CSV, Parquet or Arrow
+(:func:`upload_kind`: its declared media type, else its name's extension). A JSON body
+carries the route's options as its own fields; every body may also give them in the query
+string, and an upload in its form. Where several places give one option the
 body's own field wins, then the form's, then the query's. Each place answers for its own
 errors (``query``, ``form``, ``body``), and is read as what it holds: typed JSON in the body,
 text elsewhere (``?n_bins=5``; ``params`` and ``tags`` as JSON objects; a list option as the
@@ -18,7 +19,7 @@ from typing import Any, NamedTuple, TypeVar, get_args, get_origin
 import orjson
 from pydantic import BaseModel
 
-from app.api.bodies.columnar import COLUMNAR_TYPES, parse_columnar
+from app.api.bodies.columnar import ARROW_STREAM, COLUMNAR_TYPES, PARQUET, parse_columnar
 from app.api.bodies.contracts import LabelledBody
 from app.api.bodies.csv_batches import parse_csv
 from app.api.bodies.json_process import parse_json_body
@@ -27,11 +28,13 @@ from app.api.bodies.payloads import (
     CSV_TYPES,
     JSON_TYPES,
     MULTIPART,
+    media_type,
     number_array,
     optional_number_array,
 )
 from app.api.bodies.validation import validated
 from app.api.places import Places, invalid
+from app.errors import UnsupportedMediaType
 from app.service.batches import Batch, validate_batch
 
 M = TypeVar("M", bound=BaseModel)
@@ -41,11 +44,46 @@ BATCH_TYPES = (*JSON_TYPES, *CSV_TYPES, *COLUMNAR_TYPES, MULTIPART)
 JSON_OPTIONS = ("params", "tags")
 """Options that are JSON objects, sent as JSON text outside a JSON body."""
 
+UPLOAD_TYPES = {
+    **dict.fromkeys(CSV_TYPES, CSV_TYPES[0]),
+    PARQUET: PARQUET,
+    ARROW_STREAM: ARROW_STREAM,
+    "application/vnd.apache.arrow.file": ARROW_STREAM,  # read past its magic: columnar.py
+}
+"""An uploaded file's declared media types, and the batch type each is parsed as."""
+UPLOAD_EXTENSIONS = {
+    ".csv": CSV_TYPES[0],
+    ".parquet": PARQUET,
+    ".arrow": ARROW_STREAM,
+    ".arrows": ARROW_STREAM,
+}
+"""What an upload declared only as bytes (``application/octet-stream``, or nothing) is
+parsed as, by its name's extension; CSV for any other name."""
+UNDECLARED = ("", "application/octet-stream")
+
+
+def upload_kind(filename: str | None, content_type: str | None) -> str:
+    """The batch type of an uploaded ``file`` part: its declared media type (415 for one that
+    is no batch's), else its name's extension (curl and most clients send
+    ``application/octet-stream`` for a name they do not know), else CSV."""
+    declared = media_type(content_type)
+    if declared not in UNDECLARED:
+        kind = UPLOAD_TYPES.get(declared)
+        if kind is None:
+            raise UnsupportedMediaType(
+                f"the file part's Content-Type {declared[:64]} is not supported; upload CSV "
+                f"(text/csv), Parquet ({PARQUET}) or Arrow ({ARROW_STREAM})"
+            )
+        return kind
+    name = (filename or "").lower()
+    extension = name[name.rfind(".") :] if "." in name else ""
+    return UPLOAD_EXTENSIONS.get(extension, CSV_TYPES[0])
+
 
 @dataclass(frozen=True)
 class BatchSource:
     """A labelled-batch request as received, before parsing: its media type (an uploaded
-    file's: Parquet when its name ends in ``.parquet``, else the multipart type, for CSV),
+    file's: :func:`upload_kind`),
     the bytes to parse (the JSON, CSV, Parquet or Arrow body, or the uploaded file) and the
     options given outside them, by where they were given (``query``, ``form``)."""
 
@@ -100,7 +138,7 @@ def labelled_batch(
     if given.json is not None:
         data = validated(body, {**given.options, **given.json})
         assert isinstance(data, options)  # each body model extends its options model
-        scores = number_array(data.scores, "scores", matrix=True)
+        scores = number_array(data.scores, "scores", matrix=True, booleans=False)
         labels = number_array(data.labels, "labels")
         weights = optional_number_array(data.sample_weight, "sample_weight")
         chosen = data

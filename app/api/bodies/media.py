@@ -75,7 +75,7 @@ def parse_predict(content_type: str | None, body: bytes, max_rows: int) -> Predi
     data = validated(PredictBody, parse_json_body(body, {"scores": True}))
     if isinstance(data.scores, list | ParsedArray) and len(data.scores) > max_rows:
         raise PayloadTooLarge(f"scores has {len(data.scores)} rows; the limit is {max_rows}")
-    scores = number_array(data.scores, "scores", matrix=True)
+    scores = number_array(data.scores, "scores", matrix=True, booleans=False)
     version = None if data.version is None else str(data.version)
     if data.ids is not None:
         check_ids(data.ids, len(scores), "scores")

@@ -19,6 +19,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,9 @@ _ESCAPED_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 BATCH_ARRAYS: Mapping[str, bool] = {"scores": True, "labels": False, "sample_weight": False}
 """The big arrays of a labelled batch body, and whether each is a matrix (scores may be)."""
 
+NUMBERS_ONLY = frozenset({"scores"})
+"""The arrays where a boolean is refused: a score is a number (labels take booleans, 0/1)."""
+
 
 @dataclass(frozen=True)
 class ParsedArray:
@@ -108,11 +112,13 @@ def read_json_arrays(body: bytes, arrays: Mapping[str, bool]) -> dict[str, Any]:
     """The body as a JSON object, each field of ``arrays`` that is a list converted to a
     :class:`ParsedArray` (the mapping says which are matrices). What the JSON process runs."""
     data = parse_json_object(body)
+    literal = b"true" in body or b"false" in body  # else no array holds a boolean: no scan
     for name, matrix in arrays.items():
         value = data.get(name)
         if isinstance(value, list):
+            booleans = name not in NUMBERS_ONLY or not literal
             try:
-                array = number_array(value, name, matrix=matrix)
+                array = number_array(value, name, matrix=matrix, booleans=booleans)
             except InvalidInput as exc:
                 data[name] = ParsedArray(len(value), matrix, error=exc)
             else:
@@ -126,8 +132,11 @@ def check_text(value: str, loc: tuple[str | int, ...]) -> None:
         raise invalid(loc, NO_NUL)
 
 
-def number_array(value: object, field: str, *, matrix: bool = False) -> NDArray[np.float64]:
-    """A JSON array of numbers (or, with ``matrix``, of equal-length arrays) as float64."""
+def number_array(
+    value: object, field: str, *, matrix: bool = False, booleans: bool = True
+) -> NDArray[np.float64]:
+    """A JSON array of numbers (or, with ``matrix``, of equal-length arrays) as float64;
+    ``true`` and ``false`` read as 1 and 0, or without ``booleans`` are refused (scores)."""
     if isinstance(value, ParsedArray):
         if value.matrix != matrix:
             raise TypeError(f"{field} was converted with matrix={value.matrix}, not {matrix}")
@@ -137,6 +146,8 @@ def number_array(value: object, field: str, *, matrix: bool = False) -> NDArray[
         return value.array
     if not isinstance(value, list):
         raise invalid(("body", field), f"must be an array, not {_json_type(value)}")
+    if not booleans and (where := first_boolean(value)) is not None:
+        raise invalid(("body", field, *where), f"is a boolean; {field} must be numbers")
     if len(value) > LIST_SLICE and (sliced := _sliced_array(value, matrix)) is not None:
         return sliced
     try:
@@ -200,6 +211,35 @@ def _raise_first_bad(items: list[Any], field: str, *, matrix: bool) -> None:
             raise invalid(("body", field, i), f"is {_json_type(item)}; expected a number")
         elif width is not None:
             raise invalid(("body", field, i), "is a number but earlier rows are arrays")
+
+
+def first_boolean(items: list[Any]) -> tuple[int, ...] | None:
+    """Where a JSON array, nested to any depth, first holds ``true`` or ``false`` (None: it
+    holds none). Asking costs one pass over the types per level of nesting, at C speed (numpy
+    reads ``[0.5, true]`` as ``[0.5, 1.0]``, so its dtype cannot tell); only an array known to
+    hold one is walked in Python, to name the index."""
+    level = items
+    while level:
+        kinds = set(map(type, level))
+        if bool in kinds:
+            break
+        if list not in kinds:
+            return None
+        rows = level if len(kinds) == 1 else [row for row in level if type(row) is list]
+        level = list(chain.from_iterable(rows))
+    else:
+        return None
+    stack: list[tuple[list[Any], int]] = [(items, 0)]  # (array, next index): no recursion
+    while stack:
+        current, start = stack.pop()
+        for i in range(start, len(current)):
+            item = current[i]
+            if type(item) is bool:
+                return (*(at - 1 for _, at in stack), i)
+            if type(item) is list:
+                stack += [(current, i + 1), (item, 0)]
+                break
+    return None
 
 
 def _is_number(value: object) -> bool:

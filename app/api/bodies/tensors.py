@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from app.api.bodies.fields import MAX_CLIENT_ID
 from app.api.bodies.media import check_ids
-from app.api.bodies.payloads import byte_count, check_text
+from app.api.bodies.payloads import byte_count, check_text, first_boolean
 from app.api.places import invalid
 from app.calibration import MAX_CLASSES
 from app.errors import MalformedBody, PayloadTooLarge, UnsupportedMediaType
@@ -225,6 +225,8 @@ def _json_data(data: object, dtype: np.dtype[Any], count: int) -> NDArray[np.flo
         raise invalid(
             where, "must be an array of numbers (or binary data, with parameters.binary_data_size)"
         )
+    if (at := first_boolean(data)) is not None:  # numpy would read [0.5, true] as [0.5, 1.0]
+        raise invalid((*where, *at), "is a boolean; scores must be numbers")
     try:
         array = np.asarray(data)
     except ValueError:

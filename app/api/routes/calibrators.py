@@ -14,6 +14,7 @@ from app.api.bodies.fields import tag_filter
 from app.api.bodies.labelled import BatchSource
 from app.api.bodies.media import parse_fit
 from app.api.deps import (
+    Flag,
     NameParam,
     SelectorParam,
     ServiceDep,
@@ -171,7 +172,7 @@ async def delete_version(
     version: Annotated[int, Path(ge=1, description="Version number.")],
     service: ServiceDep,
     force: Annotated[
-        bool, Query(description="Also delete the aliases that point to this version.")
+        Flag, Query(description="Also delete the aliases that point to this version.")
     ] = False,
 ) -> Response:
     """The version is no longer served; its number is never given out again. A version that

@@ -7,7 +7,7 @@ input is ``scores`` and its outputs ``probabilities``, with ``p0`` and ``p1`` fo
 the bit, and ``parameters.ids`` logs the predictions as ``/v1``'s ``ids`` do. Tensors come and go
 as JSON or with the binary tensor data extension (:mod:`app.api.bodies.tensors`). Errors are the
 protocol's ``{"error": "..."}`` (:func:`app.api.problems.protocol_error`); the keys and
-scopes are ``/v1``'s (infer reads, as predict does).
+scopes are ``/v1``'s (infer reads, as predict does; with ids it logs, which needs ``log``).
 """
 
 from __future__ import annotations
@@ -168,10 +168,9 @@ async def _infer(
 
     def answer(body: bytes) -> Answer:
         if parsed is not None:
-            return answer_infer(service, name, version, parsed)
-        return answer_infer(
-            service, name, version, parse_infer_body(service, body, encoding, header_length)
-        )
+            return answer_infer(service, name, version, parsed, request.scope)
+        parsed_body = parse_infer_body(service, body, encoding, header_length)
+        return answer_infer(service, name, version, parsed_body, request.scope)
 
     inflates = is_compressed(encoding)
     content, headers, media_type = await answer_by_size(request, answer, inflates=inflates)

@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from app.api.answers import answer_predict
 from app.api.bodies.media import PredictArgs, parse_predict
-from app.api.deps import PARSED_BODY, NameParam, ServiceDep, answer_by_size
+from app.api.deps import PARSED_BODY, Flag, NameParam, ServiceDep, answer_by_size
 from app.api.documents import PredictOut
 from app.api.openapi_docs import ERRORS, PREDICT_BODY
 
@@ -31,7 +31,7 @@ async def predict(
         str | None, Query(description="A version number, `latest` or an alias.")
     ] = None,
     intervals: Annotated[
-        bool | None,
+        Flag | None,
         Query(description="Also answer each score's Venn-ABERS interval [p0, p1] (venn_abers)."),
     ] = None,
 ) -> Response:
@@ -43,6 +43,6 @@ async def predict(
     def answer(body: bytes) -> bytes:
         max_rows = service.settings.max_batch_rows
         args = parsed if parsed is not None else parse_predict(content_type, body, max_rows)
-        return answer_predict(service, name, args, version, intervals)
+        return answer_predict(service, name, args, version, intervals, request.scope)
 
     return Response(await answer_by_size(request, answer), media_type="application/json")

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from app.api.bodies.contracts import OutcomesBody
 from app.api.bodies.media import parse_outcomes
 from app.api.deps import (
+    Flag,
     NameParam,
     ServiceDep,
     json_response,
@@ -77,7 +78,7 @@ async def post_outcomes(
     request: Request,
     service: ServiceDep,
     overwrite: Annotated[
-        bool, Query(description="Replace labels that differ instead of answering 409.")
+        Flag, Query(description="Replace labels that differ instead of answering 409.")
     ] = False,
 ) -> Response:
     """Label the predictions logged under these ids (`predict` with `ids`). An id not logged
