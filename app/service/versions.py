@@ -9,6 +9,7 @@ and no lock is held while numbers are crunched.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -52,6 +53,10 @@ class Versions:
         self.database = database
         self.settings = settings
         self.cache = cache
+        # Alias moves of this process one at a time, each with its cache write: they commit in
+        # the database's order anyway (the calibrator's row lock), and two moves whose commits
+        # and cache writes interleaved would leave the first one's version cached.
+        self._moving = threading.Lock()
 
     def fit(
         self,
@@ -186,19 +191,21 @@ class Versions:
 
     def set_alias(self, name: str, alias: str, version: int) -> VersionView:
         """Point ``alias`` at ``version`` (creating or moving it) and return that version."""
-        generation = self.cache.generation(name)
-        with self.database.transaction(write=True) as repo:
-            repo.set_alias(name, alias, version)
-            record = repo.get_version(name, version)
-            loaded = self.cache.load(record, repo, generation)
-        self.cache.aliased(name, alias, version, generation)
+        with self._moving:
+            generation = self.cache.generation(name)
+            with self.database.transaction(write=True) as repo:
+                repo.set_alias(name, alias, version)
+                record = repo.get_version(name, version)
+                loaded = self.cache.load(record, repo, generation)
+            self.cache.aliased(name, alias, version, generation)
         return VersionView(record=record, fitted=loaded.state)
 
     def delete_alias(self, name: str, alias: str) -> None:
         """Remove an alias; the version it pointed to stays."""
-        with self.database.transaction(write=True) as repo:
-            repo.delete_alias(name, alias)
-        self.cache.forget(name)
+        with self._moving:
+            with self.database.transaction(write=True) as repo:
+                repo.delete_alias(name, alias)
+            self.cache.forget(name)
 
     def artifact(self, name: str, selector: Selector) -> tuple[VersionRecord, bytes]:
         """The stored artifact document of a version, byte for byte."""
