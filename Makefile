@@ -14,20 +14,26 @@ SUDO   ?=
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/; s/\$$(HOST)/$(HOST)/g; s/\$$(PORT)/$(PORT)/g'
 
+# uv installs what pip would, from PyPI, in a tenth of the time (13 s against 130 s for the
+# test extra, measured from an empty cache): pip only installs uv into the new venv.
+UV     := UV_NATIVE_TLS=1 $(VENV)/bin/uv pip install --quiet --python $(PY)
+
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e .
+$(VENV)/bin/uv: | $(VENV)/bin/python
+	$(PY) -m pip install --quiet uv
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/uv
+	$(UV) -e .
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(UV) -e '.[test]'
 	@touch $@
 
 $(VENV)/.installed-demo: pyproject.toml $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[demo]'
+	$(UV) -e '.[demo]'
 	@touch $@
 
 install: $(VENV)/.installed  ## create .venv and install the service

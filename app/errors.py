@@ -21,8 +21,10 @@ Exception tree::
     ├── InvalidInput           422  parsed, but the content is invalid (names field and index)
     ├── ClientGone             499  the client left before its job ended (logged, never sent)
     ├── DatabaseUnavailable    503  the database did not answer (sent with Retry-After)
-    ├── Busy                   503  every worker busy, the queue full (Retry-After)
+    ├── Busy                   503  the queued work holds its memory budget (Retry-After)
     ├── OverBudget             503  a job ran past CALIBRATION_FIT_TIMEOUT_SECONDS (Retry-After)
+    ├── WorkerLost             503  the worker process running the job died (Retry-After)
+    ├── OverMemory             413  a job needed more than CALIBRATION_JOB_MEMORY_MB
     ├── SignInUnavailable      503  the web view has keys but no CALIBRATION_UI_SECRET to sign with
     ├── StoredDataCorrupt      500  a stored artifact or batch failed its sha256 check
     └── NotExportable          501  a version without a faithful ONNX graph
@@ -142,7 +144,8 @@ class DatabaseUnavailable(ServiceError):
 
 
 class Busy(ServiceError):
-    """Every worker is busy and the queue is full: come back shortly."""
+    """The jobs waiting and running already hold the memory budget of waiting work (or the
+    queue is at its length limit): come back shortly."""
 
     status = 503
     title = "Busy"
@@ -157,6 +160,23 @@ class OverBudget(ServiceError):
     title = "Over the time budget"
     slug = "over-budget"
     retry_after_seconds = 30
+
+
+class WorkerLost(ServiceError):
+    """The worker process running the job died (killed, out of memory): nothing was stored,
+    another process takes the next job."""
+
+    status = 503
+    title = "Worker lost"
+    slug = "worker-lost"
+    retry_after_seconds = 5
+
+
+class OverMemory(PayloadTooLarge):
+    """A job needed more memory than one job may take: the same request would fail again."""
+
+    title = "Over the memory limit"
+    slug = "over-memory"
 
 
 class SignInUnavailable(ServiceError):

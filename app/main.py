@@ -30,9 +30,10 @@ from app.api.security import install_authentication
 from app.observability import configure_logging
 from app.service.traffic.live import start_live_metrics
 from app.service.use_cases import CalibrationService
+from app.service.workers import preload
 from app.settings import Settings, get_settings
 from app.store import Database
-from app.ui import problem_pages
+from app.ui import pages, problem_pages
 from app.ui.routes import install_web_view
 
 DESCRIPTION = """
@@ -41,6 +42,13 @@ numbered version, map raw scores to calibrated probabilities, and look at reliab
 diagrams computed out of sample. Errors are `application/problem+json` (RFC 9457); each
 error's `type` is a page of this service that explains it (all of them: [/problems](/problems)).
 """
+
+
+# The modules of the jobs run in worker processes, imported once by the fork server they
+# come from (app.service.workers).
+preload(
+    *(module.__name__ for module in (artifacts, calibrators, compare, diagnostics, traffic, pages))
+)
 
 
 def create_app(settings: Settings | None = None, database: Database | None = None) -> FastAPI:

@@ -60,13 +60,43 @@ class Settings(BaseSettings):
         ge=1,
         le=64,
         description="CPU-heavy jobs (parsing a batch, fitting, diagnostics, pictures, compare) "
-        "running at once per worker process.",
+        "running at once per server process, each in a worker process of its own.",
     )
     max_queued_fits: int = Field(
-        default=8,
+        default=10_000,
         ge=0,
-        le=1000,
-        description="Jobs waiting for one of those; past that, 503 with Retry-After.",
+        le=1_000_000,
+        description="Jobs waiting for one of those at most; past that, 503 with Retry-After. "
+        "What bounds waiting work first is queue_memory_mb.",
+    )
+    queue_memory_mb: int = Field(
+        default=1024,
+        ge=1,
+        description="Bytes of request bodies that waiting and running jobs may hold in a server "
+        "process; a job that would pass it is refused with 503 and Retry-After.",
+    )
+    work_processes: bool = Field(
+        default=True,
+        description="Run fits, reports, pictures, compare and exports in worker processes; "
+        "false runs them in threads of the server process (for debugging).",
+    )
+    job_memory_mb: int = Field(
+        default=4096,
+        ge=256,
+        description="Memory one job may take (the worker process's data limit); a job that "
+        "needs more stops with 413 and stores nothing.",
+    )
+    worker_memory_mb: int = Field(
+        default=1024,
+        ge=64,
+        description="A worker process whose resident memory is above this after a job is "
+        "replaced, so the memory of a large job goes back to the system.",
+    )
+    worker_max_jobs: int = Field(
+        default=1000, ge=1, description="A worker process is replaced after this many jobs."
+    )
+    worker_idle_seconds: float = Field(
+        default=10.0, gt=0, le=3600, description="A worker process idle this long exits."
     )
     fit_timeout_seconds: float = Field(
         default=300.0,

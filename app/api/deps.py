@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 import orjson
 from fastapi import Depends, Path, Request
@@ -154,21 +154,41 @@ async def read_body(request: Request, limit: int | None = None) -> bytes:
 
 
 async def read_job_body(request: Request) -> bytes:
-    """The body of a request whose work is a job (:func:`off_loop`): 503 before it is read
-    when the pool is already full, rather than read up to 64 MiB for nothing."""
-    get_service(request).work.refuse_when_full()
+    """The body of a request whose work is a job (:func:`off_loop`, :func:`in_worker`): 503
+    before it is read when the pool could not admit a body of its declared size, rather
+    than read up to 64 MiB for nothing."""
+    declared = byte_count(request.headers.get("content-length"))
+    get_service(request).work.refuse_when_full(declared)
     return await read_body(request)
 
 
 async def off_loop(
     request: Request, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs
 ) -> T:
-    """``function`` run as a job of the service's bounded pool (:mod:`app.service.work`): admitted
-    (503 when the pool is full), off the event loop, within its time budget, abandoned when
-    the client disconnects. Read the body first (:func:`read_job_body`): a slow upload never
-    holds a place meant for work."""
-    return await get_service(request).work.run(
-        lambda: client_gone(request), function, *args, **kwargs
+    """``function`` run as a job of the service's bounded pool (:mod:`app.service.work`) in
+    one of its threads: admitted (503 when the pool is full), off the event loop, within its
+    time budget, abandoned when the client disconnects. Read the body first
+    (:func:`read_job_body`): a slow upload never holds a place meant for work."""
+    work = get_service(request).work
+    with work.admit(len(getattr(request, "_body", b""))):
+        return await work.supervise(lambda: client_gone(request), function, *args, **kwargs)
+
+
+async def in_worker(
+    request: Request,
+    function: Callable[Concatenate[CalibrationService, P], T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """``function(service, *args, **kwargs)`` as a heavy job of the service's pool: in a
+    worker process, with the worker's own service (:mod:`app.service.workers`), admitted for
+    the body the request holds. ``function`` is a module-level function and its arguments
+    picklable; it sees no state of this process but the database (a route that changes what
+    this process caches says so after the job)."""
+    service = get_service(request)
+    body_bytes = len(getattr(request, "_body", b""))
+    return await service.work.run_job(
+        lambda: client_gone(request), service, function, body_bytes, *args, **kwargs
     )
 
 

@@ -133,8 +133,23 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         ),
         _of(
             errors.Busy,
-            "Every worker is busy and the queue of waiting jobs is full.",
-            "Retry after the `Retry-After` seconds, or send fewer jobs at once.",
+            "The jobs already waiting hold the memory the service sets aside for waiting work "
+            "(CALIBRATION_QUEUE_MEMORY_MB: their bodies' bytes), or the queue is at its length "
+            "limit (CALIBRATION_MAX_QUEUED_FITS); the detail says which.",
+            "Retry after the `Retry-After` seconds, or send fewer large bodies at once.",
+        ),
+        _of(
+            errors.WorkerLost,
+            "The worker process running the job died (killed, or out of memory); nothing was "
+            "stored, and another process takes the next job.",
+            "Retry after the `Retry-After` seconds; if the same request loses its worker again, "
+            "send a smaller batch.",
+        ),
+        _of(
+            errors.OverMemory,
+            "The job needed more memory than one job may take (CALIBRATION_JOB_MEMORY_MB), so "
+            "it was stopped; nothing was stored. The same request would fail again.",
+            "Send a smaller batch, or ask the operator for a larger limit.",
         ),
         _of(
             errors.SignInUnavailable,

@@ -29,7 +29,7 @@ from app.calibration.fitting import (
     make_calibrator,
 )
 from app.calibration.kernels.bounds import OutputBound
-from app.calibration.kernels.budget import Abandoned, Budget, checkpoint, enter
+from app.calibration.kernels.budget import Abandoned, Budget, checkpoint, current, enter
 from app.calibration.kernels.knots import interp_slopes
 from app.calibration.measures.bootstrap import (
     MAX_RESAMPLES,
@@ -134,6 +134,7 @@ __all__ = [
     "brier_distances",
     "calibration_error_interval",
     "checkpoint",
+    "current",
     "enter",
     "fit_calibrator",
     "fit_checked_batch",

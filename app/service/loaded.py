@@ -47,6 +47,14 @@ class LoadedVersion:
         )
 
     @classmethod
+    def of_state(cls, record: VersionRecord, state: Mapping[str, Any]) -> LoadedVersion:
+        """The stored version ``record`` with the calibrator its fitted ``state`` makes."""
+        calibrator = load_calibrator(
+            record.method, record.params, dict(state), n_classes=record.n_classes
+        )
+        return cls.of(record, calibrator, state)
+
+    @classmethod
     def from_artifact(cls, record: VersionRecord, artifact_bytes: bytes) -> LoadedVersion:
         """The version decoded from its stored artifact (StoredDataCorrupt when it cannot be)."""
         try:

@@ -36,6 +36,10 @@ class OnnxModels:
             record = repo.get_version(name, selector)
         return record, self.models.get((record.name, record.version, dtype))
 
+    def keep(self, record: VersionRecord, dtype: Dtype, model: export.OnnxExport) -> None:
+        """Keep a model built elsewhere (in a worker), for :meth:`kept`."""
+        self.models.put((record.name, record.version, dtype), model)
+
     def model(
         self, name: str, selector: Selector, dtype: Dtype
     ) -> tuple[VersionRecord, export.OnnxExport]:

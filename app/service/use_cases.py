@@ -33,9 +33,7 @@ class CalibrationService:
         self.database = database
         self.settings = settings
         self.version_cache = VersionCache(database, settings.latest_refresh_seconds)
-        self.work = WorkPool(
-            settings.max_concurrent_fits, settings.max_queued_fits, settings.fit_timeout_seconds
-        )
+        self.work = WorkPool(settings)
         self.prediction_log = TrafficLog(
             database,
             capacity=settings.traffic_buffer_rows,

@@ -160,6 +160,17 @@ class Versions:
             source=read.source,
         )
 
+    def generation(self, name: str) -> int:
+        """Take before a fit runs elsewhere, for :meth:`remember` (see
+        :meth:`~app.service.version_cache.VersionCache.generation`)."""
+        return self.cache.generation(name)
+
+    def remember(self, view: VersionView, generation: int) -> None:
+        """A version a worker process fitted and stored: loaded into this process's cache and
+        served as ``latest`` (unless a later fit's version is, or ``name`` was deleted since
+        ``generation``), as if this process had fitted it."""
+        self.cache.fitted(LoadedVersion.of_state(view.record, view.fitted), generation)
+
     def get(self, name: str, selector: Selector) -> VersionView:
         """A version with its fitted numbers (decoded once, then cached)."""
         generation = self.cache.generation(name)

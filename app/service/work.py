@@ -1,26 +1,38 @@
-"""CPU-heavy work off the event loop, within bounds: how many at once, how long, for whom.
+"""CPU-heavy work off the event loop, within bounds: how much may wait, how long it may run,
+for whom, and where.
 
 Parsing a large body, fitting, cross-validating, diagnosing and drawing take seconds on a
-large batch. Run on the event loop, they stall every other request of the worker (``/healthz``
-included, and the container's health check with it); run without a bound, a handful of them
-exhaust the cores and the memory. So every such job goes through one :class:`WorkPool`:
+large batch. Run on the event loop, they stall every other request of the server process
+(``/healthz`` included, and the container's health check with it); run without a bound, a
+handful of them exhaust the cores and the memory. So every such job goes through one
+:class:`WorkPool` per server process:
 
-- at most ``workers`` jobs run at once (``CALIBRATION_MAX_CONCURRENT_FITS``), each in a
-  thread of the pool's own (numpy and scipy release the GIL in their kernels);
-- at most ``queue`` more wait for a thread; past that a request is refused at once with
-  :class:`Busy` (503 with ``Retry-After``), before its body is even read
-  (:meth:`WorkPool.refuse_when_full`); the place is taken once the body is in, so a slow
-  upload never holds one;
-- a job has a time budget (``CALIBRATION_FIT_TIMEOUT_SECONDS``) from when it starts, and is
-  abandoned when its client disconnects.
+- **Where.** A job of the service's heavy kinds (fits, reports, pictures, compare, exports,
+  the web view's pages) runs in a worker process (:mod:`app.service.workers`) when
+  ``work_processes`` is on, the default; the rest (parsing a large predict body, joining
+  outcomes) in a thread of the pool's own, as heavy jobs also do when it is off.
+- **How many at once.** ``max_concurrent_fits`` threads (``CALIBRATION_MAX_CONCURRENT_FITS``),
+  each running one job or waiting for its worker process.
+- **Admission by cost.** A job's cost is what it holds in this process while it waits and
+  runs: its body's bytes, and :data:`JOB_BYTES` of its own. Jobs are admitted until the
+  admitted ones would hold more than ``queue_memory_mb`` (or number ``max_queued_fits``
+  beyond the running ones): so thousands of small fits wait their turn, while a few 64 MiB
+  bodies fill the budget. Past it a request is refused at once with :class:`Busy` (503 with
+  ``Retry-After``, naming the budget), before its body is read when its ``Content-Length``
+  already says so (:meth:`WorkPool.refuse_when_full`); the place is taken once the body is
+  in, so a slow upload never holds one. What a job computes is bounded where it runs: a
+  worker's memory limit (``job_memory_mb``) and its time budget.
+- **How long.** A job has a time budget (``CALIBRATION_FIT_TIMEOUT_SECONDS``) from when it
+  starts, and is abandoned when its client disconnects.
 
-Threads cannot be killed, so abandoning is cooperative: the job's code calls
+Threads cannot be killed, so abandoning a thread's job is cooperative: the job's code calls
 :func:`app.calibration.kernels.budget.checkpoint` between its steps (every fold, every candidate,
 every grid point, and once more just before a fit writes), which raises
 :class:`~app.calibration.kernels.budget.Abandoned` once the budget is spent or the client has gone.
-The route always waits for the job itself to end, so its answer says what happened: a job
-past its last checkpoint completes (a fit is stored and answers 201), one stopped at a
-checkpoint stored nothing and answers 503.
+A worker process checks the same budget and is killed when it does not stop in time. The route
+always waits for the job itself to end, so its answer says what happened: a job past its last
+checkpoint completes (a fit is stored and answers 201), one stopped at a checkpoint or killed
+stored nothing and answers 503.
 """
 
 from __future__ import annotations
@@ -32,10 +44,15 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from app.calibration import Abandoned, Budget, enter
+from app.calibration import Abandoned, Budget, current, enter
 from app.errors import Busy, ClientGone, OverBudget
+from app.service.workers import processes
+from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.service.use_cases import CalibrationService
 
 logger = logging.getLogger("app.work")
 
@@ -43,42 +60,62 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class WorkPool:
-    """The bounded executor of one process (see the module docstring)."""
+JOB_BYTES = 64 * 1024
+"""What a job costs beside its body: its request, its coroutine and its answer, roughly."""
 
-    def __init__(self, workers: int, queue: int, budget_seconds: float) -> None:
-        self.workers = workers
-        self.capacity = workers + queue
-        self.budget_seconds = budget_seconds
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="work")
+
+class WorkPool:
+    """The bounded executor of one server process (see the module docstring)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.workers = settings.max_concurrent_fits
+        self.budget_seconds = settings.fit_timeout_seconds
+        self._max_jobs = settings.max_concurrent_fits + settings.max_queued_fits
+        self._max_bytes = settings.queue_memory_mb * 1024 * 1024
+        self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="work")
         self._admitted = 0
+        self._held = 0
         self._lock = threading.Lock()
 
-    def refuse_when_full(self) -> None:
-        """:class:`Busy` now if :meth:`admit` would refuse: a route calls it before reading a
-        body of up to 64 MiB for nothing (the place itself is taken once the body is in, so
-        that a slow upload never holds one)."""
+    def refuse_when_full(self, body_bytes: int | None = None) -> None:
+        """:class:`Busy` now if :meth:`admit` would refuse a body of ``body_bytes`` (its
+        ``Content-Length``, when declared): a route calls it before reading a body of up to
+        64 MiB for nothing (the place itself is taken once the body is in, so that a slow
+        upload never holds one)."""
         with self._lock:
-            self._check_room()
+            self._check_room(JOB_BYTES + (body_bytes or 0))
 
     @contextmanager
-    def admit(self) -> Iterator[None]:
-        """A place for one job, held until the block ends (:class:`Busy` when none is left)."""
+    def admit(self, body_bytes: int = 0) -> Iterator[None]:
+        """A place for one job holding ``body_bytes``, until the block ends (:class:`Busy`
+        when the admitted jobs would hold too much, or be too many)."""
+        cost = JOB_BYTES + body_bytes
         with self._lock:
-            self._check_room()
+            self._check_room(cost)
             self._admitted += 1
+            self._held += cost
         try:
             yield
         finally:
             with self._lock:
                 self._admitted -= 1
+                self._held -= cost
 
-    def _check_room(self) -> None:
-        """:class:`Busy` when every place is taken (call with the lock held)."""
-        if self._admitted >= self.capacity:
+    def _check_room(self, cost: int) -> None:
+        """:class:`Busy` when a job of ``cost`` bytes does not fit (call with the lock held).
+        A job alone is always admitted: the body limit bounds it."""
+        if self._admitted and self._held + cost > self._max_bytes:
+            raise Busy(
+                f"the {self._admitted} jobs admitted hold {self._held / 2**20:.0f} MB of the "
+                f"{self.settings.queue_memory_mb} MB waiting work may hold "
+                "(CALIBRATION_QUEUE_MEMORY_MB); retry shortly"
+            )
+        if self._admitted >= self._max_jobs:
             waiting = self._admitted - self.workers
             raise Busy(
-                f"all {self.workers} workers are busy and {waiting} jobs are waiting; retry shortly"
+                f"all {self.workers} workers are busy and {waiting} jobs are waiting, the most "
+                "CALIBRATION_MAX_QUEUED_FITS allows; retry shortly"
             )
 
     async def run(
@@ -88,9 +125,39 @@ class WorkPool:
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        """:meth:`admit`, then :meth:`supervise`: for a request that holds no body."""
+        """``function(*args, **kwargs)`` admitted, in a thread of the pool, under a budget
+        (:meth:`supervise`); ``gone`` returns when the client has left. For a job that holds
+        no body, or whose body is its argument (``body_bytes`` is then counted by
+        :meth:`run_job`)."""
         with self.admit():
             return await self.supervise(gone, function, *args, **kwargs)
+
+    async def run_job(
+        self,
+        gone: Callable[[], Awaitable[object]] | None,
+        service: CalibrationService,
+        function: Callable[Concatenate[CalibrationService, P], T],
+        body_bytes: int,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``function(service, *args, **kwargs)``, admitted for a body of ``body_bytes``, in a
+        worker process (with the worker's own service) when ``work_processes`` is on, else in
+        a thread with ``service``: one of the heavy kinds the module docstring lists.
+        ``function`` must be a module-level function and its arguments picklable.
+
+        Raises
+        ------
+        WorkerLost
+            When the worker process died during the job.
+        OverMemory
+            When the job needed more than ``job_memory_mb``.
+        (and those of :meth:`supervise`)
+        """
+        with self.admit(body_bytes):
+            if not self.settings.work_processes:
+                return await self.supervise(gone, function, service, *args, **kwargs)
+            return await self.supervise(gone, _in_worker, self.settings, function, args, kwargs)
 
     async def supervise(
         self,
@@ -148,6 +215,18 @@ class WorkPool:
     def close(self) -> None:
         """Stop taking jobs; wait for the running ones (at shutdown)."""
         self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _in_worker(
+    settings: Settings,
+    function: Callable[..., T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> T:
+    """In a pool thread: the job in a worker process, under this thread's budget."""
+    budget = current()
+    assert budget is not None, "run by supervise(), which enters the job's budget"
+    return processes.call(settings, budget, function, args, kwargs)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -35,8 +35,10 @@ answering, which a client should retry (503), unlike a bug in a statement (500).
 class Database:
     """The engine and session factory of one database; create one per process."""
 
-    def __init__(self, url: str, settings: Settings) -> None:
-        self.engine = make_engine(url, settings)
+    def __init__(self, url: str, settings: Settings, *, pooled: bool = True) -> None:
+        """``pooled=False`` opens a connection per unit of work and keeps none (a worker
+        process, which must hold no connection while idle)."""
+        self.engine = make_engine(url, settings, pooled=pooled)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._failing_since: float | None = None
         if self.engine.dialect.name == "postgresql":

@@ -36,7 +36,7 @@ from psycopg.rows import TupleRow
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.engine.interfaces import Dialect
-from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
+from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolProxiedConnection
 
 from app.settings import Settings
 from app.store.models import dump_json
@@ -157,19 +157,24 @@ def _begin_sqlite(connection: Connection) -> None:
     connection.exec_driver_sql(f"BEGIN {mode}")
 
 
-def make_engine(url: str, settings: Settings) -> Engine:
-    """Build the engine for ``url`` with the backend-specific settings of the service."""
+def make_engine(url: str, settings: Settings, *, pooled: bool = True) -> Engine:
+    """Build the engine for ``url`` with the backend-specific settings of the service (no
+    pool of connections unless ``pooled``)."""
     url = normalize_url(url)
     backend = make_url(url).get_backend_name()
     options: dict[str, Any] = {
         "json_serializer": dump_json,
         "json_deserializer": orjson.loads,
-        "pool_size": settings.db_pool_size,
     }
+    if not pooled:
+        options["poolclass"] = NullPool
+    else:
+        options["pool_size"] = settings.db_pool_size
     if backend == "postgresql":
         statement_ms = round(settings.db_statement_timeout_seconds * 1000)
-        options["pool_pre_ping"] = True
-        options["pool_timeout"] = settings.db_pool_timeout_seconds
+        if pooled:
+            options["pool_pre_ping"] = True
+            options["pool_timeout"] = settings.db_pool_timeout_seconds
         options["connect_args"] = {
             # libpq takes whole seconds, and treats anything below 2 as 2.
             "connect_timeout": max(2, math.ceil(settings.db_connect_timeout_seconds)),

@@ -1,7 +1,9 @@
 """Routes of the web view: the pages, the key form, signing out, and HTML error pages.
 
 Who may see a page is decided before routing (:mod:`app.api.security`); these routes only
-read, each page's use case as a job of the bounded pool (:func:`app.api.deps.off_loop`).
+read, each page's use case as a job of the bounded pool: the list in one of its threads
+(:func:`app.api.deps.off_loop`), the pages that compute reports and figures in a worker process
+(:func:`app.api.deps.in_worker`).
 Every failure under ``/ui`` is a page too, never problem+json: an unknown calibrator, a name
 no calibrator can have, a bad query, a busy server, a wrong method, a missing stylesheet, an
 unexpected error (:func:`app.ui.page_responses.install_error_pages`).
@@ -17,7 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from app.api.bodies.fields import tag_filter
-from app.api.deps import get_service, off_loop, parse_selector
+from app.api.deps import get_service, in_worker, off_loop, parse_selector
 from app.api.documents import NAME_PATTERN
 from app.api.mounting import root_of
 from app.calibration import RESAMPLES
@@ -83,8 +85,7 @@ async def calibrator_page(request: Request, name: str) -> Response:
     async def read_page() -> pages.Shown:
         number = pages.page_number(request.query_params.get("page"))
         checked = calibrator_name(name)
-        service = get_service(request)
-        found = await off_loop(request, pages.calibrator, service, checked, number, monitored(None))
+        found = await in_worker(request, pages.calibrator, checked, number, monitored(None))
         return found, 200
 
     return await render_page(request, "calibrator.html", read_page)
@@ -97,10 +98,7 @@ async def compare_page(request: Request, name: str, a: Text = None, b: Text = No
     async def read_page() -> pages.Shown:
         checked = calibrator_name(name)
         first, second = selector_of(checked, a), selector_of(checked, b)
-        service = get_service(request)
-        shown: pages.Shown = await off_loop(
-            request, pages.comparison, service, checked, first, second
-        )
+        shown: pages.Shown = await in_worker(request, pages.comparison, checked, first, second)
         return shown
 
     return await render_page(request, "compare.html", read_page)
@@ -116,8 +114,7 @@ async def monitoring_page(
         checked = calibrator_name(name)
         selector = selector_of(checked, version)
         asked = monitored(window, None if selector is None else str(selector))
-        service = get_service(request)
-        found = await off_loop(request, pages.monitoring, service, checked, asked, selector)
+        found = await in_worker(request, pages.monitoring, checked, asked, selector)
         return found, 200
 
     return await render_page(request, "monitoring.html", read_page)

@@ -11,10 +11,26 @@ from joblib import Parallel, delayed
 
 from app.calibration.kernels.budget import Abandoned, checkpoint, in_context
 from app.errors import Busy, ClientGone, OverBudget
-from app.service.work import WorkPool
+from app.service.work import JOB_BYTES, WorkPool
+from app.settings import Settings
 
 BOUND = 10.0
 """Generous bound on every wait, so that a broken pool fails instead of hanging."""
+
+
+def _pool(
+    workers: int = 1, queue: int = 0, budget: float = BOUND, memory_mb: int = 1024
+) -> WorkPool:
+    """A pool of ``workers`` threads, ``queue`` waiting jobs at most, ``budget`` seconds a job
+    and ``memory_mb`` of bodies held by admitted jobs."""
+    return WorkPool(
+        Settings(
+            max_concurrent_fits=workers,
+            max_queued_fits=queue,
+            fit_timeout_seconds=budget,
+            queue_memory_mb=memory_mb,
+        )
+    )
 
 
 def _spin_until_stopped(started: threading.Event, stopped: list[str]) -> str:
@@ -32,7 +48,7 @@ def _spin_until_stopped(started: threading.Event, stopped: list[str]) -> str:
 
 
 def test_a_full_pool_refuses_at_once_and_frees_its_places() -> None:
-    pool = WorkPool(workers=1, queue=1, budget_seconds=BOUND)
+    pool = _pool(1, 1, BOUND)
     release = threading.Event()
 
     async def scenario() -> None:
@@ -55,7 +71,7 @@ def test_a_full_pool_refuses_at_once_and_frees_its_places() -> None:
 
 
 def test_a_job_past_its_budget_stops_at_its_next_checkpoint() -> None:
-    pool = WorkPool(workers=1, queue=0, budget_seconds=0.05)
+    pool = _pool(1, 0, 0.05)
     stopped: list[str] = []
     try:
         with pytest.raises(OverBudget, match=r"budget of 0\.05 s"):
@@ -67,7 +83,7 @@ def test_a_job_past_its_budget_stops_at_its_next_checkpoint() -> None:
 
 
 def test_a_job_whose_client_left_is_abandoned() -> None:
-    pool = WorkPool(workers=1, queue=0, budget_seconds=BOUND)
+    pool = _pool(1, 0, BOUND)
     started = threading.Event()
     stopped: list[str] = []
 
@@ -85,7 +101,7 @@ def test_a_job_whose_client_left_is_abandoned() -> None:
 
 
 def test_a_job_that_ends_before_the_client_leaves_answers() -> None:
-    pool = WorkPool(workers=1, queue=0, budget_seconds=BOUND)
+    pool = _pool(1, 0, BOUND)
     never = asyncio.Event()
 
     async def receive() -> dict[str, str]:
@@ -99,7 +115,7 @@ def test_a_job_that_ends_before_the_client_leaves_answers() -> None:
 
 
 def test_checkpoints_in_joblib_threads_see_the_budget() -> None:
-    pool = WorkPool(workers=1, queue=0, budget_seconds=0.05)
+    pool = _pool(1, 0, 0.05)
     stopped: list[str] = []
 
     def folds() -> list[str]:
@@ -115,6 +131,44 @@ def test_checkpoints_in_joblib_threads_see_the_budget() -> None:
     finally:
         pool.close()
     assert len(stopped) == 2
+
+
+def test_admission_counts_bytes_not_jobs_so_small_jobs_all_wait_their_turn() -> None:
+    # One thread and room for 10,000 waiting jobs: 500 small jobs at once are all admitted
+    # and all run (issue 25: 20 of 32 small fits were refused when admission counted jobs).
+    pool = _pool(1, 10_000)
+
+    async def scenario() -> list[int]:
+        return await asyncio.gather(*(pool.run(None, lambda i=i: i) for i in range(500)))
+
+    try:
+        assert asyncio.run(scenario()) == list(range(500))
+    finally:
+        pool.close()
+
+
+def test_bodies_past_the_memory_budget_are_refused_naming_it() -> None:
+    pool = _pool(1, 10_000, memory_mb=1)
+    body = 600 * 1024  # two of them with their JOB_BYTES pass 1 MiB
+    assert 2 * (body + JOB_BYTES) > 2**20 >= body + JOB_BYTES
+    with pool.admit(body):
+        with pytest.raises(Busy, match="CALIBRATION_QUEUE_MEMORY_MB") as refused:
+            pool.refuse_when_full(body)
+        assert refused.value.status == 503
+        assert refused.value.retry_after_seconds is not None
+        with pytest.raises(Busy), pool.admit(body):
+            pass
+        with pool.admit(0):  # a small job still fits beside it
+            pass
+    with pool.admit(body), pool.admit(0):  # the place was given back
+        pass
+
+
+def test_a_job_alone_is_admitted_whatever_its_body() -> None:
+    # The body limit bounds a single job; the budget bounds what waits beside others.
+    pool = _pool(1, 10_000, memory_mb=1)
+    with pool.admit(8 * 2**20), pytest.raises(Busy):
+        pool.refuse_when_full(0)
 
 
 def test_checkpoint_outside_a_job_does_nothing() -> None:

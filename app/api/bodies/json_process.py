@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import atexit
 import logging
-import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -34,6 +34,7 @@ from typing import Any
 from app.api.bodies.payloads import parse_json_object, read_json_arrays
 from app.calibration import Abandoned, checkpoint
 from app.errors import ServiceError
+from app.service.workers import forkserver, preload, start_worker
 
 logger = logging.getLogger("app.api.json_process")
 
@@ -116,7 +117,12 @@ class JsonProcess:
                 return None
             if self._executor is None:
                 try:
-                    self._executor = ProcessPoolExecutor(1, mp_context=self._context)
+                    self._executor = ProcessPoolExecutor(
+                        1,
+                        mp_context=self._context,
+                        initializer=start_worker,
+                        initargs=(os.getpid(), None),
+                    )
                 except (OSError, RuntimeError) as exc:  # e.g. no /dev/shm for its locks
                     logger.error(_PAUSED, f"it cannot be made ({exc})", RETRY_SECONDS)
                     self._paused_until = time.monotonic() + RETRY_SECONDS
@@ -205,10 +211,10 @@ def _read_in_worker(body: bytes, arrays: Mapping[str, bool]) -> dict[str, Any] |
 
 
 def _forkserver() -> BaseContext:
-    context = multiprocessing.get_context("forkserver")
-    # Import the parser once into the fork server, so that a worker starts in milliseconds.
-    context.set_forkserver_preload(["app.api.bodies.payloads"])
-    return context
+    # Import the parser once into the fork server (the worker processes' too), so that a
+    # worker starts in milliseconds.
+    preload("app.api.bodies.payloads")
+    return forkserver()
 
 
 _worker = JsonProcess(_forkserver())

@@ -8,16 +8,19 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from app import export
 from app.api.deps import (
     NameParam,
     SelectorParam,
     ServiceDep,
-    off_loop,
+    in_worker,
     parse_selector,
 )
 from app.api.openapi_docs import ERRORS
 from app.api.places import invalid
 from app.export import Dtype
+from app.service.use_cases import CalibrationService
+from app.store import VersionRecord
 
 router = APIRouter(prefix="/v1", tags=["registry"])
 
@@ -97,20 +100,21 @@ async def get_artifact(
     wanted: Dtype = dtype or "float64"
     models = service.onnx_models
     record, kept = await run_in_threadpool(models.kept, name, found, wanted)
-    if kept is None:  # a build is CPU work: a job of the bounded pool
-        record, export = await off_loop(request, models.model, name, found, wanted)
+    if kept is None:  # a build is CPU work: a job, built on the number just read
+        record, built = await in_worker(request, _model, name, record.version, wanted)
+        models.keep(record, wanted, built)
     else:
-        export = kept
+        built = kept
     suffix = "" if wanted == "float64" else "-float32"
     return _cacheable(
         request,
-        export.model,
+        built.model,
         ONNX_MEDIA_TYPE,
-        export.sha256,
+        built.sha256,
         {
             "Content-Disposition": f'attachment; filename="{name}-v{record.version}{suffix}.onnx"',
-            "X-Parity-Max-Abs-Diff": repr(export.parity),
-            "X-Parity-Probes": str(export.probes_checked),
+            "X-Parity-Max-Abs-Diff": repr(built.parity),
+            "X-Parity-Probes": str(built.probes_checked),
         },
     )
 
@@ -128,3 +132,9 @@ def _cacheable(
     ):
         return Response(status_code=304, headers=headers)
     return Response(data, media_type=media_type, headers=headers)
+
+
+def _model(
+    service: CalibrationService, name: str, version: int, dtype: Dtype
+) -> tuple[VersionRecord, export.OnnxExport]:
+    return service.onnx_models.model(name, version, dtype)

@@ -19,8 +19,8 @@ from app.api.deps import (
     SelectorParam,
     ServiceDep,
     existing_version_number,
+    in_worker,
     json_response,
-    off_loop,
     parse_selector,
     read_small_json,
 )
@@ -59,7 +59,9 @@ async def fit(
     version of `name`, creating `name` on first use."""
     query = {"method": method, "params": params, "description": description, "tags": tags}
     source = await read_batch(request, query, FitOptions)
-    view = await off_loop(request, _fit, service, name, source)
+    generation = service.versions.generation(name)
+    view = await in_worker(request, _fit, name, source)
+    service.versions.remember(view, generation)  # stored by a worker: predict serves it here
     location = f"/v1/calibrators/{name}/versions/{view.record.version}"
     return json_response(VersionOut.of_view(view), 201, headers={"Location": location})
 

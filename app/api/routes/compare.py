@@ -13,8 +13,8 @@ from app.api.bodies.media import parse_compare
 from app.api.deps import (
     NameParam,
     ServiceDep,
+    in_worker,
     json_response,
-    off_loop,
     parse_selector,
 )
 from app.api.documents import CompareOut
@@ -74,9 +74,9 @@ async def compare(
         request, {"versions": versions, "bootstrap": bootstrap, "curve": curve}, CompareFields
     )
     if picture is not None:
-        image = await off_loop(request, _compare_picture, service, name, source, by, picture)
+        image = await in_worker(request, _compare_picture, name, source, by, picture)
         return Response(image, media_type=MEDIA_TYPES[picture])
-    result = await off_loop(request, _compare, service, name, source, by)
+    result = await in_worker(request, _compare, name, source, by)
     return json_response(CompareOut.model_validate(result))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from app.api.bodies.contracts import (
@@ -14,8 +15,8 @@ from app.api.deps import (
     NameParam,
     SelectorParam,
     ServiceDep,
+    in_worker,
     json_response,
-    off_loop,
     parse_selector,
 )
 from app.api.documents import DiagnosticsOut
@@ -74,8 +75,25 @@ async def stored_diagnostics(
     (confidence = row max, correct = arg max equals the label) unless `class_index` is set.
     Computed once per version and query, then kept."""
     found = parse_selector(name, selector)
-    reports = await off_loop(request, service.diagnosis.stored, name, found, query)
+    version, reports = await run_in_threadpool(service.diagnosis.kept, name, found, query)
+    if reports is None:
+        reports = await in_worker(request, _stored, name, version, query)
+        service.diagnosis.keep(reports, query)
     return _diagnostics(reports, query)
+
+
+def _stored(service: CalibrationService, name: str, version: int, query: ReportOptions) -> Reports:
+    return service.diagnosis.stored(name, version, query)
+
+
+def _stored_picture(
+    service: CalibrationService,
+    name: str,
+    version: int,
+    query: ReportOptions,
+    image_format: ImageFormat,
+) -> bytes:
+    return service.diagnosis.stored_picture(name, version, query, image_format)
 
 
 @router.post(
@@ -112,9 +130,9 @@ async def batch_diagnostics(
     }
     source = await read_batch(request, query, ReportFields)
     if picture is not None:
-        image = await off_loop(request, _batch_picture, service, name, found, source, picture)
+        image = await in_worker(request, _batch_picture, name, found, source, picture)
         return Response(image, media_type=MEDIA_TYPES[picture])
-    reports, report = await off_loop(request, _batch_reports, service, name, found, source)
+    reports, report = await in_worker(request, _batch_reports, name, found, source)
     return _diagnostics(reports, report)
 
 
@@ -149,9 +167,12 @@ def _picture_route(image_format: ImageFormat) -> None:
         query: ReportQuery,
     ) -> Response:
         found = parse_selector(name, selector)
-        image = await off_loop(
-            request, service.diagnosis.stored_picture, name, found, query, image_format
+        version, image = await run_in_threadpool(
+            service.diagnosis.kept_picture, name, found, query, image_format
         )
+        if image is None:
+            image = await in_worker(request, _stored_picture, name, version, query, image_format)
+            service.diagnosis.keep_picture(name, version, query, image_format, image)
         return Response(image, media_type=MEDIA_TYPES[image_format])
 
     add_picture_route(

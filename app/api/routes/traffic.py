@@ -16,6 +16,7 @@ from app.api.deps import (
     Flag,
     NameParam,
     ServiceDep,
+    in_worker,
     json_response,
     off_loop,
     parse_selector,
@@ -25,8 +26,13 @@ from app.api.documents import MonitoringOut, OutcomesOut, TrafficDiagnosticsOut
 from app.api.openapi_docs import ERRORS, add_picture_route, body_doc
 from app.api.report_query import MEDIA_TYPES, FixedBins, ReportQuery, Resamples
 from app.calibration import RESAMPLES
-from app.service.diagnosis import DEFAULT_BINS, ImageFormat
-from app.service.traffic.cases import Monitored, monitored_range
+from app.service.diagnosis import DEFAULT_BINS, ImageFormat, ReportOptions
+from app.service.traffic.cases import (
+    Monitored,
+    MonitoringFigure,
+    TrafficDiagnostics,
+    monitored_range,
+)
 from app.service.traffic.monitoring import Window
 from app.service.use_cases import CalibrationService
 from app.store import Selector
@@ -136,9 +142,9 @@ def _picture_route(image_format: ImageFormat) -> None:
     async def monitoring_picture(
         name: NameParam, request: Request, service: ServiceDep, query: WindowsQuery
     ) -> Response:
-        drawn = await off_loop(
+        drawn = await in_worker(
             request,
-            service.traffic.monitoring_figure,
+            _monitoring_figure,
             name,
             query.window,
             query.since,
@@ -204,8 +210,8 @@ async def monitoring_diagnostics(
     class counts, a 409 (choose one with `version`); more labelled traffic than a batch may
     hold, a 413."""
     start, end = monitored_range("1d", since, until)
-    found = await off_loop(
-        request, service.traffic.diagnostics, name, start, end, _selector(name, version), query
+    found = await in_worker(
+        request, _traffic_diagnostics, name, start, end, _selector(name, version), query
     )
     return json_response(
         TrafficDiagnosticsOut.of(
@@ -219,6 +225,33 @@ async def monitoring_diagnostics(
             until=end,
         )
     )
+
+
+def _monitoring_figure(
+    service: CalibrationService,
+    name: str,
+    window: Window,
+    since: datetime,
+    until: datetime,
+    selector: Selector | None,
+    image_format: ImageFormat,
+    *,
+    n_bins: int,
+) -> MonitoringFigure:
+    return service.traffic.monitoring_figure(
+        name, window, since, until, selector, image_format, n_bins=n_bins
+    )
+
+
+def _traffic_diagnostics(
+    service: CalibrationService,
+    name: str,
+    since: datetime,
+    until: datetime,
+    selector: Selector | None,
+    query: ReportOptions,
+) -> TrafficDiagnostics:
+    return service.traffic.diagnostics(name, since, until, selector, query)
 
 
 def _selector(name: str, version: str | None) -> Selector | None:

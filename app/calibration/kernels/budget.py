@@ -55,6 +55,12 @@ def enter(budget: Budget) -> None:
     _budget.set(budget)
 
 
+def current() -> Budget | None:
+    """The running job's budget (None outside a job): what a job hands on to the process
+    that computes it for it."""
+    return _budget.get()
+
+
 def checkpoint() -> None:
     """Stop the current job here (:class:`Abandoned`) if it is over budget or unwanted.
 

@@ -1,0 +1,294 @@
+"""Jobs in worker processes: where they run, what a worker's death, a budget, a departed
+client, memory and idleness do to them, and that no worker outlives its server
+(app/service/workers.py, through app/service/work.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.calibration import checkpoint
+from app.errors import ClientGone, OverBudget, OverMemory, WorkerLost
+from app.service import workers
+from app.service.use_cases import CalibrationService
+from app.service.work import WorkPool
+from app.service.workers import processes
+from app.settings import Settings
+
+BOUND = 30.0
+"""Generous bound on every wait, so that a broken pool fails instead of hanging."""
+
+
+# -- jobs: module-level, so that a worker finds them by name ---------------------------------
+def whoami(service: CalibrationService) -> tuple[int, str]:
+    return os.getpid(), service.settings.database_url
+
+
+def sleep_without_checkpoints(service: CalibrationService, seconds: float) -> str:
+    time.sleep(seconds)
+    return "slept"
+
+
+def spin_with_checkpoints(service: CalibrationService) -> str:
+    deadline = time.monotonic() + BOUND
+    while time.monotonic() < deadline:
+        checkpoint()
+        time.sleep(0.005)
+    return "finished"
+
+
+def die(service: CalibrationService) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def allocate(service: CalibrationService, megabytes: int) -> int:
+    block = np.ones(megabytes * 2**20 // 8)
+    return int(block.size)
+
+
+def fail(service: CalibrationService) -> None:
+    raise ValueError("a job's own error")
+
+
+# -- the pool under test ----------------------------------------------------------------------
+def _pool(tmp_path: Path, **settings: Any) -> WorkPool:
+    return WorkPool(Settings(database_url=f"sqlite:///{tmp_path / 'w.db'}", **settings))
+
+
+def _run(pool: WorkPool, function: Any, *args: Any, gone: Any = None) -> Any:
+    async def call() -> Any:
+        return await asyncio.wait_for(pool.run_job(gone, None, function, 0, *args), BOUND)  # type: ignore[arg-type]
+
+    return asyncio.run(call())
+
+
+def _wait_until(condition: Any, seconds: float = BOUND) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) is not alive
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def test_a_job_runs_in_another_process_with_a_service_of_the_servers_settings(
+    tmp_path: Path,
+) -> None:
+    pool = _pool(tmp_path)
+    try:
+        pid, url = _run(pool, whoami)
+        assert pid != os.getpid()
+        assert url == pool.settings.database_url
+        again, _ = _run(pool, whoami)
+        assert again == pid  # the idle worker took the next job
+    finally:
+        pool.close()
+
+
+def test_a_jobs_error_arrives_as_raised(tmp_path: Path) -> None:
+    pool = _pool(tmp_path)
+    try:
+        with pytest.raises(ValueError, match="a job's own error"):
+            _run(pool, fail)
+        assert _run(pool, whoami)[0] != os.getpid()
+    finally:
+        pool.close()
+
+
+def test_a_worker_that_dies_fails_only_its_job_and_is_replaced(tmp_path: Path) -> None:
+    pool = _pool(tmp_path, max_concurrent_fits=2)
+    try:
+
+        async def both() -> list[Any]:
+            return await asyncio.gather(
+                pool.run_job(None, None, die, 0),  # type: ignore[arg-type]
+                pool.run_job(None, None, sleep_without_checkpoints, 0, 0.5),  # type: ignore[arg-type]
+                return_exceptions=True,
+            )
+
+        died, slept = asyncio.run(both())
+        assert isinstance(died, WorkerLost)
+        assert died.status == 503
+        assert died.retry_after_seconds is not None
+        assert slept == "slept"
+        after, _ = _run(pool, whoami)
+        assert _alive(after)
+    finally:
+        pool.close()
+
+
+def test_a_job_that_ignores_its_budget_is_killed_with_its_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workers, "GRACE_SECONDS", 0.2)
+    pool = _pool(tmp_path, fit_timeout_seconds=0.2)
+    try:
+        before = set(processes.pids())
+        started = time.monotonic()
+        with pytest.raises(OverBudget, match=r"budget of 0\.2 s"):
+            _run(pool, sleep_without_checkpoints, BOUND)
+        assert time.monotonic() - started < BOUND / 2
+        killed = set(processes.pids()) - before
+        assert not killed  # its worker is no longer among the pool's
+    finally:
+        pool.close()
+
+
+def test_a_job_past_its_budget_stops_itself_at_a_checkpoint_in_the_worker(
+    tmp_path: Path,
+) -> None:
+    pool = _pool(tmp_path, fit_timeout_seconds=0.2)
+    try:
+        pid, _ = _run(pool, whoami)
+        with pytest.raises(OverBudget):
+            _run(pool, spin_with_checkpoints)
+        assert _run(pool, whoami)[0] == pid  # stopped by itself: the worker was kept
+    finally:
+        pool.close()
+
+
+def test_a_job_whose_client_left_is_killed(tmp_path: Path) -> None:
+    pool = _pool(tmp_path)
+    try:
+        pid, _ = _run(pool, whoami)
+
+        async def leaves() -> None:
+            await asyncio.sleep(0.3)
+
+        with pytest.raises(ClientGone):
+            _run(pool, sleep_without_checkpoints, BOUND, gone=leaves)
+        assert _wait_until(lambda: not _alive(pid), 10)
+    finally:
+        pool.close()
+
+
+def test_a_worker_past_its_memory_mark_or_job_count_is_replaced(tmp_path: Path) -> None:
+    pool = _pool(tmp_path, worker_memory_mb=64)  # any worker holds more than 64 MB
+    try:
+        first, _ = _run(pool, whoami)
+        second, _ = _run(pool, whoami)
+        assert first != second
+        assert _wait_until(lambda: not _alive(first), 10)
+    finally:
+        pool.close()
+    pool = _pool(tmp_path, worker_max_jobs=2)
+    try:
+        pids = [_run(pool, whoami)[0] for _ in range(4)]
+        assert pids[0] == pids[1] != pids[2] == pids[3]
+    finally:
+        pool.close()
+
+
+def test_an_idle_worker_exits(tmp_path: Path) -> None:
+    pool = _pool(tmp_path, worker_idle_seconds=0.5)
+    try:
+        pid, _ = _run(pool, whoami)
+        assert _wait_until(lambda: not _alive(pid), 10)
+        assert pid not in processes.pids()
+        assert _run(pool, whoami)[0] != pid  # a new one takes the next job
+    finally:
+        pool.close()
+
+
+def test_a_job_past_its_memory_limit_is_413_and_the_worker_lives_on(tmp_path: Path) -> None:
+    pool = _pool(tmp_path, job_memory_mb=512)
+    try:
+        with pytest.raises(OverMemory, match="CALIBRATION_JOB_MEMORY_MB") as refused:
+            _run(pool, allocate, 1024)
+        assert refused.value.status == 413
+        assert _run(pool, allocate, 64) == 64 * 2**20 // 8
+    finally:
+        pool.close()
+
+
+def test_in_threads_when_work_processes_is_off(tmp_path: Path) -> None:
+    pool = _pool(tmp_path, work_processes=False)
+    service = type("Service", (), {"settings": pool.settings})()
+
+    async def call() -> Any:
+        return await pool.run_job(None, service, whoami, 0)  # type: ignore[arg-type]
+
+    try:
+        assert asyncio.run(call())[0] == os.getpid()
+    finally:
+        pool.close()
+
+
+SERVER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from app.service.work import WorkPool
+    from app.settings import Settings
+    from tests.service.test_workers import sleep_without_checkpoints
+
+    async def main():
+        pool = WorkPool(Settings(database_url=sys.argv[1], max_concurrent_fits=2))
+        jobs = [pool.run_job(None, None, sleep_without_checkpoints, 0, 600) for _ in range(2)]
+        print("started", flush=True)
+        await asyncio.gather(*jobs)
+
+    if __name__ == "__main__":
+        asyncio.run(main())
+    """
+)
+
+
+def _descendants_marked(marker: str) -> list[int]:
+    """Processes whose environment holds ``marker`` (a server's and all it started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (entry / "environ").read_bytes() and _alive(int(entry.name)):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
+def test_no_process_outlives_a_server_killed_with_sigkill(tmp_path: Path) -> None:
+    marker = f"CALIBRATION_TEST_MARK={os.getpid()}-{time.monotonic_ns()}"
+    key, value = marker.split("=")
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    server = subprocess.Popen(
+        [sys.executable, str(script), f"sqlite:///{tmp_path / 's.db'}"],
+        env={**os.environ, key: value, "PYTHONPATH": os.getcwd()},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == "started"
+        # the two workers, the fork server (and the resource tracker) beside the server
+        assert _wait_until(lambda: len(_descendants_marked(marker)) >= 4, BOUND)
+        server.kill()
+        server.wait(BOUND)
+        assert _wait_until(lambda: not _descendants_marked(marker), 10), _descendants_marked(marker)
+    finally:
+        server.kill()
+        for pid in _descendants_marked(marker):
+            os.kill(pid, signal.SIGKILL)
