@@ -42,7 +42,6 @@ from sklearn.model_selection import cross_val_predict
 
 from app.calibration import fit_calibrator, load_calibrator
 from app.calibration.measures.diagnostics import headline, raw_as_probabilities
-from app.serve import allocator_environment
 from app.store.migrate import upgrade
 from bench.fits import batch
 from bench.table import Row, Target, compare_ms, median_seconds, progress
@@ -102,7 +101,6 @@ def serve_process(app: str, env: dict[str, str]) -> Iterator[tuple[str, subproce
     """
     port = free_port()
     command = [sys.executable, "-c", SERVE, app, str(port)]
-    env = allocator_environment(env) or env
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log

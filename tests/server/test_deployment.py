@@ -27,8 +27,8 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.serve import ALLOCATOR_TUNABLES, allocator_tunables, glibc_version
 from app.server.startup import GRACEFUL_SHUTDOWN_SECONDS
+from app.service.workers import ALLOCATOR_TUNABLES, allocator_tunables, glibc_version
 from app.settings import Settings
 from app.store.migrate import MIGRATION_LOCK_ID, migrate_when_ready
 from demo.server import LocalService
@@ -219,7 +219,7 @@ GLIBC = "glibc 2.36"
         ({"GLIBC_TUNABLES": OURS}, GLIBC, None),  # restarted already: never a second time
     ],
 )
-def test_serve_restarts_under_the_allocator_tunables_the_operator_did_not_set(
+def test_workers_start_under_the_allocator_tunables_the_operator_did_not_set(
     environ: dict[str, str], libc: str | None, expected: str | None
 ) -> None:
     assert allocator_tunables(environ, libc) == expected
@@ -229,65 +229,48 @@ GLIBC_ONLY = pytest.mark.skipif(glibc_version() is None, reason="glibc's tunable
 
 
 @GLIBC_ONLY
-def test_serve_restarts_itself_once_in_the_same_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
-    code = (
-        "import os, app.serve as s; s.keep_freed_memory(); "
-        "print(os.getpid(), os.environ['GLIBC_TUNABLES'])"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True
-    )
-    out, _ = process.communicate(timeout=60)
-    assert process.returncode == 0
-    assert out.splitlines() == [f"{process.pid} {OURS}"]  # one line: one restart, same pid
-
-
-@pytest.mark.parametrize(
-    ("executable", "failure"),
-    [("", None), (sys.executable, OSError(7, "Argument list too long"))],
-)
-def test_serve_goes_on_without_the_tunables_when_it_cannot_restart(
-    executable: str,
-    failure: OSError | None,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    from app import serve
-
-    def execve(*args: object) -> None:
-        assert failure is not None, "no executable to restart: execve must not be called"
-        raise failure
-
-    monkeypatch.setattr(serve, "allocator_environment", lambda environ: {"GLIBC_TUNABLES": OURS})
-    monkeypatch.setattr(sys, "executable", executable)
-    monkeypatch.setattr(os, "execve", execve)
-    serve.keep_freed_memory()  # returns: the caller goes on to serve
-    reason = "the Python executable is unknown" if failure is None else str(failure)
-    assert capsys.readouterr().err == (
-        f"calibration: serving without the allocator tunables: {reason}\n"
-    )
-
-
-@GLIBC_ONLY
-def test_serve_and_its_workers_run_under_the_allocator_tunables(
+def test_the_workers_run_under_the_allocator_tunables_and_the_server_without(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
-    served = LocalService(f"sqlite:///{tmp_path / 'calibration.db'}", workers=2)
+    served = LocalService(f"sqlite:///{tmp_path / 'calibration.db'}", workers=1)
     try:
         served.wait_until_ready()
-        processes = [served.process.pid, *_children(served.process.pid)]
-        assert len(processes) >= 3, processes  # the server and its two workers at least
-        for pid in processes:
+        fitted = httpx.post(
+            f"{served.base_url}/v1/calibrators/tuned/fit",
+            json={**sigmoid_batch(200), "method": "platt"},
+            timeout=60,
+        )
+        assert fitted.status_code == 201, fitted.text
+        # one server process (workers=1): all below it is the fork server, its workers and
+        # multiprocessing's resource tracker
+        servers = [served.process.pid]
+        forked = _descendants(served.process.pid)
+        assert forked, "a fit starts a worker process (and the fork server it comes from)"
+        for pid in servers:
+            assert _tunables(pid) == [], pid  # the serving processes give memory back
+        for pid in forked:
             # glibc parses the value in place, where /proc reads it: the first tunable shows
-            variables = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
-            given = [v.removeprefix("GLIBC_TUNABLES=") for v in variables if "TUNABLES=" in v]
+            given = _tunables(pid)
             assert len(given) == 1, (pid, given)
             assert given[0], (pid, given)
             assert OURS.startswith(given[0]), (pid, given)
     finally:
         served.stop()
+
+
+def _tunables(pid: int) -> list[str]:
+    """The GLIBC_TUNABLES values in the environment process ``pid`` started with."""
+    variables = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
+    return [v.removeprefix("GLIBC_TUNABLES=") for v in variables if "TUNABLES=" in v]
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid``, children first."""
+    found = []
+    for child in _children(pid):
+        found += [child, *_descendants(child)]
+    return found
 
 
 def _children(pid: int) -> list[int]:

@@ -13,11 +13,11 @@ dumps every thread's stack when a thread has not run for 40 ms found two causes.
 bound the 160 MB stored batch whole, holding the GIL for about 60 ms (now written through its
 blob I/O: :meth:`app.store.blobs.BlobOperations.add_blobs`). And the fit's 80 MB arrays,
 returned to the kernel and faulted in again by the hundred, froze the whole machine (both
-processes at once, the watchdog's own C thread included) now and then: ``python -m
-app.serve`` now keeps freed memory (:data:`app.serve.ALLOCATOR_TUNABLES`). Since then the
-worst poll is 16 to 56 ms in most runs; about one run in twelve still has one poll of 100 to
-170 ms, always in the first 1.6 s, while the three bodies arrive and the server's heap grows
-for the first time (the same machine-wide freeze, with nothing of ours holding the GIL). The
+processes at once, the watchdog's own C thread included) now and then: processes that run
+fits keep freed memory (:data:`app.service.workers.ALLOCATOR_TUNABLES`). About one run in
+twelve still had one poll of 100 to 170 ms while the server's heap grew for the first time,
+until the fit itself moved to a worker process (issue 25): the server now only reads the
+bodies. The
 figures are printed (``pytest -s``). Everything is bounded: the test takes ~15 s.
 """
 

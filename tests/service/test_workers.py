@@ -56,6 +56,15 @@ def allocate(service: CalibrationService, megabytes: int) -> int:
     return int(block.size)
 
 
+def parse_big_json(service: CalibrationService) -> tuple[int, list[int]]:
+    from app.api.bodies import json_process
+
+    body = b'{"scores": [' + b",".join([b"0.5"] * 300_000) + b"]}"
+    assert len(body) >= json_process.IN_PROCESS_BYTES
+    parsed = json_process.parse_json_body(body, {"scores": False})
+    return len(parsed["scores"]), json_process._worker.pids()
+
+
 def fail(service: CalibrationService) -> None:
     raise ValueError("a job's own error")
 
@@ -102,6 +111,15 @@ def test_a_job_runs_in_another_process_with_a_service_of_the_servers_settings(
         assert url == pool.settings.database_url
         again, _ = _run(pool, whoami)
         assert again == pid  # the idle worker took the next job
+    finally:
+        pool.close()
+
+
+def test_a_worker_parses_a_big_json_body_itself(tmp_path: Path) -> None:
+    # Not in a JSON process of its own: that one keeps a server's event loop free.
+    pool = _pool(tmp_path)
+    try:
+        assert _run(pool, parse_big_json) == (300_000, [])
     finally:
         pool.close()
 

@@ -15,7 +15,8 @@ process that runs threads can copy a lock another thread holds) and kept. A work
 (killed, out of memory) is replaced and the body sent once more; when no process starts, or
 the replacement dies too, bodies are parsed in the calling thread for :data:`RETRY_SECONDS`.
 Smaller bodies (predict's hot path) are parsed in the calling thread: the round trip to a
-process costs more than parsing them.
+process costs more than parsing them. So are bodies of the jobs that run in a worker process
+(:mod:`app.service.workers`: fits, reports, compare), whose event loop is elsewhere.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 from app.api.bodies.payloads import parse_json_object, read_json_arrays
 from app.calibration import Abandoned, checkpoint
 from app.errors import ServiceError
-from app.service.workers import forkserver, preload, start_worker
+from app.service.workers import forkserver, in_worker, preload, start_worker
 
 logger = logging.getLogger("app.api.json_process")
 
@@ -112,6 +113,8 @@ class JsonProcess:
         return [] if executor is None else list(executor._processes or ())
 
     def _executor_or_none(self) -> ProcessPoolExecutor | None:
+        if in_worker():  # a job's process already: the event loop is elsewhere
+            return None
         with self._lock:
             if self._closed or time.monotonic() < self._paused_until:
                 return None
