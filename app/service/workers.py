@@ -15,7 +15,8 @@ to). So each server process sends its heavy jobs to worker processes of its own:
   ``fork``, copies no lock a thread of the server held.
 - **Recycling.** After its job a worker reports its resident memory: past
   ``worker_memory_mb``, or after ``worker_max_jobs`` jobs, it is replaced, which is how a
-  large job's memory goes back to the system; idle ``worker_idle_seconds``, it exits. Each
+  large job's memory goes back to the system; idle ``worker_idle_seconds``, it exits (but
+  the last one used, while small: it keeps the reports the web view shows again). Each
   has a data limit (``RLIMIT_DATA``, ``job_memory_mb``): a job that asks for more stops with
   :class:`~app.errors.OverMemory` (413) instead of taking the machine's memory.
 - **Stopping.** A job past its budget stops itself at a checkpoint (the worker enters the
@@ -188,6 +189,7 @@ class _Slot:
     data_limit: int
     jobs: int = 0
     idle_since: float = field(default_factory=time.monotonic)
+    resident_bytes: int = 0
 
     def pids(self) -> list[int]:
         return list((self.executor._processes or {}).keys())
@@ -203,6 +205,7 @@ class WorkerProcesses:
         self._closed = False
         self._reaper: threading.Thread | None = None
         self._idle_seconds = 10.0
+        self._warm_bytes = 0
 
     def call(
         self,
@@ -297,8 +300,10 @@ class WorkerProcesses:
     def _give_back(self, slot: _Slot, resident_bytes: int, settings: Settings) -> None:
         with self._lock:
             self._running.remove(slot)
+            self._warm_bytes = settings.worker_memory_mb * 1024 * 1024 // 2
         slot.jobs += 1
         slot.idle_since = time.monotonic()
+        slot.resident_bytes = resident_bytes
         large = resident_bytes > settings.worker_memory_mb * 1024 * 1024
         if large or slot.jobs >= settings.worker_max_jobs:
             logger.info(
@@ -323,12 +328,21 @@ class WorkerProcesses:
         threading.Thread(target=_stop, args=(slot.executor,), name="worker-stop").start()
 
     def _reap(self) -> None:
-        """Stop the workers idle past ``worker_idle_seconds`` (a daemon thread)."""
+        """Stop the workers idle past ``worker_idle_seconds`` (a daemon thread), but the most
+        recently used while it holds under half of ``worker_memory_mb``: it stays warm, with
+        what its service keeps (the reports and diagrams the web view shows again)."""
         while True:
             time.sleep(min(1.0, self._idle_seconds / 2))
             now = time.monotonic()
             with self._lock:
                 expired = [s for s in self._idle if now - s.idle_since >= self._idle_seconds]
+                warm = max(self._idle, key=lambda s: s.idle_since, default=None)
+                if (
+                    warm is not None
+                    and warm.resident_bytes < self._warm_bytes
+                    and not self._running
+                ):
+                    expired = [s for s in expired if s is not warm]
                 self._idle = [s for s in self._idle if s not in expired]
             for slot in expired:
                 _stop(slot.executor)

@@ -47,6 +47,11 @@ def spin_with_checkpoints(service: CalibrationService) -> str:
     return "finished"
 
 
+def sleep_then_whoami(service: CalibrationService, seconds: float) -> tuple[int, str]:
+    time.sleep(seconds)
+    return whoami(service)
+
+
 def die(service: CalibrationService) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -218,13 +223,20 @@ def test_a_worker_past_its_memory_mark_or_job_count_is_replaced(tmp_path: Path) 
         pool.close()
 
 
-def test_an_idle_worker_exits(tmp_path: Path) -> None:
-    pool = _pool(tmp_path, worker_idle_seconds=0.5)
+def test_an_idle_worker_exits_unless_it_is_the_last_used_and_small(tmp_path: Path) -> None:
+    pool = _pool(tmp_path, worker_idle_seconds=0.5, max_concurrent_fits=2)
+
+    async def two() -> list[tuple[int, str]]:
+        jobs = [pool.run_job(None, None, sleep_then_whoami, 0, 0.3) for _ in range(2)]  # type: ignore[arg-type]
+        return await asyncio.gather(*jobs)
+
     try:
-        pid, _ = _run(pool, whoami)
-        assert _wait_until(lambda: not _alive(pid), 10)
-        assert pid not in processes.pids()
-        assert _run(pool, whoami)[0] != pid  # a new one takes the next job
+        first, second = (pid for pid, _ in asyncio.run(two()))
+        assert first != second
+        # the one used last stays warm (small: under half of worker_memory_mb), the other exits
+        assert _wait_until(lambda: not (_alive(first) and _alive(second)), 10)
+        time.sleep(1.0)
+        assert _alive(first) != _alive(second)
     finally:
         pool.close()
 
