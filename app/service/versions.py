@@ -121,7 +121,6 @@ class Versions:
         with self.database.transaction(write=True) as repo:
             record = repo.create_version(name, new)
         self.cache.fitted(LoadedVersion.of(record, outcome.calibrator, state), generation)
-        record_fit(method, time.perf_counter() - started)
         logger.info(
             "fitted %s v%d with %s on %d pairs",
             name,
@@ -129,7 +128,7 @@ class Versions:
             record.method,
             batch.n_samples,
         )
-        return VersionView(record=record, fitted=state)
+        return VersionView(record, state, method, time.perf_counter() - started)
 
     def fit_from_traffic(
         self,
@@ -166,10 +165,12 @@ class Versions:
         return self.cache.generation(name)
 
     def remember(self, view: VersionView, generation: int) -> None:
-        """A version a worker process fitted and stored: loaded into this process's cache and
-        served as ``latest`` (unless a later fit's version is, or ``name`` was deleted since
-        ``generation``), as if this process had fitted it."""
+        """A version :meth:`fit` stored, maybe in a worker process: loaded into this process's
+        cache and served as ``latest`` (unless a later fit's version is, or ``name`` was
+        deleted since ``generation``), and counted in this process's metrics."""
         self.cache.fitted(LoadedVersion.of_state(view.record, view.fitted), generation)
+        if view.asked is not None and view.seconds is not None:
+            record_fit(view.asked, view.seconds)
 
     def get(self, name: str, selector: Selector) -> VersionView:
         """A version with its fitted numbers (decoded once, then cached)."""

@@ -13,10 +13,14 @@ from app.store import CalibratorSummary, VersionRecord
 
 @dataclass(frozen=True)
 class VersionView:
-    """A stored version with its readable fitted numbers."""
+    """A stored version with its readable fitted numbers; a fit's own view also says which
+    method was asked for (``auto`` is ``auto``) and how long fitting and storing took, for the
+    metrics of the process that asked (:meth:`app.service.versions.Versions.remember`)."""
 
     record: VersionRecord
     fitted: dict[str, Any]
+    asked: str | None = None
+    seconds: float | None = None
 
 
 @dataclass(frozen=True)

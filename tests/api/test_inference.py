@@ -302,13 +302,13 @@ def test_a_small_compressed_infer_is_a_job_of_the_bounded_pool(
     """Its inflating may reach the body limit: the pool's budget, not the threadpool's."""
     work = fitted.app.state.service.work  # type: ignore[attr-defined]
     jobs: list[Any] = []
-    run = work.run
+    supervise = work.supervise
 
     async def counting(*args: Any, **kwargs: Any) -> Any:
         jobs.append(args)
-        return await run(*args, **kwargs)
+        return await supervise(*args, **kwargs)
 
-    monkeypatch.setattr(work, "run", counting)
+    monkeypatch.setattr(work, "supervise", counting)
     fitted.app.state.service.version_cache.forget("churn", 1)  # type: ignore[attr-defined]
     plain = orjson.dumps(infer_json(SCORES, [6]))
     assert fitted.post("/v2/models/churn/versions/1/infer", content=plain).status_code == 200
