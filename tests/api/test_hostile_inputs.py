@@ -122,7 +122,7 @@ def test_compressed_arrow_stream_rows_are_counted_before_decoding(
 ) -> None:
     # one zstd record batch of 3 x 10^8 rows is 83 KB: it was decoded (+1.7 GB, 3.9 s)
     # before its rows were counted; the count now comes from the batch's header, and
-    # nothing is decoded (the reader is never opened) for a body past the limit
+    # nothing is decoded (no record batch is read) for a body past the limit
     rows = settings.max_batch_rows + 1
     table = pa.table({"score": np.zeros(rows), "label": np.zeros(rows, np.int8)})
     stream = io.BytesIO()
@@ -136,7 +136,7 @@ def test_compressed_arrow_stream_rows_are_counted_before_decoding(
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("the stream was decoded before its rows were counted")
 
-    monkeypatch.setattr(ipc, "open_stream", never)
+    monkeypatch.setattr(ipc, "read_record_batch", never)
     r = client.post(
         "/v1/calibrators/x/fit",
         content=body,
@@ -163,6 +163,7 @@ def test_parquet_column_types_are_checked_before_reading(
         raise AssertionError("the file was read before its columns' types were checked")
 
     monkeypatch.setattr(pq.ParquetFile, "read", never)
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", never)
     r = client.post(
         "/v1/calibrators/x/fit",
         content=buffer.getvalue(),
