@@ -226,7 +226,10 @@ class WorkerProcesses:
         OverMemory
             When the job ran out of its memory limit.
         """
-        slot = self._take(settings)
+        try:
+            slot = self._take(settings)
+        except (OSError, RuntimeError) as exc:  # no fork server (e.g. no /dev/shm for its locks)
+            raise WorkerLost(f"no worker process could be started ({exc}); retry shortly") from exc
         try:
             future = slot.executor.submit(
                 _run, settings, budget.seconds, function, args, dict(kwargs)
@@ -236,9 +239,6 @@ class WorkerProcesses:
             raise WorkerLost(f"no worker process could be started ({exc}); retry shortly") from exc
         try:
             answer = _wait(future, budget)
-        except Abandoned:
-            self._discard(slot)
-            raise
         except BrokenProcessPool:
             self._discard(slot)
             logger.warning("a worker process died during its job; it will be replaced")
@@ -246,6 +246,9 @@ class WorkerProcesses:
                 "the worker process running this job died (killed, or out of memory); "
                 "nothing was stored"
             ) from None
+        except BaseException:  # abandoned, or an answer that could not be sent back
+            self._discard(slot)
+            raise
         self._give_back(slot, answer.resident_bytes, settings)
         if answer.error is not None:
             if isinstance(answer.error, MemoryError):

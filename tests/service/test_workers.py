@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,10 @@ def parse_big_json(service: CalibrationService) -> tuple[int, list[int]]:
     assert len(body) >= json_process.IN_PROCESS_BYTES
     parsed = json_process.parse_json_body(body, {"scores": False})
     return len(parsed["scores"]), json_process._worker.pids()
+
+
+def unpicklable(service: CalibrationService) -> object:
+    return threading.Lock()
 
 
 def fail(service: CalibrationService) -> None:
@@ -134,6 +139,19 @@ def test_a_jobs_error_arrives_as_raised(tmp_path: Path) -> None:
     try:
         with pytest.raises(ValueError, match="a job's own error"):
             _run(pool, fail)
+        assert _run(pool, whoami)[0] != os.getpid()
+    finally:
+        pool.close()
+
+
+def test_an_answer_that_cannot_be_sent_back_fails_its_job_and_frees_its_place(
+    tmp_path: Path,
+) -> None:
+    pool = _pool(tmp_path)
+    try:
+        with pytest.raises(TypeError, match="pickle"):
+            _run(pool, unpicklable)
+        assert processes.pids(idle=False) == []
         assert _run(pool, whoami)[0] != os.getpid()
     finally:
         pool.close()
