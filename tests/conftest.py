@@ -143,3 +143,12 @@ def database(database_url: str) -> Iterator[Database]:
     db = Database(database_url, Settings(database_url=database_url))
     yield db
     db.dispose()
+
+
+@pytest.fixture(autouse=True)
+def _jobs_in_threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked ``in_threads`` patches code that jobs run (a spy, a limit, a failure): the
+    apps it makes run their jobs in threads of this process, where the patch is, instead of
+    worker processes (``CALIBRATION_WORK_PROCESSES``, read by every ``Settings()``)."""
+    if request.node.get_closest_marker("in_threads") is not None:
+        monkeypatch.setenv("CALIBRATION_WORK_PROCESSES", "false")

@@ -102,10 +102,11 @@ class Diagnosis:
     def kept(
         self, name: str, selector: Selector, query: ReportOptions
     ) -> tuple[int, Reports | None]:
-        """The number ``selector`` names now, and :meth:`stored`'s reports for it when this
-        process keeps them (else None: compute them, e.g. in a worker, on that number, then
-        :meth:`keep` them). One read of the version's row: a deleted version is a 404."""
-        record = self._record(name, selector)
+        """The number ``selector`` names now (one read: a deleted version is a 404), and
+        :meth:`stored`'s reports for it when this process keeps them, else None: compute them
+        on that number (in a worker), then :meth:`keep` them."""
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, selector)
         return record.version, self.reports.get((*_key(record), _reported(query)))
 
     def keep(self, reports: Reports, query: ReportOptions) -> None:
@@ -113,21 +114,16 @@ class Diagnosis:
         self.reports.put((reports.name, reports.version, _reported(query)), reports)
 
     def kept_picture(
-        self, name: str, selector: Selector, query: ReportOptions, image_format: ImageFormat
-    ) -> tuple[int, bytes | None]:
-        """:meth:`kept` for :meth:`stored_picture`."""
-        record = self._record(name, selector)
-        return record.version, self.pictures.get((*_key(record), query, image_format))
+        self, name: str, version: int, query: ReportOptions, image_format: ImageFormat
+    ) -> bytes | None:
+        """:meth:`stored_picture`'s diagram of ``version`` when this process keeps it."""
+        return self.pictures.get((name, version, query, image_format))
 
     def keep_picture(
         self, name: str, version: int, query: ReportOptions, image_format: ImageFormat, image: bytes
     ) -> None:
         """Keep :meth:`stored_picture`'s diagram drawn elsewhere, for :meth:`kept_picture`."""
         self.pictures.put((name, version, query, image_format), image)
-
-    def _record(self, name: str, selector: Selector) -> VersionRecord:
-        with self.database.transaction() as repo:
-            return repo.get_version(name, selector)
 
     def stored_picture(
         self, name: str, selector: Selector, query: ReportOptions, image_format: ImageFormat

@@ -22,6 +22,8 @@ from app.settings import Settings
 
 from .helpers import sigmoid_batch
 
+pytestmark = pytest.mark.in_threads  # some tests patch the decoders jobs call
+
 PARITY = 1e-12
 
 

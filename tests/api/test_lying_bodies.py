@@ -32,6 +32,8 @@ from .lying_files import Lie, lying_arrow, lying_parquet
 from .test_columnar_batches import ARROW, ENCODINGS, PARQUET, table_of
 from .test_multiclass import logits_batch
 
+pytestmark = pytest.mark.in_threads  # it patches the decoders jobs call, and a limit
+
 ROWS = 2_000_000
 """Rows a lying body holds in the HTTP tests: 32 MB as arrays, past the limit they set."""
 LIMIT = 1_000_000

@@ -18,6 +18,8 @@ from app.store.traffic.rows import LoggedPrediction
 from .helpers import assert_problem, ece, psi, sigmoid_batch
 from .test_multiclass import logits_batch
 
+pytestmark = pytest.mark.in_threads  # its chunking patches the reads jobs make
+
 BASE = "/v1/calibrators/churn"
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
 

@@ -213,6 +213,7 @@ def test_no_labelled_traffic_in_the_range_is_not_found(
     assert_problem(r, 404, "no labelled traffic", "v3")
 
 
+@pytest.mark.in_threads  # it patches code the job runs
 def test_more_labelled_traffic_than_a_batch_may_hold_is_refused_before_it_is_read(
     client: TestClient, traffic: dict[int, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

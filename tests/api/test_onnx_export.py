@@ -135,6 +135,7 @@ def test_bad_export_queries(client: TestClient) -> None:
     assert_problem(client.get("/v1/calibrators/none/versions/1/artifact?format=onnx"), 404)
 
 
+@pytest.mark.in_threads  # it patches code the job runs
 def test_a_graph_that_would_not_match_predict_is_not_served(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -186,6 +186,7 @@ def test_a_refit_of_an_unknown_calibrator_is_not_found(client: TestClient) -> No
     assert_problem(r, 404, "nobody")
 
 
+@pytest.mark.in_threads  # it patches code the job runs
 def test_a_range_past_the_batch_limit_is_refused_before_it_is_read(
     fitted: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,6 +12,8 @@ from app.store.blobs import BlobOperations
 
 from .helpers import sigmoid_batch
 
+pytestmark = pytest.mark.in_threads  # it counts the batch reads jobs make
+
 
 def fit(client: TestClient, name: str, seed: int) -> None:
     r = client.post(

@@ -138,6 +138,7 @@ def test_metrics_count_requests_by_route_template(
     assert delta("calibration_artifact_cache_total", result="hit") >= 2.0
 
 
+@pytest.mark.in_threads  # it patches code the job runs
 def test_log_lines_are_json_with_the_request_id(client: TestClient) -> None:
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)

@@ -1,10 +1,11 @@
 """Jobs in worker processes: where they run, what a worker's death, a budget, a departed
 client, memory and idleness do to them, and that no worker outlives its server
-(app/service/workers.py, through app/service/work.py)."""
+(app/service/workers/, through app/service/work.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -20,10 +21,10 @@ import pytest
 
 from app.calibration import checkpoint
 from app.errors import ClientGone, OverBudget, OverMemory, WorkerLost
-from app.service import workers
+from app.observability import current_request_id
 from app.service.use_cases import CalibrationService
 from app.service.work import WorkPool
-from app.service.workers import processes
+from app.service.workers import processes, slots
 from app.settings import Settings
 
 BOUND = 30.0
@@ -73,6 +74,11 @@ def parse_big_json(service: CalibrationService) -> tuple[int, list[int]]:
 
 def unpicklable(service: CalibrationService) -> object:
     return threading.Lock()
+
+
+def request_and_log(service: CalibrationService) -> tuple[str | None, list[str]]:
+    root = logging.getLogger()
+    return current_request_id.get(), [type(h.formatter).__name__ for h in root.handlers]
 
 
 def fail(service: CalibrationService) -> None:
@@ -134,6 +140,16 @@ def test_a_worker_parses_a_big_json_body_itself(tmp_path: Path) -> None:
         pool.close()
 
 
+def test_a_jobs_log_lines_carry_its_request_id_in_the_servers_format(tmp_path: Path) -> None:
+    pool = _pool(tmp_path, log_format="json")
+    current_request_id.set("trace-7")
+    try:
+        assert _run(pool, request_and_log) == ("trace-7", ["JsonFormatter"])
+    finally:
+        current_request_id.set(None)
+        pool.close()
+
+
 def test_a_jobs_error_arrives_as_raised(tmp_path: Path) -> None:
     pool = _pool(tmp_path)
     try:
@@ -182,7 +198,7 @@ def test_a_worker_that_dies_fails_only_its_job_and_is_replaced(tmp_path: Path) -
 def test_a_job_that_ignores_its_budget_is_killed_with_its_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(workers, "GRACE_SECONDS", 0.2)
+    monkeypatch.setattr(slots, "GRACE_SECONDS", 0.2)
     pool = _pool(tmp_path, fit_timeout_seconds=0.2)
     try:
         before = set(processes.pids())

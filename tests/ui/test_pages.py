@@ -194,6 +194,7 @@ def test_an_unexpected_error_under_ui_is_a_500_page(
     assert '<a href="/problems/internal-error">' in page.text
 
 
+@pytest.mark.in_threads  # it patches code the job runs
 def test_a_corrupt_batch_is_the_panel_s_problem_with_its_page(
     shown: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -167,9 +167,8 @@ def _picture_route(image_format: ImageFormat) -> None:
         query: ReportQuery,
     ) -> Response:
         found = parse_selector(name, selector)
-        version, image = await run_in_threadpool(
-            service.diagnosis.kept_picture, name, found, query, image_format
-        )
+        version, _ = await run_in_threadpool(service.diagnosis.kept, name, found, query)
+        image = service.diagnosis.kept_picture(name, version, query, image_format)
         if image is None:
             image = await in_worker(request, _stored_picture, name, version, query, image_format)
             service.diagnosis.keep_picture(name, version, query, image_format, image)
