@@ -45,8 +45,8 @@ class BlockResampler:
         self.line, self.offset_intercept = line, offset_intercept
         self.smooth_sigma, self.seed = smooth_sigma, seed
         self.weight = float(tables.sums[:, tables.columns["weight"]].sum())
-        # one product per chunk: the sums' columns, then the bins'
-        self.all_sums = np.column_stack([tables.sums, tables.gaps])
+        # one product per chunk: the sums' columns, the AUC's influence, then the bins'
+        self.all_sums = np.column_stack([tables.sums, _auc_influence(tables), tables.gaps])
         if tables.smooth is not None:
             self.smooth32 = tuple(grid.astype(np.float32) for grid in tables.smooth)
             self.fixed_ones = tables.smooth[0].sum(axis=0, keepdims=True)
@@ -59,13 +59,13 @@ class BlockResampler:
         columns = self.tables.columns
         c = counts.T.astype(np.float64)
         sums = c @ self.all_sums
-        gaps = sums[:, self.tables.sums.shape[1] :]
+        gaps = sums[:, self.tables.sums.shape[1] + 1 :]
 
         def column(name: str) -> FloatArray:
             found: FloatArray = sums[:, columns[name]]
             return found
 
-        total, positive = column("weight"), column("positive")
+        total = column("weight")
         out: dict[str, FloatArray] = {}
         with np.errstate(invalid="ignore", divide="ignore"):
             for name in self.names:
@@ -77,9 +77,9 @@ class BlockResampler:
             if self.offset_intercept is not None:
                 out["calibration_intercept"] = self.offset_intercept + column("r0") / column("h0")
             out["ece"] = np.abs(gaps).sum(axis=1) / total
-            if np.isfinite(self.tables.auc_offset):
-                pairs = self.tables.auc_offset + column("auc")
-                out["auc"] = pairs / (positive * (total - positive))
+            if np.isfinite(self.tables.auc) and np.isfinite(self.tables.auc_atoms):
+                shift = sums[:, self.tables.sums.shape[1]]
+                out["auc"] = np.clip(self.tables.auc + shift, 0.0, 1.0)
         if smooth and self.tables.smooth is not None:
             few = np.ascontiguousarray(counts[:SMOOTH_BLOCKS].T)
             ones, residual = (few @ grid for grid in self.smooth32)
@@ -101,6 +101,22 @@ class BlockResampler:
             residual = _cell_draws(rng, self.tables.cell_spread, count)
             out["smooth_ece"] = searched_eces((self.fixed_ones, residual))
         return out
+
+
+def _auc_influence(tables: BlockTables) -> FloatArray:
+    """Per block, the AUC's influence: (placements - A (N P_k + P N_k)) / (P N), A the AUC
+    at the atoms, P_k and N_k the block's positive and negative weights (summing to 0 over
+    the blocks, so that a resample's AUC is the batch's plus its counts times these)."""
+    columns = tables.columns
+    placements = tables.sums[:, columns["auc"]]
+    positive = tables.sums[:, columns["positive"]]
+    negative = tables.sums[:, columns["weight"]] - positive
+    pairs = positive.sum() * negative.sum()
+    if not (pairs > 0 and np.isfinite(tables.auc_atoms)):
+        return np.zeros(placements.size)
+    spread = negative.sum() * positive + positive.sum() * negative
+    influence: FloatArray = (placements - tables.auc_atoms * spread) / pairs
+    return influence
 
 
 def _cell_draws(rng: np.random.Generator, spread: FloatArray, count: int) -> Float32Array:

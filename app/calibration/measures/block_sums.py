@@ -22,10 +22,11 @@ scaled together (each one here). Per view of the batch (:class:`BlockTables`):
   the one-step Newton of the row bootstrap (Moulton & Zeger, 1991);
 - binned ECE: per block and bin the sum of w (p - y), the bins the batch's own;
 - AUC: per block the sum of each row's placement, the weight of the other class it outranks
-  (ties half), read at :data:`ATOMS` quantile atoms of p: the Mann-Whitney sum is linearised in
-  the counts (DeLong, DeLong & Clarke-Pearson, *Biometrics* 1988, whose variance is that of
-  the placements), the denominators P N kept exact; pairs within an atom lose their share of
-  the variance, under 1/ATOMS^2 of it;
+  (ties half), read at :data:`ATOMS` quantile atoms of p: the AUC is linearised in the counts,
+  its influence per row being the placement against the AUC times the other class's weight
+  (DeLong, DeLong & Clarke-Pearson, *Biometrics* 1988, whose variance is that of the
+  placements), around the batch's exact AUC; pairs within an atom lose their share of the
+  variance, of the order of 1/ATOMS^2 of it, and a batch of one tied p keeps its 1/2 exactly;
 - smooth ECE and its curve: per block and grid point the split weights and residuals of
   :mod:`app.calibration.measures.smooth_ece`, over only :data:`SMOOTH_BLOCKS` blocks (the
   rows' block modulo SMOOTH_BLOCKS, counted by the first SMOOTH_BLOCKS blocks' counts): their
@@ -103,8 +104,10 @@ class BlockTables:
     """The columns that are weighted sums of the view's per-row terms (log loss, ...)."""
     gaps: FloatArray
     """Blocks x bins: sum w (p - y)."""
-    auc_offset: float
-    """The exact Mann-Whitney sum minus twice its atom-level reading (the placements' sum)."""
+    auc: float
+    """The batch's AUC (NaN without one)."""
+    auc_atoms: float
+    """The AUC read at the atoms: the placements' sum over 2 P N."""
     bin_spread: FloatArray
     """Per bin: sum w^2 p (1 - p), the variance of sum w y* for labels y* drawn from p."""
     smooth: tuple[FloatArray, FloatArray] | None
@@ -145,12 +148,13 @@ def block_tables(
     placements = np.empty_like(classes)  # per cell: the weight of the other class outranked
     placements[1::2] = np.cumsum(negatives) - 0.5 * negatives
     placements[0::2] = positives.sum() - np.cumsum(positives) + 0.5 * positives
-    exact = np.nan if auc is None else auc * positives.sum() * negatives.sum()
     bin_of_atom = np.searchsorted(inner_edges, np.concatenate([[-1.0], merged]), side="right")
     summer = _Summer(view, blocks, inner_edges.size + 1, smooth, smooth_sigma)
     for rows in _chunks(view.p.size):
         summer.add(rows, cells[rows], np.repeat(bin_of_atom, 2), placements, line, offset_intercept)
-    return summer.tables(exact - 2.0 * float(positives @ placements[1::2]))
+    pairs = positives.sum() * negatives.sum()
+    at_atoms = float(positives @ placements[1::2]) / pairs if pairs > 0 else np.nan
+    return summer.tables(np.nan if auc is None else auc, at_atoms)
 
 
 class EdgeCounter:
@@ -311,7 +315,7 @@ class _Summer:
             index, size = block * self.curve_size + cell, SMOOTH_BLOCKS * self.curve_size
             self._split("curve", index, frac, np.column_stack([w, w * y]), size)
 
-    def tables(self, auc_offset: float) -> BlockTables:
+    def tables(self, auc: float, auc_atoms: float) -> BlockTables:
         def grids(name: str, size: int) -> tuple[FloatArray, FloatArray]:
             both = self.grids[name]
             return both[:, 0].reshape(SMOOTH_BLOCKS, size), both[:, 1].reshape(SMOOTH_BLOCKS, size)
@@ -326,7 +330,8 @@ class _Summer:
             columns=self.columns,
             terms=list(self.terms),
             gaps=self.gaps.reshape(BLOCKS, self.bins),
-            auc_offset=auc_offset,
+            auc=auc,
+            auc_atoms=auc_atoms,
             bin_spread=self.bin_spread,
             smooth=smooth,
             curve=curve,

@@ -138,7 +138,7 @@ def fit_resamples(n: int) -> int:
     """The resamples behind a version's stored intervals for a batch of ``n`` rows: always
     :data:`~app.calibration.measures.bootstrap.RESAMPLES`. Up to
     :data:`~app.calibration.measures.report_bootstrap.LARGE_ROWS` rows the row bootstrap's
-    rows x resamples stay under 5 x 10^7; from there the bootstrap reads per-block sums, whose
+    rows x resamples stay under 2 x 10^7; from there the bootstrap reads per-block sums, whose
     cost does not grow with the rows (before them, 200 resamples at 10^6 rows cost 2.3 s and
     50 at 10^7 rows 11 s, measured)."""
     return RESAMPLES

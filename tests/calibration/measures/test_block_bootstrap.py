@@ -184,3 +184,12 @@ def test_edge_counts_are_numpys_search(kind: str) -> None:
     values = np.concatenate([p, edges, [-1.0, 0.0, 1.0, 2.0]])
     counter = block_sums.EdgeCounter(edges)
     np.testing.assert_array_equal(counter.count(values), np.searchsorted(edges, values))
+
+
+def test_one_tied_prediction_keeps_an_auc_of_one_half() -> None:
+    """Every row at one p: each resample's AUC is 1/2 (ties count half), as on rows."""
+    _, y = _binary(30_000, 4)
+    (report,) = reliability_reports(
+        [np.full(y.size, 0.3)], y, None, n_bins=10, strategy="uniform", resamples=200
+    )
+    assert report.intervals["auc"] == (0.5, 0.5)
