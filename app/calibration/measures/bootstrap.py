@@ -139,12 +139,27 @@ Interval = tuple[float, float]
 def percentile_interval(values: FloatArray, level: float = LEVEL) -> Interval | None:
     """The (1 - level)/2 and (1 + level)/2 quantiles of the finite resampled values; None when
     the measure is undefined on half the resamples or more (e.g. one class), or on all but
-    fewer than :data:`MIN_VALUES`."""
+    fewer than :data:`MIN_VALUES`.
+
+    A quantile q of B values is read at the (B + 1) q-th smallest, interpolated (the ordered
+    value Davison & Hinkley read, *Bootstrap Methods and their Application*, 1997): the
+    expected share of the distribution below the k-th smallest of B draws is k / (B + 1), so
+    this end holds q of it on average for any B, where numpy's default, the (B - 1) q + 1-th,
+    holds ((B - 1) q + 1) / (B + 1) (a 95% interval from 100 resamples would then hold 93% of
+    the distribution on average, from 1000 still 94.8%; measured here, the coverage test at
+    50 resamples needs the former)."""
     finite = values[np.isfinite(values)]
     if finite.size < MIN_VALUES or finite.size * 2 <= values.size:
         return None
-    low, high = np.quantile(finite, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
+    low, high = _quantiles(finite, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
     return float(low), float(high)
+
+
+def _quantiles(values: FloatArray, levels: list[float]) -> FloatArray:
+    """:func:`percentile_interval`'s quantiles: numpy's ``weibull`` method is the (B + 1) q
+    rule, clipped to the smallest and largest value."""
+    found: FloatArray = np.quantile(values, levels, method="weibull")
+    return found
 
 
 def calibration_error_interval(
@@ -165,6 +180,6 @@ def calibration_error_interval(
     low = min(max(2.0 * value - quantiles[1], 0.0), 1.0)
     high = min(max(2.0 * value - quantiles[0], 0.0), 1.0)
     finite = consistent[np.isfinite(consistent)]
-    if finite.size == 0 or value <= float(np.quantile(finite, level)):
+    if finite.size == 0 or value <= float(_quantiles(finite, [level])[0]):
         low = 0.0
     return low, max(high, low)

@@ -134,17 +134,14 @@ def headline_resampled(
     return points, bootstrap(views, edges, points, resamples)
 
 
-FIT_ENTRIES = 2 * 10**8
-"""Resamples x rows behind a new version's ``metrics.cv`` intervals at most, above a floor of
-:data:`FIT_MIN_RESAMPLES`: 1000 resamples up to 2 x 10^5 rows, 200 at 10^6, 50 from 4 x 10^6
-(measured here, both reports: 2.3 s at 10^6 rows, 11 s at 10^7, most of it the views' set-up,
-against 0.1 s and 1.3 s without intervals)."""
-FIT_MIN_RESAMPLES = 50
-
-
 def fit_resamples(n: int) -> int:
-    """The resamples behind a version's stored intervals for a batch of ``n`` rows."""
-    return max(FIT_MIN_RESAMPLES, min(RESAMPLES, FIT_ENTRIES // max(n, 1)))
+    """The resamples behind a version's stored intervals for a batch of ``n`` rows: always
+    :data:`~app.calibration.measures.bootstrap.RESAMPLES`. Up to
+    :data:`~app.calibration.measures.report_bootstrap.LARGE_ROWS` rows the row bootstrap's
+    rows x resamples stay under 2 x 10^7; from there the bootstrap reads per-block sums, whose
+    cost does not grow with the rows (before them, 200 resamples at 10^6 rows cost 2.3 s and
+    50 at 10^7 rows 11 s, measured)."""
+    return RESAMPLES
 
 
 def with_intervals(metrics: dict[str, Any], resampled: Resampled) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from app.calibration.measures.bootstrap import (
 )
 from app.calibration.measures.clinical import (
     calibration_intercept,
-    calibration_line,
     ece_debiased,
     spiegelhalter,
 )
@@ -100,7 +99,7 @@ def view_measures(view: View, n_bins: int) -> dict[str, float | None]:
         "ece_debiased": ece_debiased(p, y, n_bins) if unweighted else None,
         "smooth_ece": smooth.value,
         "smooth_ece_sigma": smooth.sigma,
-        "calibration_slope": None if (line := calibration_line(p, y, w)) is None else line.slope,
+        "calibration_slope": None if (line := view.line()) is None else line.slope,
         "calibration_intercept": calibration_intercept(p, y, w),
         "spiegelhalter_z": None if test is None else test.z,
         "spiegelhalter_p": None if test is None else test.p_value,

@@ -30,8 +30,8 @@ intervals (:func:`~app.calibration.measures.bootstrap.calibration_error_interval
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -42,7 +42,7 @@ from scipy.special import expit, logit
 from app.calibration.base import FloatArray
 from app.calibration.measures.auc_atoms import auc_atoms, within_atoms_auc
 from app.calibration.measures.bootstrap import Float32Array
-from app.calibration.measures.clinical import Line
+from app.calibration.measures.clinical import Line, calibration_line
 
 NEWTON_STEPS = 2
 """Newton steps per resample for the slope and intercept on batches of up to STEPPED_ROWS
@@ -77,6 +77,16 @@ class View:
     y: FloatArray
     w: FloatArray
     terms: Callable[[], Mapping[str, FloatArray]] = dict
+    fitted: dict[str, Line | None] = field(default_factory=dict, compare=False, repr=False)
+    """What :meth:`line` fitted, kept: a report's measures and its bootstrap both read it."""
+
+    def line(self) -> Line | None:
+        """The view's :func:`~app.calibration.measures.clinical.calibration_line`, fitted once:
+        a Newton fit over every row, which a report's measures and its bootstrap would
+        otherwise each pay."""
+        if "line" not in self.fitted:
+            self.fitted["line"] = calibration_line(self.p, self.y, self.w)
+        return self.fitted["line"]
 
 
 class ViewResampler:
@@ -206,14 +216,10 @@ class ViewResampler:
         return out
 
     def _slope(self, c: Float32Array, s: FloatArray) -> FloatArray:
-        """Each resample's slope: one Newton step from the batch's line, (slope, intercept)
-        += I^-1 U with U = (sum r z, sum r) and I = [[sum h z^2, sum h z], [sum h z, sum h]]
+        """Each resample's slope: one :func:`newton_step` from the batch's line, its sums
         from the matrix product, then :data:`NEWTON_STEPS` - 1 more on small batches."""
         assert self.line is not None
-        r, rz, h, hz, hzz = s.T
-        det = hzz * h - hz * hz
-        slope: FloatArray = self.line.slope + (h * rz - hz * r) / det
-        intercept = self.line.intercept + (hzz * r - hz * rz) / det
+        slope, intercept = newton_step(self.line.slope, self.line.intercept, list(s.T))
         if self.p.size > STEPPED_ROWS:
             return slope
         z, y = self.z.astype(np.float32), self.y.astype(np.float32)
@@ -222,13 +228,8 @@ class ViewResampler:
             residual = c * (y[:, None] - mu)
             mu *= 1.0 - mu
             mu *= c  # the information's weights
-            r, rz = _sums(residual), _sums(residual, z)
-            h, hz, hzz = _sums(mu), _sums(mu, z), _sums(mu, z * z)
-            det = hzz * h - hz * hz
-            slope, intercept = (
-                slope + (h * rz - hz * r) / det,
-                intercept + (hzz * r - hz * rz) / det,
-            )
+            sums = (_sums(residual), _sums(residual, z), _sums(mu), _sums(mu, z), _sums(mu, z * z))
+            slope, intercept = newton_step(slope, intercept, sums)
         return slope
 
     def _intercept(self, c: Float32Array, step: FloatArray) -> FloatArray:
@@ -257,6 +258,18 @@ class ViewResampler:
         pairs = (atom_y * (below + 0.5 * atom_n)).sum(axis=0) + self.within_auc
         auc: FloatArray = pairs / (positive * (total - positive))
         return auc
+
+
+def newton_step(
+    slope: FloatArray | float, intercept: FloatArray | float, sums: Sequence[FloatArray]
+) -> tuple[FloatArray, FloatArray]:
+    """(slope, intercept) += I^-1 U for the line logit P(y = 1) = intercept + slope z, from
+    the score U = (sum r z, sum r) and information I = [[sum h z^2, sum h z], [sum h z, sum h]]
+    given as ``sums`` = (sum r, sum r z, sum h, sum h z, sum h z^2), r = w (y - mu) and
+    h = w mu (1 - mu) at the current line (each sum an array over resamples)."""
+    r, rz, h, hz, hzz = sums
+    det = hzz * h - hz * hz
+    return slope + (h * rz - hz * r) / det, intercept + (hzz * r - hz * rz) / det
 
 
 def _sums(values: Float32Array, by: Float32Array | None = None) -> FloatArray:

@@ -141,11 +141,11 @@ class SmoothEceResampler:
                 self._fixed = self._grids(FINEST_GRID, ("share", "share_p"), self._w[:, None])
             ones, predicted = self._fixed
             (positives,) = self._grids(FINEST_GRID, ("share_w",), labels)
-            return _searched((ones, (predicted - positives).astype(positives.dtype)))
+            return searched_eces((ones, (predicted - positives).astype(positives.dtype)))
         if weights is None:
             raise CalibrationError("give the resamples' weights or labels", loc=("weights",))
         ones, residual = self._grids(FINEST_GRID, ("share", "share_residual"), weights)
-        return _searched((ones, residual))
+        return searched_eces((ones, residual))
 
     def curves(self, weights: NDArray[np.floating], sigma: float, mesh: int = MESH) -> FloatArray:
         """Each resample's smoothed fraction of positives at width ``sigma``, at ``mesh``
@@ -154,9 +154,7 @@ class SmoothEceResampler:
         the finest grid's approximation would move by up to 1% of the resamples' spread."""
         size = grid_size(_check_sigma(sigma))
         ones, positives = self._grids(size, ("share", "share_y"), weights)
-        matrix = mesh_matrix(float(sigma), mesh)
-        curves: FloatArray = positives @ matrix.T / (ones @ matrix.T + DENSITY_EPS)
-        return curves
+        return curves_of_grids(ones, positives, sigma, mesh)
 
     def _grids(
         self, size: int, kinds: tuple[str, ...], columns: NDArray[np.floating]
@@ -198,7 +196,15 @@ class SmoothEceResampler:
         )
 
 
-def _searched(fine: _SizeGrids) -> FloatArray:
+def curves_of_grids(ones: Grid, positives: Grid, sigma: float, mesh: int = MESH) -> FloatArray:
+    """The smoothed fractions of positives at width ``sigma`` (b x mesh) of resamples whose
+    weight and positives grids on the width's own grid are given (b x G each)."""
+    matrix = mesh_matrix(float(sigma), mesh)
+    curves: FloatArray = positives @ matrix.T / (ones @ matrix.T + DENSITY_EPS)
+    return curves
+
+
+def searched_eces(fine: _SizeGrids) -> FloatArray:
     """The width search of the resamples whose weight and residual grids on the finest grid
     are given (b x F each, or 1 x F weights shared by all): their smooth ECEs."""
 

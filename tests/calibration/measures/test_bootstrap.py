@@ -1,5 +1,5 @@
 """Bootstrap intervals: each resample's measures against the measures computed directly on
-the resample's weights, determinism, and coverage on data drawn from a calibrated model."""
+the resample's weights, and determinism (coverage: ``test_coverage.py``)."""
 
 from __future__ import annotations
 
@@ -112,31 +112,10 @@ def test_intervals_are_seeded_and_shared() -> None:
     assert "intervals" not in none[0].as_json()["metrics"]
 
 
-def test_coverage_on_a_calibrated_model() -> None:
-    """On batches drawn from a calibrated model the 95% intervals of the log loss and of the
-    ECE cover the population values (the expected entropy, and 0) in 90-99% of 200 seeded
-    batches."""
-    rng = np.random.default_rng(11)
-    population = rng.beta(2.0, 3.0, 2_000_000)
-    entropy = float(np.mean(_losses(population, population)))  # E[log loss] when calibrated
-    covered = {"log_loss": 0, "ece": 0}
-    for seed in range(200):
-        draw = np.random.default_rng(1000 + seed)
-        p = draw.beta(2.0, 3.0, 500)
-        labels = (draw.random(p.size) < p).astype(np.int64)
-        (report,) = reliability_reports(
-            [p], labels, None, n_bins=10, strategy="uniform", resamples=400
-        )
-        low, high = report.intervals["log_loss"]
-        covered["log_loss"] += low <= entropy <= high
-        covered["ece"] += report.intervals["ece"][0] == 0.0
-    assert 180 <= covered["log_loss"] <= 198, covered
-    assert 180 <= covered["ece"] <= 198, covered
-
-
 def test_interval_rules() -> None:
     values = np.arange(1000, dtype=np.float64)
-    assert percentile_interval(values) == pytest.approx((24.975, 974.025))
+    # the (B + 1) q-th smallest: the 25.025th and 975.975th of 1000
+    assert percentile_interval(values) == pytest.approx((24.025, 974.975))
     undefined = np.full(1000, np.nan)
     undefined[:400] = 1.0
     assert percentile_interval(undefined) is None  # most resamples had one class
@@ -144,19 +123,19 @@ def test_interval_rules() -> None:
     resampled = np.linspace(0.05, 0.09, 1001)
     assert calibration_error_interval(0.06, resampled, np.linspace(0.0, 0.08, 1001)) == (
         0.0,
-        pytest.approx(2 * 0.06 - np.quantile(resampled, 0.025)),
+        pytest.approx(2 * 0.06 - np.quantile(resampled, 0.025, method="weibull")),
     )
     low, high = calibration_error_interval(0.06, resampled, np.linspace(0.0, 0.04, 1001))
-    assert low == pytest.approx(2 * 0.06 - np.quantile(resampled, 0.975))  # rejected: 0.031
-    assert low > 0.03
-    assert high == pytest.approx(2 * 0.06 - np.quantile(resampled, 0.025))
+    assert low == pytest.approx(2 * 0.06 - np.quantile(resampled, 0.975, method="weibull"))
+    assert low > 0.03  # rejected: 0.031
+    assert high == pytest.approx(2 * 0.06 - np.quantile(resampled, 0.025, method="weibull"))
     with pytest.raises(CalibrationError, match="bootstrap"):
         check_resamples(10_001)
     with pytest.raises(CalibrationError, match="bootstrap"):
         check_resamples(True)
 
 
-@pytest.mark.parametrize("n", [1000, 3000, 100_000])
+@pytest.mark.parametrize("n", [1000, 3000, 15_000])
 def test_consistency_resamples_are_capped_and_give_the_ece_of_their_labels(
     n: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
