@@ -25,7 +25,7 @@ def main() -> None:
         # Every row kind of the full run but HTTP's and traffic's, on sizes small beside the
         # interpreters the memory rows (four) and the columnar rows (two servers) start, so
         # that the smoke run stays within 30 s; the predict kernels keep 10^5, where their
-        # target applies and which costs a second. The load rows keep their fits only.
+        # target applies and which costs a second. The load rows keep 16 fits on one name.
         rows += sklearn_rows([10**3, 10**4])
         rows += variant_rows([1_000], repeat=1)
         rows += kernel_rows(10**5, 5)

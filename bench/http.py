@@ -43,6 +43,7 @@ from app.calibration.measures.diagnostics import headline, raw_as_probabilities
 from app.store.migrate import upgrade
 from bench.fits import batch
 from bench.table import Row, Target, compare_ms, median_seconds, progress
+from bench.watch import descendants
 
 P50 = Target(1.5)
 THROUGHPUT = Target(0.7, at_least=True)
@@ -114,21 +115,18 @@ def serve_module(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[by
 def running(
     command: list[str], env: dict[str, str], port: int
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Run ``command``, a server on ``port``, in a process group of its own; yield its base
-    URL once ``/healthz`` answers, and its process; stop the whole group after, even on
-    failure: SIGTERM to the server, then SIGKILL to every process left in the group (its
-    worker processes, should they outlive it).
+    """Run ``command``, a server on ``port``; yield its base URL once ``/healthz`` answers,
+    and its process; stop it and every process below it after, even on failure: SIGTERM to
+    the server, SIGKILL past :data:`STOP_SECONDS`, then SIGKILL to those of its processes
+    (worker processes, fork server) that outlived it.
 
-    The server's output goes to a file, not a pipe: a full pipe would block the server.
+    The server stays in this process's group, so that whoever runs a benchmark in a group of
+    its own (``tests/bench/runs.py``) stops its servers with it, even when it is killed. The
+    server's output goes to a file, not a pipe: a full pipe would block the server.
     """
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            start_new_session=True,
+            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
         )
         try:
             yield _wait_ready(f"http://127.0.0.1:{port}", process, log), process
@@ -137,14 +135,16 @@ def running(
                 log.seek(0)
                 tail = log.read().decode(errors="replace")[-4000:]
                 progress(f"the server exited by itself ({process.returncode}):\n{tail}")
+            below = descendants(process.pid)  # once it has ended they are init's
             process.terminate()
             try:
                 process.wait(timeout=STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-            with suppress(ProcessLookupError):  # none left
-                os.killpg(process.pid, signal.SIGKILL)
+            for child in below:
+                with suppress(ProcessLookupError):  # it ended with its server
+                    os.kill(child, signal.SIGKILL)
 
 
 def migrated_env(folder: str) -> dict[str, str]:
