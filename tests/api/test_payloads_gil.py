@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from app.api.bodies import csv_batches, payloads
 from app.api.bodies.csv_batches import parse_csv
-from app.api.bodies.json_process import JsonProcess, parse_json_body
+from app.api.bodies.json_process import IN_PROCESS_BYTES, JsonProcess, parse_json_body
 from app.api.bodies.payloads import BATCH_ARRAYS, ParsedArray, number_array, read_json_arrays
 from app.errors import FieldError, InvalidInput, MalformedBody, ServiceError
 
@@ -280,12 +280,8 @@ def test_converting_a_list_in_slices_gives_what_converting_it_whole_gives(
 
 
 # -- JSON in another process ----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def json_batch() -> tuple[bytes, dict[str, np.ndarray]]:
-    """A ~60 MB fit body (near the default limit): 2.5 million full-precision scores, labels
-    and weights. Parsed in the calling thread, it holds the GIL for some 200 ms."""
+def _json_batch(n: int) -> tuple[bytes, dict[str, np.ndarray]]:
     rng = np.random.default_rng(1)
-    n = 2_500_000
     arrays = {
         "scores": rng.normal(0, 2, n),
         "labels": (rng.random(n) < 0.4).astype(np.int64),
@@ -295,7 +291,24 @@ def json_batch() -> tuple[bytes, dict[str, np.ndarray]]:
         {**arrays, "method": "platt", "tags": {"team": "risk"}},
         option=orjson.OPT_SERIALIZE_NUMPY,
     )
+    return body, arrays
+
+
+@pytest.fixture(scope="module")
+def json_batch() -> tuple[bytes, dict[str, np.ndarray]]:
+    """A ~60 MB fit body (near the default limit): 2.5 million full-precision scores, labels
+    and weights. Parsed in the calling thread, it holds the GIL for some 200 ms."""
+    body, arrays = _json_batch(2_500_000)
     assert len(body) > 50_000_000
+    return body, arrays
+
+
+@pytest.fixture(scope="module")
+def process_batch() -> tuple[bytes, dict[str, np.ndarray]]:
+    """A fit body large enough to be parsed in the worker process (~2.4 MB, 100,000 rows):
+    what the process answers does not depend on the size past that."""
+    body, arrays = _json_batch(100_000)
+    assert len(body) > 2 * IN_PROCESS_BYTES
     return body, arrays
 
 
@@ -381,18 +394,19 @@ def deep_json_errors(body: bytes) -> list[tuple[bytes, str, tuple[str | int, ...
         "is null; expected a number",
         "is an array; expected a number",
     )
+    deep, last, other = len(scores) * 3 // 4 + 7, len(scores) - 1, len(labels) * 7 // 8 + 3
     return [
-        (with_score(765_432, b'"x"'), "scores", ("body", "scores", 765_432), string),
-        (with_score(999_999, b"{}"), "scores", ("body", "scores", 999_999), obj),
-        (with_label(876_543, b"null"), "labels", ("body", "labels", 876_543), null),
+        (with_score(deep, b'"x"'), "scores", ("body", "scores", deep), string),
+        (with_score(last, b"{}"), "scores", ("body", "scores", last), obj),
+        (with_label(other, b"null"), "labels", ("body", "labels", other), null),
         (with_label(5, b"[0]"), "labels", ("body", "labels", 5), array),
     ]
 
 
 def test_an_error_deep_in_a_big_json_body_names_its_index(
-    json_batch: tuple[bytes, dict[str, np.ndarray]],
+    process_batch: tuple[bytes, dict[str, np.ndarray]],
 ) -> None:
-    body, _ = json_batch
+    body, _ = process_batch
     for bad, field, loc, msg in deep_json_errors(body):
         data = parse_json_body(bad, BATCH_ARRAYS)
         # The error waits for its field: the others convert, in the order the caller asks.
@@ -415,12 +429,12 @@ def test_an_error_deep_in_a_big_json_body_names_its_index(
     ],
 )
 def test_a_big_body_that_is_refused_whole_gives_the_same_error_from_the_process(
-    json_batch: tuple[bytes, dict[str, np.ndarray]],
+    process_batch: tuple[bytes, dict[str, np.ndarray]],
     edit: Callable[[bytes], bytes],
     error: type[ServiceError],
     fragment: str,
 ) -> None:
-    body = edit(json_batch[0])
+    body = edit(process_batch[0])
     with pytest.raises(error, match=fragment) as caught:
         parse_json_body(body, BATCH_ARRAYS)
     expected = outcome(lambda: read_json_arrays(body, BATCH_ARRAYS))
@@ -428,10 +442,10 @@ def test_a_big_body_that_is_refused_whole_gives_the_same_error_from_the_process(
 
 
 def test_nan_in_a_big_body_is_read_by_the_process_as_in_a_thread(
-    json_batch: tuple[bytes, dict[str, np.ndarray]],
+    process_batch: tuple[bytes, dict[str, np.ndarray]],
 ) -> None:
     # NaN is not JSON, yet Python writes it: the process falls back to json.loads as well.
-    body = json_batch[0].replace(b'"scores":[', b'"scores":[NaN,', 1)
+    body = process_batch[0].replace(b'"scores":[', b'"scores":[NaN,', 1)
     scores = number_array(parse_json_body(body, BATCH_ARRAYS)["scores"], "scores", matrix=True)
     in_thread = read_json_arrays(body, BATCH_ARRAYS)["scores"].array
     assert np.isnan(scores[0])
