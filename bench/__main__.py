@@ -9,6 +9,7 @@ from bench.columnar import columnar_rows
 from bench.diagnostics import diagnostics_rows
 from bench.fits import sklearn_rows, variant_rows
 from bench.kernels import kernel_rows
+from bench.load import load_rows
 from bench.memory import memory_rows
 from bench.table import Row, markdown, progress
 
@@ -24,13 +25,14 @@ def main() -> None:
         # Every row kind of the full run but HTTP's and traffic's, on sizes small beside the
         # interpreters the memory rows (four) and the columnar rows (two servers) start, so
         # that the smoke run stays within 30 s; the predict kernels keep 10^5, where their
-        # target applies and which costs a second.
+        # target applies and which costs a second. The load rows keep 16 fits on one name.
         rows += sklearn_rows([10**3, 10**4])
         rows += variant_rows([1_000], repeat=1)
         rows += kernel_rows(10**5, 5)
         rows += memory_rows(10**4)
         rows += columnar_rows(10**3)
         rows += diagnostics_rows([10**3], repeat=1)
+        rows += load_rows(quick=True)
     else:
         rows += sklearn_rows([10**4, 10**5, 10**6, 10**7])
         rows += variant_rows([10**4, 10**5])
@@ -43,6 +45,7 @@ def main() -> None:
 
         rows += http_rows()
         rows += traffic_rows()
+        rows += load_rows(quick=False)
     print(markdown(rows))
     progress(f"{'quick' if quick else 'full'} bench done in {time.monotonic() - start:.0f} s")
 

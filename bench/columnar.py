@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import numpy as np
@@ -35,6 +34,7 @@ import pyarrow.parquet as pq
 from bench.fits import batch
 from bench.http import migrated_env, serve_process
 from bench.table import Row, Target, markdown, progress, size_label
+from bench.watch import descendants, peak_kb
 
 LOWER = Target(1.0)
 """Issue 12: a 10^7-row Parquet fit takes less time, and less memory, than the same as JSON."""
@@ -59,10 +59,15 @@ def bodies(n: int) -> dict[str, tuple[str, bytes]]:
     """The same n pairs as a Parquet file and as a JSON body: (media type, bytes) by name."""
     f, y, _ = batch(n, tied=False, seed=8)
     labels = y.astype(np.int8)
-    sink = io.BytesIO()
-    pq.write_table(pa.table({"score": f, "label": labels}), sink)
     as_json = orjson.dumps({"scores": f, "labels": labels}, option=orjson.OPT_SERIALIZE_NUMPY)
-    return {"parquet": (PARQUET, sink.getvalue()), "json": ("application/json", as_json)}
+    return {"parquet": (PARQUET, parquet(f, labels)), "json": ("application/json", as_json)}
+
+
+def parquet(scores: np.ndarray, labels: np.ndarray) -> bytes:
+    """A Parquet file of the columns ``score`` and ``label`` (as labels' dtype)."""
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"score": scores, "label": labels}), sink)
+    return sink.getvalue()
 
 
 def columnar_rows(n: int) -> list[Row]:
@@ -138,39 +143,9 @@ def _fit_once(
         start = time.perf_counter()
         fit(body)
         seconds = time.perf_counter() - start
-        server_kb = _peak_kb(process.pid)
-        children_kb = sum(_peak_kb(child) for child in _descendants(process.pid))
+        server_kb = peak_kb(process.pid)
+        children_kb = sum(peak_kb(child) for child in descendants(process.pid))
         return Measure(seconds, server_kb, server_kb + children_kb)
-
-
-def _peak_kb(pid: int) -> int:
-    """The process's peak resident set (``VmHWM``), in kB; 0 when it has ended."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    for line in status.splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0  # a zombie: its memory is gone
-
-
-def _descendants(pid: int) -> list[int]:
-    """The processes below ``pid`` (children, their children, ...), from ``/proc/*/stat``."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command's name
-        except OSError:  # the process ended meanwhile
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found: list[int] = []
-    waiting = list(children.get(pid, []))
-    while waiting:
-        child = waiting.pop()
-        found.append(child)
-        waiting += children.get(child, [])
-    return found
 
 
 def main() -> None:

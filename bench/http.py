@@ -12,10 +12,9 @@
 - 10^6 scores through ``/v2`` infer as binary tensor data both ways, against the floor
   np.frombuffer + kernel + tobytes, and the JSON ``/v1`` predict of them against it;
 - a 10^6-pair fit over HTTP against the same fit in process (``fit_calibrator`` and the stored
-  metrics, cross-validation included in both);
-- 10^6-pair fits over HTTP (``auto``, ``isotonic``, ``platt``, with the stored cross-validated
-  diagnostics) against what a user would otherwise run in process: scikit-learn's 5-fold
-  ``cross_val_predict`` of ``IsotonicRegression`` plus its final fit on the same pairs.
+  metrics, cross-validation included in both).
+The 10^6-pair fits against scikit-learn's 5-fold CV are :mod:`bench.load`'s, on ``python -m
+app.serve`` as ``make run`` serves, with JSON and Parquet bodies.
 Every load loop is bounded in time (wrk's -d, timeouts on every request and process).
 """
 
@@ -24,30 +23,28 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
 import httpx
 import numpy as np
 import orjson
-from sklearn.isotonic import IsotonicRegression
-from sklearn.model_selection import cross_val_predict
 
 from app.calibration import fit_calibrator, load_calibrator
 from app.calibration.measures.diagnostics import headline, raw_as_probabilities
 from app.store.migrate import upgrade
 from bench.fits import batch
 from bench.table import Row, Target, compare_ms, median_seconds, progress
+from bench.watch import descendants
 
-AUTO_VS_SKLEARN = Target(1.0)
-SINGLE_VS_SKLEARN = Target(0.5)
 P50 = Target(1.5)
 THROUGHPUT = Target(0.7, at_least=True)
 BIG_PREDICT = Target(2.0)
@@ -74,9 +71,11 @@ SERVE = (
     "uvicorn.run(sys.argv[1], host='127.0.0.1', port=int(sys.argv[2]), workers=1, loop='uvloop',"
     " http=DeadlineProtocol, access_log=False, log_level='warning')"
 )
-"""Both apps are served as ``python -m app.serve`` serves: uvloop and the deadline protocol,
-under its allocator settings (:func:`serve_process`)."""
+"""Both apps are served as ``python -m app.serve`` serves: uvloop and the deadline protocol
+(:func:`serve_process`)."""
 ROOT = Path(__file__).resolve().parent.parent
+STOP_SECONDS = 10
+"""How long a server may take to stop after SIGTERM before it is killed."""
 
 
 def free_port() -> int:
@@ -95,12 +94,36 @@ def serve(app: str, env: dict[str, str]) -> Iterator[str]:
 
 @contextmanager
 def serve_process(app: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """:func:`serve`, yielding the server's process too (to read its memory).
-
-    The server's output goes to a file, not a pipe: a full pipe would block the server.
-    """
+    """:func:`serve`, yielding the server's process too (to read its memory)."""
     port = free_port()
     command = [sys.executable, "-c", SERVE, app, str(port)]
+    with running(command, env, port) as served:
+        yield served
+
+
+@contextmanager
+def serve_module(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``python -m app.serve`` (its migration and settings as ``make run`` has them, ``env``
+    over them) on a free loopback port; yields its base URL and process."""
+    port = free_port()
+    env = {**env, "CALIBRATION_HOST": "127.0.0.1", "CALIBRATION_PORT": str(port)}
+    with running([sys.executable, "-m", "app.serve"], env, port) as served:
+        yield served
+
+
+@contextmanager
+def running(
+    command: list[str], env: dict[str, str], port: int
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Run ``command``, a server on ``port``; yield its base URL once ``/healthz`` answers,
+    and its process; stop it and every process below it after, even on failure: SIGTERM to
+    the server, SIGKILL past :data:`STOP_SECONDS`, then SIGKILL to those of its processes
+    (worker processes, fork server) that outlived it.
+
+    The server stays in this process's group, so that whoever runs a benchmark in a group of
+    its own (``tests/bench/runs.py``) stops its servers with it, even when it is killed. The
+    server's output goes to a file, not a pipe: a full pipe would block the server.
+    """
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
@@ -108,12 +131,20 @@ def serve_process(app: str, env: dict[str, str]) -> Iterator[tuple[str, subproce
         try:
             yield _wait_ready(f"http://127.0.0.1:{port}", process, log), process
         finally:
+            if process.poll() is not None:  # it ended before it was asked to: say why
+                log.seek(0)
+                tail = log.read().decode(errors="replace")[-4000:]
+                progress(f"the server exited by itself ({process.returncode}):\n{tail}")
+            below = descendants(process.pid)  # once it has ended they are init's
             process.terminate()
             try:
-                process.wait(timeout=10)
+                process.wait(timeout=STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+            for child in below:
+                with suppress(ProcessLookupError):  # it ended with its server
+                    os.kill(child, signal.SIGKILL)
 
 
 def migrated_env(folder: str) -> dict[str, str]:
@@ -224,7 +255,6 @@ def http_rows() -> list[Row]:
             rows.append(_big_predict(client, version, fitted.json()))
             rows += _binary_infer(client, version, fitted.json())
             rows.append(_big_fit(client))
-            rows += _fits_against_sklearn(client)
     return rows
 
 
@@ -337,48 +367,3 @@ def _big_fit(client: httpx.Client) -> Row:
     ours = 1e3 * median_seconds(over_http, 3, warmup=0)
     ref = 1e3 * median_seconds(in_process, 3, warmup=0)
     return Row("http", "1e6-pair isotonic fit / in-process fit", "1e6", ours, ref, target=BIG_FIT)
-
-
-def _fits_against_sklearn(client: httpx.Client) -> list[Row]:
-    """``auto``, ``isotonic`` and ``platt`` fits of 10^6 pairs over HTTP against scikit-learn's
-    5-fold cross_val_predict plus final fit of IsotonicRegression in process."""
-    f, y, _ = batch(10**6, tied=False, seed=6)
-    labels = y.astype(np.int64)
-
-    def sklearn_cv_and_fit() -> None:
-        X = f.reshape(-1, 1)
-        cross_val_predict(IsotonicRegression(out_of_bounds="clip"), X, labels, cv=5)
-        IsotonicRegression(out_of_bounds="clip").fit(X, labels)
-
-    reference = 1e3 * median_seconds(sklearn_cv_and_fit, 3, warmup=0)
-    rows = []
-    for method, target in (
-        ("auto", AUTO_VS_SKLEARN),
-        ("isotonic", SINGLE_VS_SKLEARN),
-        ("platt", SINGLE_VS_SKLEARN),
-    ):
-        progress(f"http: 10^6-pair {method} fit against scikit-learn's cross_val_predict + fit")
-        body = orjson.dumps(
-            {"scores": f, "labels": labels, "method": method}, option=orjson.OPT_SERIALIZE_NUMPY
-        )
-
-        def over_http(body: bytes = body) -> None:
-            response = client.post(
-                "/v1/calibrators/versus/fit",
-                content=body,
-                headers={"content-type": "application/json"},
-            )
-            response.raise_for_status()
-
-        ours = 1e3 * median_seconds(over_http, 3, warmup=1)
-        rows.append(
-            Row(
-                "http",
-                f"1e6-pair {method} fit / sklearn 5-fold cross_val_predict + fit",
-                "1e6",
-                ours,
-                reference,
-                target=target,
-            )
-        )
-    return rows

@@ -1,0 +1,78 @@
+"""10^6-pair fits over HTTP against what a user would otherwise run in process (issue 25).
+
+``auto``, ``isotonic`` and ``platt`` fits, the stored cross-validated diagnostics included,
+each posted as JSON (the method in the body) and as a Parquet file (the method in the query),
+against scikit-learn's 5-fold ``cross_val_predict`` of ``IsotonicRegression`` plus its final
+fit on the same pairs, in this process. Each is the median of three fits after one unmeasured
+one; the client's time, upload to answer.
+"""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import orjson
+from sklearn.isotonic import IsotonicRegression
+from sklearn.model_selection import cross_val_predict
+
+from bench.columnar import PARQUET, parquet
+from bench.fits import batch
+from bench.table import Row, Target, median_seconds, progress, size_label
+
+AUTO_VS_SKLEARN = Target(1.0)
+SINGLE_VS_SKLEARN = Target(0.5)
+METHODS = (("auto", AUTO_VS_SKLEARN), ("isotonic", SINGLE_VS_SKLEARN), ("platt", SINGLE_VS_SKLEARN))
+N = 10**6
+TIMEOUT_SECONDS = 600.0
+"""The longest one fit may take."""
+
+
+def fits_over_http_rows(client: httpx.Client, n: int = N) -> list[Row]:
+    """The fits of n pairs over ``client``'s service, JSON then Parquet, against the
+    scikit-learn reference; the targets apply at 10^6 pairs."""
+    f, y, _ = batch(n, tied=False, seed=6)
+    labels = y.astype(np.int64)
+
+    def sklearn_cv_and_fit() -> None:
+        X = f.reshape(-1, 1)
+        cross_val_predict(IsotonicRegression(out_of_bounds="clip"), X, labels, cv=5)
+        IsotonicRegression(out_of_bounds="clip").fit(X, labels)
+
+    progress(f"fits over HTTP: scikit-learn's 5-fold cross_val_predict + fit, n={n}")
+    reference = 1e3 * median_seconds(sklearn_cv_and_fit, 3, warmup=0)
+    as_parquet = parquet(f, labels.astype(np.int8))
+    rows = []
+    for media in ("JSON", "Parquet"):
+        for method, target in METHODS:
+            progress(f"fits over HTTP: {size_label(n)}-pair {method} fit as {media}")
+            if media == "JSON":
+                body = orjson.dumps(
+                    {"scores": f, "labels": labels, "method": method},
+                    option=orjson.OPT_SERIALIZE_NUMPY,
+                )
+                url, media_type = "/v1/calibrators/versus/fit", "application/json"
+            else:
+                body = as_parquet
+                url, media_type = f"/v1/calibrators/versus/fit?method={method}", PARQUET
+
+            def over_http(url: str = url, body: bytes = body, media_type: str = media_type) -> None:
+                answer = client.post(
+                    url,
+                    content=body,
+                    headers={"content-type": media_type},
+                    timeout=TIMEOUT_SECONDS,
+                )
+                answer.raise_for_status()
+
+            ours = 1e3 * median_seconds(over_http, 3, warmup=1)
+            rows.append(
+                Row(
+                    "load",
+                    f"{method} fit ({media}) / sklearn 5-fold cross_val_predict + fit",
+                    size_label(n),
+                    ours,
+                    reference,
+                    target=target if n == N else None,
+                )
+            )
+    return rows
