@@ -35,7 +35,7 @@ from typing import Any
 from app.api.bodies.payloads import parse_json_object, read_json_arrays
 from app.calibration import Abandoned, checkpoint
 from app.errors import ServiceError
-from app.service.workers import forkserver, in_worker, preload, start_worker
+from app.service.workers import forkserver, in_worker, preload, start_worker, stop_executor
 
 logger = logging.getLogger("app.api.json_process")
 
@@ -48,8 +48,6 @@ RETRY_SECONDS = 60.0
 POLL_SECONDS = 0.05
 """How often a thread waiting for the worker looks at its job's budget (:mod:`app.service.work`)."""
 
-STOP_SECONDS = 5.0
-"""How long :meth:`JsonProcess.close` waits for the worker process to end."""
 
 
 def parse_json_body(body: bytes, arrays: Mapping[str, bool]) -> dict[str, Any]:
@@ -139,7 +137,7 @@ class JsonProcess:
         with self._lock:
             if self._executor is executor:
                 self._executor = None
-        _stop(executor)
+        stop_executor(executor)
 
     def _pause(self, reason: str) -> None:
         if self._closed:  # shutting down: nothing to report
@@ -154,7 +152,7 @@ class JsonProcess:
             self._closed = True
             executor, self._executor = self._executor, None
         if executor is not None:
-            _stop(executor)
+            stop_executor(executor)
 
 
 _PAUSED = "no JSON worker process: %s; parsing big bodies in threads for %g s"
@@ -188,21 +186,6 @@ def _result(future: Future[dict[str, Any] | ServiceError]) -> dict[str, Any] | S
             except Abandoned:
                 future.cancel()  # if it runs already, the worker finishes it for nobody
                 raise
-
-
-def _stop(executor: ProcessPoolExecutor) -> None:
-    """Shut ``executor`` down without waiting for its job: nobody waits for that answer. The
-    process is killed (SIGKILL ends even a stopped one) and every wait is bounded."""
-    # No public handle on the process or the thread (Python 3.14 adds terminate_workers()).
-    processes = list((executor._processes or {}).values())
-    manager: threading.Thread | None = getattr(executor, "_executor_manager_thread", None)
-    executor.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        process.kill()
-    for process in processes:
-        process.join(STOP_SECONDS)
-    if manager is not None:
-        manager.join(STOP_SECONDS)
 
 
 def _read_in_worker(body: bytes, arrays: Mapping[str, bool]) -> dict[str, Any] | ServiceError:

@@ -39,7 +39,7 @@ from app.service.workers.forking import (
     preload,
 )
 from app.service.workers.inside import in_worker, start_worker
-from app.service.workers.slots import WorkerProcesses, processes
+from app.service.workers.slots import WorkerProcesses, processes, stop_executor
 
 __all__ = [
     "ALLOCATOR_TUNABLES",
@@ -52,4 +52,5 @@ __all__ = [
     "preload",
     "processes",
     "start_worker",
+    "stop_executor",
 ]

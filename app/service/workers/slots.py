@@ -127,7 +127,7 @@ class WorkerProcesses:
             self._closed = True
             idle, self._idle = self._idle, []
         for slot in idle:
-            _stop(slot.executor)
+            stop_executor(slot.executor)
 
     def _take(self, settings: Settings) -> _Slot:
         with self._lock:
@@ -173,7 +173,7 @@ class WorkerProcesses:
             if not self._closed:
                 self._idle.append(slot)
                 return
-        _stop(slot.executor)
+        stop_executor(slot.executor)
 
     def _discard(self, slot: _Slot) -> None:
         with self._lock:
@@ -181,7 +181,7 @@ class WorkerProcesses:
                 self._running.remove(slot)
         # Stopped in a thread of its own: killing and joining takes milliseconds the request
         # need not wait for.
-        threading.Thread(target=_stop, args=(slot.executor,), name="worker-stop").start()
+        threading.Thread(target=stop_executor, args=(slot.executor,), name="worker-stop").start()
 
     def _reap(self) -> None:
         """Stop the workers idle past ``worker_idle_seconds`` (a daemon thread), but the most
@@ -201,7 +201,7 @@ class WorkerProcesses:
                     expired = [s for s in expired if s is not warm]
                 self._idle = [s for s in self._idle if s not in expired]
             for slot in expired:
-                _stop(slot.executor)
+                stop_executor(slot.executor)
 
 
 def _wait(future: Future[Answer], budget: Budget) -> Answer:
@@ -217,9 +217,9 @@ def _wait(future: Future[Answer], budget: Budget) -> Answer:
                 raise Abandoned(f"the job ran past its budget of {budget.seconds:g} s") from None
 
 
-def _stop(executor: ProcessPoolExecutor) -> None:
-    """Shut ``executor`` down without waiting for its job: its process is killed (SIGKILL ends
-    even a stopped one) and every wait is bounded."""
+def stop_executor(executor: ProcessPoolExecutor) -> None:
+    """Shut ``executor`` down without waiting for its job (nobody waits for that answer): its
+    processes are killed (SIGKILL ends even a stopped one) and every wait is bounded."""
     processes = list((executor._processes or {}).values())  # no public handle before 3.14
     manager: threading.Thread | None = getattr(executor, "_executor_manager_thread", None)
     executor.shutdown(wait=False, cancel_futures=True)
