@@ -49,7 +49,6 @@ POLL_SECONDS = 0.05
 """How often a thread waiting for the worker looks at its job's budget (:mod:`app.service.work`)."""
 
 
-
 def parse_json_body(body: bytes, arrays: Mapping[str, bool]) -> dict[str, Any]:
     """The body as a JSON object; when it is big, each field of ``arrays`` that is a list comes
     as an :class:`app.api.bodies.payloads.ParsedArray` (the mapping says which are matrices), which
