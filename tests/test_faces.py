@@ -31,3 +31,20 @@ def test_the_app_starts_without_matplotlib_onnx_or_scipy_stats() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_importing_the_app_starts_no_process_and_names_every_job_module() -> None:
+    # The fork server starts at the first job, once every job module is named: a worker
+    # forked from it has them imported already.
+    probe = (
+        "import multiprocessing.forkserver as f, app.main, app.service.workers.forking as w; "
+        "print(f._forkserver._forkserver_pid, sorted(w.PRELOAD))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    started, preloaded = result.stdout.strip().split(" ", 1)
+    assert started == "None"
+    for module in ("app.api.routes.calibrators", "app.ui.pages", "app.api.bodies.payloads"):
+        assert module in preloaded

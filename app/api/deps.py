@@ -150,6 +150,7 @@ async def read_body(request: Request, limit: int | None = None) -> bytes:
         raise ClientGone(f"the client disconnected after sending {size} bytes") from None
     body = b"".join(chunks)
     request._body = body  # so that request.form() can parse what was read
+    request.state.body_bytes = len(body)  # what a job of this request holds (its admission)
     return body
 
 
@@ -170,7 +171,7 @@ async def off_loop(
     time budget, abandoned when the client disconnects. Read the body first
     (:func:`read_job_body`): a slow upload never holds a place meant for work."""
     work = get_service(request).work
-    with work.admit(len(getattr(request, "_body", b""))):
+    with work.admit(_held(request)):
         return await work.supervise(lambda: client_gone(request), function, *args, **kwargs)
 
 
@@ -186,10 +187,16 @@ async def in_worker(
     picklable; it sees no state of this process but the database (a route that changes what
     this process caches says so after the job)."""
     service = get_service(request)
-    body_bytes = len(getattr(request, "_body", b""))
+    body_bytes = _held(request)
     return await service.work.run_job(
         lambda: client_gone(request), service, function, body_bytes, *args, **kwargs
     )
+
+
+def _held(request: Request) -> int:
+    """The bytes of the body :func:`read_body` read for ``request`` (0 before, or without)."""
+    held: int = getattr(request.state, "body_bytes", 0)
+    return held
 
 
 async def client_gone(request: Request) -> None:

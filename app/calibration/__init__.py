@@ -29,7 +29,14 @@ from app.calibration.fitting import (
     make_calibrator,
 )
 from app.calibration.kernels.bounds import OutputBound
-from app.calibration.kernels.budget import Abandoned, Budget, checkpoint, current, enter
+from app.calibration.kernels.budget import (
+    Abandoned,
+    Budget,
+    Flag,
+    checkpoint,
+    current,
+    enter,
+)
 from app.calibration.kernels.knots import interp_slopes
 from app.calibration.measures.bootstrap import (
     MAX_RESAMPLES,
@@ -112,6 +119,7 @@ __all__ = [
     "Calibrator",
     "Capabilities",
     "FitOutcome",
+    "Flag",
     "FloatArray",
     "HistogramBinning",
     "IntervalCalibrator",

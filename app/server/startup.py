@@ -1,5 +1,5 @@
-"""What ``python -m app.serve`` does once its allocator is set (:mod:`app.serve`): check the
-port, migrate the database, serve.
+"""What ``python -m app.serve`` does (:mod:`app.serve`): check the port, migrate the database,
+serve.
 
 0. **Check the port.** A host and port another process listens on end the start at once, in
    one line that says so (:func:`ensure_port_free`), before anything is migrated.

@@ -29,7 +29,9 @@ class CalibrationService:
     ``traffic`` (outcomes and monitoring), ``browsing`` (the web view's reads), ``onnx_models``;
     and what they stand on: the ``version_cache``, the ``prediction_log`` and the ``work`` pool."""
 
-    def __init__(self, database: Database, settings: Settings) -> None:
+    def __init__(self, database: Database, settings: Settings, *, worker: bool = False) -> None:
+        """``worker``: the service of a worker process (:mod:`app.service.workers`), which runs
+        jobs and nothing in the background (no writer of the prediction log)."""
         self.database = database
         self.settings = settings
         self.version_cache = VersionCache(database, settings.latest_refresh_seconds)
@@ -40,6 +42,7 @@ class CalibrationService:
             flush_rows=settings.traffic_flush_rows,
             flush_seconds=settings.traffic_flush_seconds,
             retention_days=settings.traffic_retention_days,
+            writer=not worker,
         )
         self.versions = Versions(database, settings, self.version_cache)
         self.calibrators = Calibrators(database, self.version_cache)

@@ -118,20 +118,6 @@ class WorkPool:
                 "CALIBRATION_MAX_QUEUED_FITS allows; retry shortly"
             )
 
-    async def run(
-        self,
-        gone: Callable[[], Awaitable[object]] | None,
-        function: Callable[P, T],
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """``function(*args, **kwargs)`` admitted, in a thread of the pool, under a budget
-        (:meth:`supervise`); ``gone`` returns when the client has left. For a job that holds
-        no body, or whose body is its argument (``body_bytes`` is then counted by
-        :meth:`run_job`)."""
-        with self.admit():
-            return await self.supervise(gone, function, *args, **kwargs)
-
     async def run_job(
         self,
         gone: Callable[[], Awaitable[object]] | None,
@@ -157,7 +143,9 @@ class WorkPool:
         with self.admit(body_bytes):
             if not self.settings.work_processes:
                 return await self.supervise(gone, function, service, *args, **kwargs)
-            return await self.supervise(gone, _in_worker, self.settings, function, args, kwargs)
+            return await self.supervise(
+                gone, _call_in_worker, self.settings, function, args, kwargs
+            )
 
     async def supervise(
         self,
@@ -182,6 +170,7 @@ class WorkPool:
 
         def job() -> T:
             enter(budget)
+            budget.check()  # its client may have left while it waited for a thread
             return function(*args, **kwargs)
 
         context = contextvars.copy_context()
@@ -217,7 +206,7 @@ class WorkPool:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _in_worker(
+def _call_in_worker(
     settings: Settings,
     function: Callable[..., T],
     args: tuple[Any, ...],

@@ -22,8 +22,6 @@ from app.settings import Settings
 
 from .helpers import sigmoid_batch
 
-pytestmark = pytest.mark.in_threads  # some tests patch the decoders jobs call
-
 PARITY = 1e-12
 
 
@@ -119,6 +117,7 @@ def test_parquet_column_with_a_unicode_digit_is_422_unknown_column(client: TestC
 # --- memory ---------------------------------------------------------------------------------
 
 
+@pytest.mark.in_threads  # it patches the decoders the job calls
 def test_compressed_arrow_stream_rows_are_counted_before_decoding(
     client: TestClient, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,6 +146,7 @@ def test_compressed_arrow_stream_rows_are_counted_before_decoding(
     assert r.status_code == 413, r.text
 
 
+@pytest.mark.in_threads  # it patches the decoders the job calls
 def test_parquet_column_types_are_checked_before_reading(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

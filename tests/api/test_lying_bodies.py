@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.bodies import columnar_checks
+from app.api.bodies import columnar, columnar_checks
 
 from .helpers import assert_problem, sigmoid_batch
 from .lying_files import Lie, lying_arrow, lying_parquet
@@ -258,3 +258,16 @@ def test_honest_files_written_every_way_are_read(client: TestClient) -> None:
             assert r.json()["fitted"] == fitted, write
         else:
             assert r.json()["n_samples"] == 2000 - 3, write
+
+
+def test_running_out_of_memory_while_decoding_is_no_malformed_body(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # pyarrow's ArrowMemoryError is an ArrowException as well as a MemoryError: it must reach
+    # the worker as the MemoryError it is (413 over-memory), not as "not a Parquet file"
+    def exhausted(*args: object, **kwargs: object) -> None:
+        raise pa.ArrowMemoryError("malloc of size 8589934592 failed")
+
+    monkeypatch.setattr(columnar, "read_parquet", exhausted)
+    with pytest.raises(MemoryError):
+        columnar.parse_columnar(b"PAR1", PARQUET, max_rows=10)

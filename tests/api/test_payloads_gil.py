@@ -470,7 +470,7 @@ def test_parsed_arrays_and_their_errors_survive_pickling() -> None:
 # -- the worker process's life -------------------------------------------------------------
 @contextmanager
 def own_worker() -> Iterator[JsonProcess]:
-    worker = JsonProcess(multiprocessing.get_context("forkserver"))
+    worker = JsonProcess(lambda: multiprocessing.get_context("forkserver"))
     try:
         yield worker
     finally:
@@ -516,7 +516,7 @@ def test_without_a_worker_process_big_bodies_are_parsed_in_the_calling_thread() 
         Process = Unstartable
 
     body = orjson.dumps({"scores": [0.5] * 300_000, "labels": [1] * 300_000})
-    worker = JsonProcess(NoProcesses())
+    worker = JsonProcess(NoProcesses)
     try:
         for _ in range(2):
             data = worker.parse(body, BATCH_ARRAYS)

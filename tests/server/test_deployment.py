@@ -216,7 +216,7 @@ GLIBC = "glibc 2.36"
             None,
         ),
         ({}, None, None),  # musl, macOS: nothing to set
-        ({"GLIBC_TUNABLES": OURS}, GLIBC, None),  # restarted already: never a second time
+        ({"GLIBC_TUNABLES": OURS}, GLIBC, None),  # every tunable set already: nothing to add
     ],
 )
 def test_workers_start_under_the_allocator_tunables_the_operator_did_not_set(

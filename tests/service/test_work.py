@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 from joblib import Parallel, delayed
@@ -33,6 +34,12 @@ def _pool(
     )
 
 
+async def run(pool: WorkPool, gone: Any, function: Any, *args: Any) -> Any:
+    """A job admitted without a body, then supervised (as the web layer's off_loop does)."""
+    with pool.admit():
+        return await pool.supervise(gone, function, *args)
+
+
 def _spin_until_stopped(started: threading.Event, stopped: list[str]) -> str:
     """A job that only ends by being abandoned at a checkpoint (or after BOUND)."""
     started.set()
@@ -52,16 +59,16 @@ def test_a_full_pool_refuses_at_once_and_frees_its_places() -> None:
     release = threading.Event()
 
     async def scenario() -> None:
-        first = asyncio.ensure_future(pool.run(None, release.wait, BOUND))
-        second = asyncio.ensure_future(pool.run(None, release.wait, BOUND))
+        first = asyncio.ensure_future(run(pool, None, release.wait, BOUND))
+        second = asyncio.ensure_future(run(pool, None, release.wait, BOUND))
         await asyncio.sleep(0.05)
         with pytest.raises(Busy) as refused:
-            await pool.run(None, lambda: "third")
+            await run(pool, None, lambda: "third")
         assert refused.value.retry_after_seconds is not None
         assert refused.value.status == 503
         release.set()
         assert await asyncio.wait_for(asyncio.gather(first, second), BOUND) == [True, True]
-        assert await pool.run(None, lambda: "again") == "again"  # places were given back
+        assert await run(pool, None, lambda: "again") == "again"  # places were given back
 
     try:
         asyncio.run(scenario())
@@ -75,7 +82,7 @@ def test_a_job_past_its_budget_stops_at_its_next_checkpoint() -> None:
     stopped: list[str] = []
     try:
         with pytest.raises(OverBudget, match=r"budget of 0\.05 s"):
-            asyncio.run(pool.run(None, _spin_until_stopped, threading.Event(), stopped))
+            asyncio.run(run(pool, None, _spin_until_stopped, threading.Event(), stopped))
     finally:
         pool.close()
     assert len(stopped) == 1
@@ -94,7 +101,7 @@ def test_a_job_whose_client_left_is_abandoned() -> None:
 
     try:
         with pytest.raises(ClientGone):
-            asyncio.run(pool.run(receive, _spin_until_stopped, started, stopped))
+            asyncio.run(run(pool, receive, _spin_until_stopped, started, stopped))
     finally:
         pool.close()
     assert stopped == ["the job was cancelled"]
@@ -109,7 +116,7 @@ def test_a_job_that_ends_before_the_client_leaves_answers() -> None:
         return {"type": "http.disconnect"}
 
     try:
-        assert asyncio.run(pool.run(receive, lambda: 42)) == 42
+        assert asyncio.run(run(pool, receive, lambda: 42)) == 42
     finally:
         pool.close()
 
@@ -127,7 +134,7 @@ def test_checkpoints_in_joblib_threads_see_the_budget() -> None:
 
     try:
         with pytest.raises(OverBudget):
-            asyncio.run(pool.run(None, folds))
+            asyncio.run(run(pool, None, folds))
     finally:
         pool.close()
     assert len(stopped) == 2
@@ -139,7 +146,7 @@ def test_admission_counts_bytes_not_jobs_so_small_jobs_all_wait_their_turn() -> 
     pool = _pool(1, 10_000)
 
     async def scenario() -> list[int]:
-        return await asyncio.gather(*(pool.run(None, lambda i=i: i) for i in range(500)))
+        return await asyncio.gather(*(run(pool, None, lambda i=i: i) for i in range(500)))
 
     try:
         assert asyncio.run(scenario()) == list(range(500))

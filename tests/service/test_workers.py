@@ -81,6 +81,21 @@ def request_and_log(service: CalibrationService) -> tuple[str | None, list[str]]
     return current_request_id.get(), [type(h.formatter).__name__ for h in root.handlers]
 
 
+class TwoPartError(Exception):
+    """An exception pickle cannot rebuild (its __init__ takes two arguments)."""
+
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(f"{where}: {what}")
+
+
+def fail_unpicklably(service: CalibrationService) -> None:
+    raise TwoPartError("params", "bad")
+
+
+def touch(service: CalibrationService, path: str) -> None:
+    Path(path).touch()
+
+
 def fail(service: CalibrationService) -> None:
     raise ValueError("a job's own error")
 
@@ -173,6 +188,17 @@ def test_an_answer_that_cannot_be_sent_back_fails_its_job_and_frees_its_place(
         pool.close()
 
 
+def test_an_error_pickle_cannot_rebuild_arrives_as_a_runtime_error_not_a_dead_worker(
+    tmp_path: Path,
+) -> None:
+    pool = _pool(tmp_path)
+    try:
+        with pytest.raises(RuntimeError, match="TwoPartError: params: bad"):
+            _run(pool, fail_unpicklably)
+    finally:
+        pool.close()
+
+
 def test_a_worker_that_dies_fails_only_its_job_and_is_replaced(tmp_path: Path) -> None:
     pool = _pool(tmp_path, max_concurrent_fits=2)
     try:
@@ -195,19 +221,73 @@ def test_a_worker_that_dies_fails_only_its_job_and_is_replaced(tmp_path: Path) -
         pool.close()
 
 
+def _running_pid(pool: WorkPool, function: Any, *args: Any, gone: Any = None) -> tuple[Any, int]:
+    """Run ``function`` as a job in a thread of the test, and the pid of its worker."""
+    outcome: list[Any] = []
+
+    def call() -> None:
+        try:
+            outcome.append(_run(pool, function, *args, gone=gone))
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    assert _wait_until(lambda: bool(processes.pids(idle=False)) or bool(outcome))
+    (pid,) = processes.pids(idle=False)
+    thread.join(BOUND)
+    return outcome[0], pid
+
+
 def test_a_job_that_ignores_its_budget_is_killed_with_its_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(slots, "GRACE_SECONDS", 0.2)
     pool = _pool(tmp_path, fit_timeout_seconds=0.2)
     try:
-        before = set(processes.pids())
         started = time.monotonic()
-        with pytest.raises(OverBudget, match=r"budget of 0\.2 s"):
-            _run(pool, sleep_without_checkpoints, BOUND)
+        outcome, pid = _running_pid(pool, sleep_without_checkpoints, BOUND)
+        assert isinstance(outcome, OverBudget)
+        assert "budget of 0.2 s" in outcome.detail
         assert time.monotonic() - started < BOUND / 2
-        killed = set(processes.pids()) - before
-        assert not killed  # its worker is no longer among the pool's
+        assert _wait_until(lambda: not _alive(pid), 10)
+    finally:
+        pool.close()
+
+
+def test_a_job_whose_client_left_stops_at_its_checkpoint_and_keeps_its_worker(
+    tmp_path: Path,
+) -> None:
+    pool = _pool(tmp_path)
+
+    async def leaves() -> None:
+        await asyncio.sleep(0.3)
+
+    try:
+        outcome, pid = _running_pid(pool, spin_with_checkpoints, gone=leaves)
+        assert isinstance(outcome, ClientGone)
+        assert _run(pool, whoami)[0] == pid  # stopped by itself: the worker serves on
+    finally:
+        pool.close()
+
+
+def test_a_job_that_left_while_queued_never_runs(tmp_path: Path) -> None:
+    pool = _pool(tmp_path, max_concurrent_fits=1)
+    marker = tmp_path / "ran"
+
+    async def scenario() -> list[Any]:
+        async def gone_at_once() -> None:
+            return None
+
+        busy = pool.run_job(None, None, sleep_without_checkpoints, 0, 0.5)  # type: ignore[arg-type]
+        queued = pool.run_job(gone_at_once, None, touch, 0, str(marker))  # type: ignore[arg-type]
+        return await asyncio.gather(busy, queued, return_exceptions=True)
+
+    try:
+        slept, left = asyncio.run(scenario())
+        assert slept == "slept"
+        assert isinstance(left, ClientGone)
+        assert not marker.exists()
     finally:
         pool.close()
 
@@ -225,16 +305,18 @@ def test_a_job_past_its_budget_stops_itself_at_a_checkpoint_in_the_worker(
         pool.close()
 
 
-def test_a_job_whose_client_left_is_killed(tmp_path: Path) -> None:
+def test_a_job_whose_client_left_and_that_ignores_checkpoints_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(slots, "GRACE_SECONDS", 0.2)
     pool = _pool(tmp_path)
+
+    async def leaves() -> None:
+        await asyncio.sleep(0.3)
+
     try:
-        pid, _ = _run(pool, whoami)
-
-        async def leaves() -> None:
-            await asyncio.sleep(0.3)
-
-        with pytest.raises(ClientGone):
-            _run(pool, sleep_without_checkpoints, BOUND, gone=leaves)
+        outcome, pid = _running_pid(pool, sleep_without_checkpoints, BOUND, gone=leaves)
+        assert isinstance(outcome, ClientGone)
         assert _wait_until(lambda: not _alive(pid), 10)
     finally:
         pool.close()
@@ -261,16 +343,16 @@ def test_an_idle_worker_exits_unless_it_is_the_last_used_and_small(tmp_path: Pat
     pool = _pool(tmp_path, worker_idle_seconds=0.5, max_concurrent_fits=2)
 
     async def two() -> list[tuple[int, str]]:
-        jobs = [pool.run_job(None, None, sleep_then_whoami, 0, 0.3) for _ in range(2)]  # type: ignore[arg-type]
+        jobs = [pool.run_job(None, None, sleep_then_whoami, 0, t) for t in (0.2, 0.8)]  # type: ignore[arg-type]
         return await asyncio.gather(*jobs)
 
     try:
-        first, second = (pid for pid, _ in asyncio.run(two()))
-        assert first != second
+        first, last = (pid for pid, _ in asyncio.run(two()))
+        assert first != last
         # the one used last stays warm (small: under half of worker_memory_mb), the other exits
-        assert _wait_until(lambda: not (_alive(first) and _alive(second)), 10)
+        assert _wait_until(lambda: not _alive(first), 10)
         time.sleep(1.0)
-        assert _alive(first) != _alive(second)
+        assert _alive(last)
     finally:
         pool.close()
 
@@ -278,10 +360,12 @@ def test_an_idle_worker_exits_unless_it_is_the_last_used_and_small(tmp_path: Pat
 def test_a_job_past_its_memory_limit_is_413_and_the_worker_lives_on(tmp_path: Path) -> None:
     pool = _pool(tmp_path, job_memory_mb=512)
     try:
+        pid, _ = _run(pool, whoami)
         with pytest.raises(OverMemory, match="CALIBRATION_JOB_MEMORY_MB") as refused:
             _run(pool, allocate, 1024)
         assert refused.value.status == 413
         assert _run(pool, allocate, 64) == 64 * 2**20 // 8
+        assert _run(pool, whoami)[0] == pid  # the same worker, alive
     finally:
         pool.close()
 

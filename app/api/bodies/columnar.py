@@ -64,6 +64,8 @@ def _table(data: bytes, kind: str, field: str, max_rows: int) -> pa.Table:
         if kind == PARQUET:
             return read_parquet(data, field, limits)
         return read_arrow(data, field, limits)
+    except MemoryError:  # pyarrow's ArrowMemoryError is an ArrowException too: not malformed
+        raise
     except (pa.ArrowException, OSError, ValueError, struct.error, IndexError) as exc:
         raise MalformedBody(f"{field} is not {what}: {str(exc)[:200]}") from None
 

@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.context import BaseContext
@@ -35,7 +35,13 @@ from typing import Any
 from app.api.bodies.payloads import parse_json_object, read_json_arrays
 from app.calibration import Abandoned, checkpoint
 from app.errors import ServiceError
-from app.service.workers import forkserver, in_worker, preload, start_worker, stop_executor
+from app.service.workers import (
+    forkserver,
+    is_worker_process,
+    preload,
+    start_worker,
+    stop_executor,
+)
 
 logger = logging.getLogger("app.api.json_process")
 
@@ -70,7 +76,8 @@ def close() -> None:
 class JsonProcess:
     """The worker process of :func:`parse_json_body` (see the module docstring)."""
 
-    def __init__(self, context: BaseContext) -> None:
+    def __init__(self, context: Callable[[], BaseContext]) -> None:
+        """``context`` gives the multiprocessing context of the worker, when one is started."""
         self._context = context
         self._lock = threading.Lock()
         self._executor: ProcessPoolExecutor | None = None
@@ -110,7 +117,7 @@ class JsonProcess:
         return [] if executor is None else list(executor._processes or ())
 
     def _executor_or_none(self) -> ProcessPoolExecutor | None:
-        if in_worker():  # a job's process already: the event loop is elsewhere
+        if is_worker_process():  # a job's process already: the event loop is elsewhere
             return None
         with self._lock:
             if self._closed or time.monotonic() < self._paused_until:
@@ -119,7 +126,7 @@ class JsonProcess:
                 try:
                     self._executor = ProcessPoolExecutor(
                         1,
-                        mp_context=self._context,
+                        mp_context=self._context(),
                         initializer=start_worker,
                         initargs=(os.getpid(), None),
                     )
@@ -195,11 +202,7 @@ def _read_in_worker(body: bytes, arrays: Mapping[str, bool]) -> dict[str, Any] |
         return exc
 
 
-def _forkserver() -> BaseContext:
-    # Import the parser once into the fork server (the worker processes' too), so that a
-    # worker starts in milliseconds.
-    preload("app.api.bodies.payloads")
-    return forkserver()
-
-
-_worker = JsonProcess(_forkserver())
+# Import the parser once into the fork server (the worker processes' too), so that a worker
+# starts in milliseconds.
+preload("app.api.bodies.payloads")
+_worker = JsonProcess(forkserver)

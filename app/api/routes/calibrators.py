@@ -61,7 +61,8 @@ async def fit(
     source = await read_batch(request, query, FitOptions)
     generation = service.versions.generation(name)
     view = await in_worker(request, _fit, name, source)
-    service.versions.remember(view, generation)  # stored by a worker: predict serves it here
+    # stored, maybe by a worker: this process serves it from now (a calibrator is rebuilt)
+    await run_in_threadpool(service.versions.remember, view, generation)
     location = f"/v1/calibrators/{name}/versions/{view.record.version}"
     return json_response(VersionOut.of_view(view), 201, headers={"Location": location})
 

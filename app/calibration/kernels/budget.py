@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, Protocol, TypeVar
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -26,13 +26,22 @@ class Abandoned(Exception):
     """Raised by :func:`checkpoint` in a job whose budget is spent or that was cancelled."""
 
 
+class Flag(Protocol):
+    """What a job's cancellation is: a :class:`threading.Event`, or a process-shared one
+    (``multiprocessing``'s) when the job runs in another process than the one that cancels."""
+
+    def is_set(self) -> bool: ...
+
+    def set(self) -> None: ...
+
+
 @dataclass
 class Budget:
     """When the running job must stop, and whether it was cancelled (``cancelled.set()``)."""
 
     seconds: float
     deadline: float = float("inf")
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled: Flag = field(default_factory=threading.Event)
 
     def start(self) -> None:
         """Start the clock: the job has ``seconds`` from now."""

@@ -54,7 +54,10 @@ class TrafficLog:
         flush_rows: int,
         flush_seconds: float,
         retention_days: float = 30.0,
+        writer: bool = True,
     ) -> None:
+        """``writer=False`` starts no writer thread (a worker process's service, which logs
+        nothing and must not run the log's upkeep)."""
         self.database = database
         self.capacity = capacity
         self.flush_rows = flush_rows
@@ -68,7 +71,8 @@ class TrafficLog:
         self._dropped_unreported = 0  # since the last warning (at most one a second)
         self._warned_at = 0.0
         self._thread = threading.Thread(target=self._run, name="traffic-log", daemon=True)
-        self._thread.start()
+        if writer:
+            self._thread.start()
 
     def record(
         self,
@@ -150,7 +154,8 @@ class TrafficLog:
         """Stop the writer after one last flush (at shutdown)."""
         self._closed.set()
         self._wake.set()
-        self._thread.join(CLOSE_SECONDS)
+        if self._thread.is_alive():
+            self._thread.join(CLOSE_SECONDS)
 
     @property
     def buffered(self) -> int:

@@ -31,7 +31,9 @@ settings, 16.3 s and 19.2 s with them, at the same peak memory (3.0 GB). All thr
 without ``arena_max=1`` the threads' own arenas still give their memory back (6.9 million
 fresh pages, against 1.2 million with it). The price: a process keeps the memory of the
 largest job it ran, so it applies to workers only, which are replaced past
-``worker_memory_mb`` (the serving process, which runs no such job, gives memory back)."""
+``worker_memory_mb``, and to the JSON process of :mod:`app.api.bodies.json_process`, which
+comes from the same fork server (it parses bodies of up to 64 MiB and keeps what the largest
+took). The serving process, which runs no fit, gives memory back."""
 
 MALLOC_VARIABLES = {
     "glibc.malloc.arena_max": "MALLOC_ARENA_MAX",
@@ -85,35 +87,54 @@ def preload(*modules: str) -> None:
 
 
 def forkserver() -> BaseContext:
-    """The context every worker process of this server comes from (see :func:`preload`),
-    its fork server started under :func:`allocator_environment` the first time: workers
-    inherit the tunables, the serving process never has them."""
+    """The context every worker process of this server comes from, its fork server started
+    the first time (after :func:`preload` has named every job module) under
+    :func:`worker_environment`: workers inherit it, the serving process never has it. Call it
+    where a process pool is made, never at import."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(sorted(PRELOAD))
-    global _tuned
+    global _started
     with _starting:
-        if not _tuned:
-            _start_forkserver_tuned()
-            _tuned = True
+        if not _started:
+            _start_forkserver()
+            _started = True
     return context
 
 
 _starting = threading.Lock()
-_tuned = False
+_started = False
+
+METRICS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus-client's multiprocess directory: a worker writes no metrics file there (workers
+come and go every few seconds; what they did is counted by the server that asked)."""
 
 
-def _start_forkserver_tuned() -> None:
-    """Start the fork server with the allocator tunables in its environment (glibc reads them
-    when a process starts), and only in its: the variable is put back at once."""
-    environment = allocator_environment(os.environ)
-    if environment is None:
-        return
-    saved = os.environ.get("GLIBC_TUNABLES")
-    os.environ["GLIBC_TUNABLES"] = environment["GLIBC_TUNABLES"]
+def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` as the workers' fork server starts with it: :func:`allocator_environment`'s
+    tunables in, the metrics directory out."""
+    environment = allocator_environment(environ) or dict(environ)
+    environment.pop(METRICS_VARIABLE, None)
+    return environment
+
+
+def _start_forkserver() -> None:
+    """Start the fork server in :func:`worker_environment` (glibc reads its tunables when a
+    process starts; prometheus-client its directory when imported): ``os.environ`` is what a
+    new process inherits, so the variables that differ are set for the start and put back."""
+    wanted = worker_environment(os.environ)
+    changed = {name for name in {*os.environ, *wanted} if os.environ.get(name) != wanted.get(name)}
+    saved = {name: os.environ.get(name) for name in changed}
+    for name in changed:
+        _set(name, wanted.get(name))
     try:
         multiprocessing.forkserver.ensure_running()
     finally:
-        if saved is None:
-            del os.environ["GLIBC_TUNABLES"]
-        else:
-            os.environ["GLIBC_TUNABLES"] = saved
+        for name, value in saved.items():
+            _set(name, value)
+
+
+def _set(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value

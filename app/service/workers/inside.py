@@ -3,6 +3,7 @@ own service."""
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import resource
@@ -14,12 +15,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.calibration import Budget, enter
+from app.calibration import Abandoned, Budget, Flag, enter
+from app.errors import ServiceError
 from app.observability import configure_logging, current_request_id
 from app.settings import Settings
 
 if TYPE_CHECKING:
     from app.service.use_cases import CalibrationService
+
+logger = logging.getLogger("app.workers")
 
 SERVICES = 4
 """Services a worker keeps, one per settings (tests run many apps in one process)."""
@@ -37,24 +41,30 @@ class Answer:
 
 
 _services: OrderedDict[bytes, CalibrationService] = OrderedDict()
-_in_worker = False
+_worker_process = False
+_cancel: Flag | None = None
 
 
-def in_worker() -> bool:
+def is_worker_process() -> bool:
     """Whether this process is a worker (whose jobs start no process of their own)."""
-    return _in_worker
+    return _worker_process
 
 
-def start_worker(server: int, data_limit: int | None) -> None:
-    """A new worker's set-up (a process pool's initializer): its data limit (None: the
-    server's), SIGINT left to the server (a terminal's Ctrl-C reaches the whole process
-    group), and a watch that ends it once ``server``, a process id, is gone."""
-    global _in_worker
-    _in_worker = True
+def start_worker(server: int, data_limit: int | None, cancel: Flag | None = None) -> None:
+    """A new worker's set-up (a process pool's initializer): SIGINT left to the server (a
+    terminal's Ctrl-C reaches the whole process group); a watch that ends it once
+    ``server``, a process id, is gone; its data limit, ``data_limit`` bytes beyond what it
+    holds already (None: none); and ``cancel``, the flag its server sets to stop the running
+    job at its next checkpoint."""
+    global _worker_process, _cancel
+    _worker_process = True
+    _cancel = cancel
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    if data_limit is not None and (hard == resource.RLIM_INFINITY or hard > data_limit):
-        resource.setrlimit(resource.RLIMIT_DATA, (data_limit, data_limit))
+    if data_limit is not None:
+        limit = _data_bytes() + data_limit
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        if hard == resource.RLIM_INFINITY or hard > limit:
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     threading.Thread(target=_watch, args=(server,), name="watch", daemon=True).start()
 
 
@@ -78,24 +88,43 @@ def run(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
 ) -> Answer:
-    """Run in a worker: the job under its budget, with the worker's own service, its log
-    lines carrying the request's id."""
+    """Run in a worker: the job within the ``seconds`` its budget has left, stopped at a
+    checkpoint once its server sets the cancel flag, with the worker's own service, its log
+    lines carrying the request's id. An error is sent back as raised, or, when it would not
+    survive the trip (an exception whose arguments pickle cannot rebuild), as a
+    RuntimeError naming it; either way a non-deliberate one is logged here with its frames."""
     value: Any = None
     error: BaseException | None = None
     current_request_id.set(request_id)
     try:
         service = _service(settings)
-        enter(Budget(seconds))
+        budget = Budget(seconds)
+        if _cancel is not None:
+            budget.cancelled = _cancel
+        enter(budget)
         value = function(service, *args, **kwargs)
-    except Exception as exc:  # sent back, raised where the job was asked for (MemoryError too)
+    except (ServiceError, Abandoned, MemoryError) as exc:
         error = exc
+    except Exception as exc:  # a defect: logged with its frames, a 500 where it was asked for
+        logger.exception("a job failed in its worker process")
+        error = _sendable(exc)
     return Answer(value, error, _resident_bytes())
 
 
+def _sendable(error: Exception) -> Exception:
+    """``error`` if it survives pickling both ways, else a RuntimeError that names it."""
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+    return error
+
+
 def _service(settings: Settings) -> CalibrationService:
-    """The worker's service for ``settings``: built once, the database read through
-    connections opened per job (a worker holds none while idle), and ``latest`` confirmed
-    by the database at each use (another worker may have fitted since)."""
+    """The worker's service for ``settings``: built once, with nothing in the background,
+    the database read through a connection opened per transaction (a worker holds none while
+    idle), and ``latest`` confirmed by the database at each use (another worker may have
+    fitted since)."""
     from app.service.use_cases import CalibrationService
     from app.store import Database
 
@@ -106,7 +135,7 @@ def _service(settings: Settings) -> CalibrationService:
         return found
     configure_logging(settings.log_level, settings.log_format)  # as the server's lines
     own = settings.model_copy(update={"latest_refresh_seconds": 0.0})
-    service = CalibrationService(Database(own.database_url, own, pooled=False), own)
+    service = CalibrationService(Database(own.database_url, own, pooled=False), own, worker=True)
     _services[key] = service
     while len(_services) > SERVICES:
         _, old = _services.popitem(last=False)
@@ -123,3 +152,16 @@ def _resident_bytes() -> int:
     except (OSError, ValueError, IndexError):
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return peak * 1024 if os.uname().sysname == "Linux" else peak
+
+
+def _data_bytes() -> int:
+    """What this process's data segment holds now (``VmData``; 0 where /proc has none): the
+    data limit counts it, and a worker forked from the fork server holds its imports."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

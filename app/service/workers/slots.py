@@ -12,10 +12,11 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from multiprocessing.synchronize import Event as EventType
 from typing import Any, TypeVar
 
-from app.calibration import Abandoned, Budget
-from app.errors import OverMemory, WorkerLost
+from app.calibration import Abandoned, Budget, Flag
+from app.errors import Busy, OverMemory, WorkerLost
 from app.observability import current_request_id
 from app.service.workers.forking import forkserver
 from app.service.workers.inside import Answer, run, start_worker
@@ -40,6 +41,7 @@ class _Slot:
 
     executor: ProcessPoolExecutor
     data_limit: int
+    cancel: EventType
     jobs: int = 0
     idle_since: float = field(default_factory=time.monotonic)
     resident_bytes: int = 0
@@ -69,8 +71,10 @@ class WorkerProcesses:
         kwargs: Mapping[str, Any],
     ) -> T:
         """``function(service, *args, **kwargs)`` in a worker, ``service`` being the worker's
-        own for ``settings``; blocks the calling thread until it ends, kills the worker when
-        ``budget`` is cancelled or spent past :data:`GRACE_SECONDS` (:class:`Abandoned`).
+        own for ``settings``; blocks the calling thread until it ends. The worker stops the
+        job at a checkpoint once ``budget`` is spent or cancelled (the slot's cancel flag
+        tells it); one that has not stopped :data:`GRACE_SECONDS` later is killed
+        (:class:`Abandoned`). A job cancelled before it has a worker never gets one.
 
         Raises
         ------
@@ -79,19 +83,22 @@ class WorkerProcesses:
         OverMemory
             When the job ran out of its memory limit.
         """
+        budget.check()  # its client may have left while it waited for a thread
         try:
             slot = self._take(settings)
         except (OSError, RuntimeError) as exc:  # no fork server (e.g. no /dev/shm for its locks)
             raise WorkerLost(f"no worker process could be started ({exc}); retry shortly") from exc
+        slot.cancel.clear()
+        left = max(0.0, budget.deadline - time.monotonic())  # the clock is the server's
         try:
             future = slot.executor.submit(
-                run, settings, budget.seconds, current_request_id.get(), function, args, kwargs
+                run, settings, left, current_request_id.get(), function, args, kwargs
             )
         except (BrokenProcessPool, OSError, RuntimeError) as exc:
             self._discard(slot)
             raise WorkerLost(f"no worker process could be started ({exc}); retry shortly") from exc
         try:
-            answer = _wait(future, budget)
+            answer = _wait(future, budget, slot.cancel)
         except BrokenProcessPool:
             self._discard(slot)
             logger.warning("a worker process died during its job; it will be replaced")
@@ -133,7 +140,7 @@ class WorkerProcesses:
         with self._lock:
             self._idle_seconds = settings.worker_idle_seconds
             if self._closed:
-                raise WorkerLost("the server is shutting down; retry on another")
+                raise Busy("the server is shutting down; retry on another")
             limit = settings.job_memory_mb * 1024 * 1024
             # an idle worker of the same limit (one per process in service; tests vary it)
             slot = next((s for s in reversed(self._idle) if s.data_limit == limit), None)
@@ -143,13 +150,15 @@ class WorkerProcesses:
                 self._reaper = threading.Thread(target=self._reap, name="workers", daemon=True)
                 self._reaper.start()
             if slot is None:
+                context = forkserver()
+                cancel = context.Event()
                 executor = ProcessPoolExecutor(
                     1,
-                    mp_context=forkserver(),
+                    mp_context=context,
                     initializer=start_worker,
-                    initargs=(os.getpid(), limit),
+                    initargs=(os.getpid(), limit, cancel),
                 )
-                slot = _Slot(executor, limit)
+                slot = _Slot(executor, limit, cancel)
             self._running.append(slot)
             return slot
 
@@ -204,16 +213,24 @@ class WorkerProcesses:
                 stop_executor(slot.executor)
 
 
-def _wait(future: Future[Answer], budget: Budget) -> Answer:
-    """The worker's answer; :class:`Abandoned` when the job was cancelled, or has run past its
-    budget by :data:`GRACE_SECONDS` without stopping itself."""
+def _wait(future: Future[Answer], budget: Budget, cancel: Flag) -> Answer:
+    """The worker's answer. Once ``budget`` is cancelled, ``cancel`` tells the worker to stop
+    the job at its next checkpoint (it then answers :class:`Abandoned` itself, and a job past
+    its last checkpoint completes, its version stored and answered); a job that has not
+    answered :data:`GRACE_SECONDS` after that, or after its deadline, is given up
+    (:class:`Abandoned`: the caller kills its worker)."""
+    asked = None
     while True:
         try:
             return future.result(timeout=POLL_SECONDS)
         except TimeoutError:
-            if budget.cancelled.is_set():
+            now = time.monotonic()
+            if asked is None and budget.cancelled.is_set():
+                cancel.set()
+                asked = now
+            if asked is not None and now > asked + GRACE_SECONDS:
                 raise Abandoned("the job was cancelled") from None
-            if time.monotonic() > budget.deadline + GRACE_SECONDS:
+            if now > budget.deadline + GRACE_SECONDS:
                 raise Abandoned(f"the job ran past its budget of {budget.seconds:g} s") from None
 
 
