@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from scipy.special import expit, logit, softmax
 
+from app.calibration.kernels.searching import EdgeCounter
 from app.calibration.measures import block_sums, diagnostics, report_bootstrap
 from app.calibration.measures.block_resampled import BlockResampler
 from app.calibration.measures.diagnostics import (
@@ -182,7 +183,7 @@ def test_edge_counts_are_numpys_search(kind: str) -> None:
     }[kind]
     edges = np.unique(np.concatenate([np.quantile(p, np.arange(1, 1024) / 1024), EDGES]))
     values = np.concatenate([p, edges, [-1.0, 0.0, 1.0, 2.0]])
-    counter = block_sums.EdgeCounter(edges)
+    counter = EdgeCounter(edges)
     np.testing.assert_array_equal(counter.count(values), np.searchsorted(edges, values))
 
 
