@@ -28,6 +28,7 @@ from app.api.routes import (
 from app.api.routes.docs import install_docs
 from app.api.security import install_authentication
 from app.observability import configure_logging
+from app.server.supervisor import end_with_supervisor
 from app.service.traffic.live import start_live_metrics
 from app.service.use_cases import CalibrationService
 from app.service.workers import preload
@@ -61,6 +62,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         app.state.settings = settings
         app.state.service = CalibrationService(db, settings)
         app.state.live_metrics = start_live_metrics(app.state.service, settings)
+        end_with_supervisor()
         # What start-up built lives as long as the process: keep it out of the collector's
         # full passes, which otherwise stall the event loop for ~0.1 s now and then.
         gc.freeze()

@@ -370,3 +370,44 @@ def test_compose_file_that_is_broken_fails_validation(tmp_path: Path) -> None:
     result = _compose("--project-directory", str(ROOT), "-f", str(broken), "config", "--quiet")
     assert result.returncode != 0
     assert "replicas" in result.stderr
+
+
+def _marked(marker: str) -> list[int]:
+    """The live processes whose environment holds ``marker``."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
+def test_no_server_process_outlives_its_supervisor_killed_with_sigkill(tmp_path: Path) -> None:
+    marker = f"{os.getpid()}-{time.monotonic_ns()}"
+    served = LocalService(
+        f"sqlite:///{tmp_path / 'calibration.db'}", workers=2, SUPERVISED_MARK=marker
+    )
+    try:
+        served.wait_until_ready()
+        fitted = httpx.post(
+            f"{served.base_url}/v1/calibrators/orphans/fit",
+            json={**sigmoid_batch(200), "method": "platt"},
+            timeout=60,
+        )
+        assert fitted.status_code == 201, fitted.text
+        assert len(_marked(marker)) >= 4  # the supervisor, its two servers, a fork server...
+        os.kill(served.process.pid, signal.SIGKILL)
+        served.process.wait(30)
+        deadline = time.monotonic() + 45  # an idle server drains at once; the bound is generous
+        while _marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _marked(marker) == []
+    finally:
+        for pid in _marked(marker):
+            os.kill(pid, signal.SIGKILL)
+        served.stop()

@@ -58,6 +58,14 @@ def die(service: CalibrationService) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def grow(service: CalibrationService, megabytes: int, steps: int) -> int:
+    held = []
+    for _ in range(steps):
+        held.append(np.ones(megabytes * 2**20 // 8))
+        time.sleep(0.05)
+    return len(held)
+
+
 def allocate(service: CalibrationService, megabytes: int) -> int:
     block = np.ones(megabytes * 2**20 // 8)
     return int(block.size)
@@ -357,15 +365,28 @@ def test_an_idle_worker_exits_unless_it_is_the_last_used_and_small(tmp_path: Pat
         pool.close()
 
 
-def test_a_job_past_its_memory_limit_is_413_and_the_worker_lives_on(tmp_path: Path) -> None:
+def test_a_job_past_its_memory_limit_is_413_and_its_worker_replaced(tmp_path: Path) -> None:
     pool = _pool(tmp_path, job_memory_mb=512)
     try:
         pid, _ = _run(pool, whoami)
         with pytest.raises(OverMemory, match="CALIBRATION_JOB_MEMORY_MB") as refused:
-            _run(pool, allocate, 1024)
+            _run(pool, allocate, 1024)  # at once: the data limit refuses it (MemoryError)
         assert refused.value.status == 413
+        assert _wait_until(lambda: not _alive(pid), 10)  # its heap stays at the limit: gone
+        assert _run(pool, allocate, 64) == 64 * 2**20 // 8  # a fresh worker serves on
+    finally:
+        pool.close()
+
+
+def test_a_job_that_grows_past_its_memory_limit_is_stopped_with_413(tmp_path: Path) -> None:
+    # Resident memory growing step by step is watched from the server: the job stops at the
+    # limit with 413, before C code that does not check its allocations could crash it.
+    pool = _pool(tmp_path, job_memory_mb=512)
+    try:
+        outcome, pid = _running_pid(pool, grow, 32, 40)
+        assert isinstance(outcome, OverMemory)
+        assert _wait_until(lambda: not _alive(pid), 10)
         assert _run(pool, allocate, 64) == 64 * 2**20 // 8
-        assert _run(pool, whoami)[0] == pid  # the same worker, alive
     finally:
         pool.close()
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from multiprocessing.synchronize import Event as EventType
 from typing import Any, TypeVar
 
-from app.calibration import Abandoned, Budget, Flag
+from app.calibration import Abandoned, Budget
 from app.errors import Busy, OverMemory, WorkerLost
 from app.observability import current_request_id
 from app.service.workers.forking import forkserver
@@ -26,6 +26,7 @@ logger = logging.getLogger("app.workers")
 
 T = TypeVar("T")
 
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 POLL_SECONDS = 0.05
 """How often a thread waiting for its worker looks at the job's budget and its client."""
 GRACE_SECONDS = 5.0
@@ -84,21 +85,11 @@ class WorkerProcesses:
             When the job ran out of its memory limit.
         """
         budget.check()  # its client may have left while it waited for a thread
-        try:
-            slot = self._take(settings)
-        except (OSError, RuntimeError) as exc:  # no fork server (e.g. no /dev/shm for its locks)
-            raise WorkerLost(f"no worker process could be started ({exc}); retry shortly") from exc
-        slot.cancel.clear()
         left = max(0.0, budget.deadline - time.monotonic())  # the clock is the server's
+        job = (run, settings, left, current_request_id.get(), function, args, kwargs)
+        slot, future = self._submit(settings, job)
         try:
-            future = slot.executor.submit(
-                run, settings, left, current_request_id.get(), function, args, kwargs
-            )
-        except (BrokenProcessPool, OSError, RuntimeError) as exc:
-            self._discard(slot)
-            raise WorkerLost(f"no worker process could be started ({exc}); retry shortly") from exc
-        try:
-            answer = _wait(future, budget, slot.cancel)
+            answer = _wait(future, budget, slot, settings.job_memory_mb)
         except BrokenProcessPool:
             self._discard(slot)
             logger.warning("a worker process died during its job; it will be replaced")
@@ -106,19 +97,36 @@ class WorkerProcesses:
                 "the worker process running this job died (killed, or out of memory); "
                 "nothing was stored"
             ) from None
-        except BaseException:  # abandoned, or an answer that could not be sent back
+        except BaseException:  # abandoned, over memory, or an answer that could not come back
             self._discard(slot)
             raise
+        if isinstance(answer.error, MemoryError):
+            self._discard(slot)  # its heap stays at the limit: the next job would fail in it
+            raise _over_memory(settings.job_memory_mb) from None
         self._give_back(slot, answer.resident_bytes, settings)
         if answer.error is not None:
-            if isinstance(answer.error, MemoryError):
-                raise OverMemory(
-                    f"the job needed more than the {settings.job_memory_mb} MB one job may take "
-                    "(CALIBRATION_JOB_MEMORY_MB); nothing was stored. Send a smaller batch"
-                ) from None
             raise answer.error
         value: T = answer.value
         return value
+
+    def _submit(self, settings: Settings, job: tuple[Any, ...]) -> tuple[_Slot, Future[Answer]]:
+        """A slot and the job submitted to it; an idle worker that died meanwhile (killed,
+        out of memory) is replaced once, unnoticed by the job."""
+        for attempt in (1, 2):
+            try:
+                slot = self._take(settings)
+            except (OSError, RuntimeError) as exc:  # no fork server (e.g. no /dev/shm)
+                raise WorkerLost(
+                    f"no worker process could be started ({exc}); retry shortly"
+                ) from exc
+            slot.cancel.clear()
+            try:
+                return slot, slot.executor.submit(*job)
+            except (BrokenProcessPool, OSError, RuntimeError) as exc:
+                self._discard(slot)
+                if attempt == 2:
+                    raise _no_worker(exc) from exc
+        raise AssertionError("unreachable")
 
     def pids(self, *, idle: bool = True, running: bool = True) -> list[int]:
         """The process ids of the idle workers, of those running a job, or both (for tests
@@ -213,25 +221,50 @@ class WorkerProcesses:
                 stop_executor(slot.executor)
 
 
-def _wait(future: Future[Answer], budget: Budget, cancel: Flag) -> Answer:
-    """The worker's answer. Once ``budget`` is cancelled, ``cancel`` tells the worker to stop
-    the job at its next checkpoint (it then answers :class:`Abandoned` itself, and a job past
-    its last checkpoint completes, its version stored and answered); a job that has not
-    answered :data:`GRACE_SECONDS` after that, or after its deadline, is given up
-    (:class:`Abandoned`: the caller kills its worker)."""
+def _wait(future: Future[Answer], budget: Budget, slot: _Slot, memory_mb: int) -> Answer:
+    """The worker's answer. Once ``budget`` is cancelled, the slot's cancel flag tells the
+    worker to stop the job at its next checkpoint (it then answers :class:`Abandoned` itself,
+    and a job past its last checkpoint completes, its version stored and answered); a job
+    that has not answered :data:`GRACE_SECONDS` after that, or after its deadline, is given
+    up (:class:`Abandoned`: the caller kills its worker). A worker resident past
+    ``memory_mb`` is given up as well (:class:`OverMemory`): watched from here, as the data
+    limit alone would let C code that does not check its allocations crash the worker."""
     asked = None
+    limit = memory_mb * 1024 * 1024
     while True:
         try:
             return future.result(timeout=POLL_SECONDS)
         except TimeoutError:
             now = time.monotonic()
             if asked is None and budget.cancelled.is_set():
-                cancel.set()
+                slot.cancel.set()
                 asked = now
             if asked is not None and now > asked + GRACE_SECONDS:
                 raise Abandoned("the job was cancelled") from None
             if now > budget.deadline + GRACE_SECONDS:
                 raise Abandoned(f"the job ran past its budget of {budget.seconds:g} s") from None
+            if any(_resident(pid) > limit for pid in slot.pids()):
+                raise _over_memory(memory_mb) from None
+
+
+def _resident(pid: int) -> int:
+    """Process ``pid``'s resident bytes (0 where /proc does not tell)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _no_worker(cause: Exception) -> WorkerLost:
+    return WorkerLost(f"no worker process could be started ({cause}); retry shortly")
+
+
+def _over_memory(memory_mb: int) -> OverMemory:
+    return OverMemory(
+        f"the job needed more than the {memory_mb} MB one job may take "
+        "(CALIBRATION_JOB_MEMORY_MB); nothing was stored. Send a smaller batch"
+    )
 
 
 def stop_executor(executor: ProcessPoolExecutor) -> None:
