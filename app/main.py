@@ -46,9 +46,13 @@ error's `type` is a page of this service that explains it (all of them: [/proble
 
 
 # The modules of the jobs run in worker processes, imported once by the fork server they
-# come from (app.service.workers).
+# come from (app.service.workers), with what their pictures and exports load on first use
+# (matplotlib, onnx): this process never imports those, a new worker has them already.
 preload(
-    *(module.__name__ for module in (artifacts, calibrators, compare, diagnostics, traffic, pages))
+    *(module.__name__ for module in (artifacts, calibrators, compare, diagnostics, traffic, pages)),
+    "app.figures.monitoring",
+    "app.figures.reliability",
+    "app.export.exporter",
 )
 
 
