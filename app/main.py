@@ -31,7 +31,7 @@ from app.observability import configure_logging
 from app.server.supervisor import end_with_supervisor
 from app.service.traffic.live import start_live_metrics
 from app.service.use_cases import CalibrationService
-from app.service.workers import preload
+from app.service.workers import preload, start_soon
 from app.settings import Settings, get_settings
 from app.store import Database
 from app.ui import pages, problem_pages
@@ -67,6 +67,8 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
         app.state.service = CalibrationService(db, settings)
         app.state.live_metrics = start_live_metrics(app.state.service, settings)
         end_with_supervisor()
+        if settings.work_processes:
+            start_soon()  # the workers' fork server imports while the server starts
         # What start-up built lives as long as the process: keep it out of the collector's
         # full passes, which otherwise stall the event loop for ~0.1 s now and then.
         gc.freeze()

@@ -43,6 +43,7 @@ from app.service.workers.forking import (
     forkserver,
     glibc_version,
     preload,
+    start_soon,
 )
 from app.service.workers.inside import is_worker_process, start_worker
 from app.service.workers.slots import WorkerProcesses, processes, stop_executor
@@ -57,6 +58,7 @@ __all__ = [
     "is_worker_process",
     "preload",
     "processes",
+    "start_soon",
     "start_worker",
     "stop_executor",
 ]

@@ -104,6 +104,13 @@ def forkserver() -> BaseContext:
 _starting = threading.Lock()
 _started = False
 
+
+def start_soon() -> None:
+    """Start the fork server in a thread of its own, at a server's start-up: its imports (the
+    job modules, matplotlib, onnx: seconds) are then done before the first job waits for them."""
+    threading.Thread(target=forkserver, name="forkserver-start", daemon=True).start()
+
+
 METRICS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 """prometheus-client's multiprocess directory: a worker writes no metrics file there (workers
 come and go every few seconds; what they did is counted by the server that asked)."""
