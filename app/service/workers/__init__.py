@@ -11,10 +11,11 @@ processes of its own:
   only its own executor, so it fails only its own job (:class:`~app.errors.WorkerLost`, 503
   with ``Retry-After``), and it can be killed alone. A job takes an idle slot or starts one;
   the pool's threads (:class:`app.service.work.WorkPool`) bound how many run at once.
-- **Start** (:mod:`.forking`). Processes come from multiprocessing's fork server, started at
-  the first job once every job module is named (:func:`preload`), so a new worker is ready
-  in milliseconds; unlike ``fork``, it copies no lock a thread of the server held. It starts
-  under the allocator tunables, which only the workers (and the JSON process) run with.
+- **Start** (:mod:`.forking`). Processes come from multiprocessing's fork server, started in
+  the background as the server starts (:func:`start_soon`; else at the first job), once
+  every job module is named (:func:`preload`), so a new worker is ready in milliseconds;
+  unlike ``fork``, it copies no lock a thread of the server held. It starts under the
+  allocator tunables, which only the workers (and the JSON process) run with.
 - **Recycling.** After its job a worker reports its resident memory: past
   ``worker_memory_mb``, or after ``worker_max_jobs`` jobs, it is replaced, which is how a
   large job's memory goes back to the system; idle ``worker_idle_seconds``, it exits (but
