@@ -34,6 +34,7 @@ from app.store.migrate import MIGRATION_LOCK_ID, migrate_when_ready
 from demo.server import LocalService
 from tests.api.helpers import sigmoid_batch
 from tests.ports import free_port
+from tests.processes import marked
 
 ROOT = Path(__file__).resolve().parents[2]
 POSTGRES_ONLY = pytest.mark.parametrize(
@@ -372,20 +373,6 @@ def test_compose_file_that_is_broken_fails_validation(tmp_path: Path) -> None:
     assert "replicas" in result.stderr
 
 
-def _marked(marker: str) -> list[int]:
-    """The live processes whose environment holds ``marker``."""
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if marker.encode() in (entry / "environ").read_bytes():
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                if state != "Z":
-                    found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
 def test_no_server_process_outlives_its_supervisor_killed_with_sigkill(tmp_path: Path) -> None:
     marker = f"{os.getpid()}-{time.monotonic_ns()}"
@@ -400,14 +387,14 @@ def test_no_server_process_outlives_its_supervisor_killed_with_sigkill(tmp_path:
             timeout=60,
         )
         assert fitted.status_code == 201, fitted.text
-        assert len(_marked(marker)) >= 4  # the supervisor, its two servers, a fork server...
+        assert len(marked(marker)) >= 4  # the supervisor, its two servers, a fork server...
         os.kill(served.process.pid, signal.SIGKILL)
         served.process.wait(30)
         deadline = time.monotonic() + 45  # an idle server drains at once; the bound is generous
-        while _marked(marker) and time.monotonic() < deadline:
+        while marked(marker) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _marked(marker) == []
+        assert marked(marker) == []
     finally:
-        for pid in _marked(marker):
+        for pid in marked(marker):
             os.kill(pid, signal.SIGKILL)
         served.stop()

@@ -26,6 +26,7 @@ from app.service.use_cases import CalibrationService
 from app.service.work import WorkPool
 from app.service.workers import processes, slots
 from app.settings import Settings
+from tests.processes import marked
 
 BOUND = 30.0
 """Generous bound on every wait, so that a broken pool fails instead of hanging."""
@@ -423,20 +424,6 @@ SERVER = textwrap.dedent(
 )
 
 
-def _descendants_marked(marker: str) -> list[int]:
-    """Processes whose environment holds ``marker`` (a server's and all it started)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if marker.encode() in (entry / "environ").read_bytes() and _alive(int(entry.name)):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
 def test_no_process_outlives_a_server_killed_with_sigkill(tmp_path: Path) -> None:
     marker = f"CALIBRATION_TEST_MARK={os.getpid()}-{time.monotonic_ns()}"
@@ -453,11 +440,11 @@ def test_no_process_outlives_a_server_killed_with_sigkill(tmp_path: Path) -> Non
         assert server.stdout is not None
         assert server.stdout.readline().strip() == "started"
         # the two workers, the fork server (and the resource tracker) beside the server
-        assert _wait_until(lambda: len(_descendants_marked(marker)) >= 4, BOUND)
+        assert _wait_until(lambda: len(marked(marker)) >= 4, BOUND)
         server.kill()
         server.wait(BOUND)
-        assert _wait_until(lambda: not _descendants_marked(marker), 10), _descendants_marked(marker)
+        assert _wait_until(lambda: not marked(marker), 10), marked(marker)
     finally:
         server.kill()
-        for pid in _descendants_marked(marker):
+        for pid in marked(marker):
             os.kill(pid, signal.SIGKILL)
