@@ -174,10 +174,10 @@ def test_a_jobs_log_lines_carry_its_request_id_in_the_servers_format(tmp_path: P
         pool.close()
 
 
-def test_a_jobs_error_arrives_as_raised(tmp_path: Path) -> None:
+def test_a_jobs_defect_arrives_as_a_runtime_error_naming_it(tmp_path: Path) -> None:
     pool = _pool(tmp_path)
     try:
-        with pytest.raises(ValueError, match="a job's own error"):
+        with pytest.raises(RuntimeError, match=r"ValueError: a job's own error"):
             _run(pool, fail)
         assert _run(pool, whoami)[0] != os.getpid()
     finally:

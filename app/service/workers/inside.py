@@ -90,9 +90,10 @@ def run(
 ) -> Answer:
     """Run in a worker: the job within the ``seconds`` its budget has left, stopped at a
     checkpoint once its server sets the cancel flag, with the worker's own service, its log
-    lines carrying the request's id. An error is sent back as raised, or, when it would not
-    survive the trip (an exception whose arguments pickle cannot rebuild), as a
-    RuntimeError naming it; either way a non-deliberate one is logged here with its frames."""
+    lines carrying the request's id. A deliberate error (a service error, an abandoned job, a
+    MemoryError) is sent back as raised; any other is a defect, logged here with its frames
+    and sent back as a RuntimeError naming it (so no exception pickle cannot rebuild, or
+    whose arguments are large, has to cross)."""
     value: Any = None
     error: BaseException | None = None
     current_request_id.set(request_id)
@@ -105,19 +106,10 @@ def run(
         value = function(service, *args, **kwargs)
     except (ServiceError, Abandoned, MemoryError) as exc:
         error = exc
-    except Exception as exc:  # a defect: logged with its frames, a 500 where it was asked for
+    except Exception as exc:  # a defect: logged here with its frames, sent back as text
         logger.exception("a job failed in its worker process")
-        error = _sendable(exc)
+        error = RuntimeError(f"{type(exc).__name__}: {exc}")
     return Answer(value, error, _resident_bytes())
-
-
-def _sendable(error: Exception) -> Exception:
-    """``error`` if it survives pickling both ways, else a RuntimeError that names it."""
-    try:
-        pickle.loads(pickle.dumps(error))
-    except Exception:
-        return RuntimeError(f"{type(error).__name__}: {error}")
-    return error
 
 
 def _service(settings: Settings) -> CalibrationService:
