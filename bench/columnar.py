@@ -12,7 +12,11 @@ paid its first-use costs: pyarrow's, the JSON worker process's start). The memor
 children (a big JSON body is parsed in a worker process, :mod:`app.api.bodies.json_process`, started
 on first use through a forkserver; a Parquet body starts none), whose summed peaks bound
 their joint peak from above. Each measurement has a server of its own, so that the peaks do
-not mix, and is made once (a 10^7-pair fit takes seconds and gigabytes).
+not mix, and is made once (a 10^7-pair fit takes seconds and gigabytes). The smoke run
+(``python -m bench --quick``) makes both on one server instead, its peaks reset before each
+measured fit (:func:`~bench.watch.reset_peaks`): at its 10^3 pairs a server's start (its
+imports, its workers' fork server: some 10 CPU seconds, measured) is nearly all the rows'
+cost, and the run only checks that the rows come out.
 
 ``python -m bench.columnar [N]`` prints the rows for N pairs (default 10^7).
 """
@@ -34,7 +38,7 @@ import pyarrow.parquet as pq
 from bench.fits import batch
 from bench.http import migrated_env, serve_process
 from bench.table import Row, Target, markdown, progress, size_label
-from bench.watch import descendants, peak_kb
+from bench.watch import descendants, peak_kb, reset_peaks
 
 LOWER = Target(1.0)
 """Issue 12: a 10^7-row Parquet fit takes less time, and less memory, than the same as JSON."""
@@ -70,9 +74,10 @@ def parquet(scores: np.ndarray, labels: np.ndarray) -> bytes:
     return sink.getvalue()
 
 
-def columnar_rows(n: int) -> list[Row]:
+def columnar_rows(n: int, one_server: bool = False) -> list[Row]:
     """Wall time and peak RSS of an n-pair isotonic fit sent as Parquet, against the same
-    pairs sent as JSON; the targets (lower, both) apply from 10^7 pairs."""
+    pairs sent as JSON; the targets (lower, both) apply from 10^7 pairs. Each fit on a fresh
+    server, or both on one with ``one_server`` (the smoke run's: see the module's docstring)."""
     sent, warm = bodies(n), bodies(min(n, WARM_UP))
     largest = max(len(body) for _, body in sent.values())
     measured: dict[str, Measure] = {}
@@ -83,9 +88,13 @@ def columnar_rows(n: int) -> list[Row]:
             "CALIBRATION_MAX_BATCH_ROWS": str(n),
             "CALIBRATION_FIT_TIMEOUT_SECONDS": str(TIMEOUT_SECONDS),
         }
-        for name, (media_type, body) in sent.items():
-            progress(f"columnar: {size_label(n)}-pair {METHOD} fit as {name}, fresh server")
-            measured[name] = _fit_once(env, name, media_type, body, warm[name][1])
+        if one_server:
+            progress(f"columnar: {size_label(n)}-pair {METHOD} fits, both on one server")
+            measured = _fits_on_one_server(env, sent, warm)
+        else:
+            for name, (media_type, body) in sent.items():
+                progress(f"columnar: {size_label(n)}-pair {METHOD} fit as {name}, fresh server")
+                measured[name] = _fit_once(env, name, media_type, body, warm[name][1])
     parquet, as_json = measured["parquet"], measured["json"]
     size = size_label(n)
     target = LOWER if n >= 10**7 else None
@@ -130,22 +139,50 @@ def _fit_once(
         serve_process("app.main:app", env) as (url, process),
         httpx.Client(base_url=url, timeout=TIMEOUT_SECONDS) as client,
     ):
+        _fit(client, name, media_type, warm_up)
+        return _measured_fit(client, process.pid, name, media_type, body)
 
-        def fit(content: bytes) -> None:
-            answer = client.post(
-                f"/v1/calibrators/{name}/fit?method={METHOD}",
-                content=content,
-                headers={"content-type": media_type},
-            )
-            answer.raise_for_status()
 
-        fit(warm_up)
-        start = time.perf_counter()
-        fit(body)
-        seconds = time.perf_counter() - start
-        server_kb = peak_kb(process.pid)
-        children_kb = sum(peak_kb(child) for child in descendants(process.pid))
-        return Measure(seconds, server_kb, server_kb + children_kb)
+def _fits_on_one_server(
+    env: dict[str, str],
+    sent: dict[str, tuple[str, bytes]],
+    warm: dict[str, tuple[str, bytes]],
+) -> dict[str, Measure]:
+    """Every fit of ``sent`` on one server, after every warm-up, each measured as
+    :func:`_fit_once` measures it but from peaks reset just before it."""
+    with (
+        serve_process("app.main:app", env) as (url, process),
+        httpx.Client(base_url=url, timeout=TIMEOUT_SECONDS) as client,
+    ):
+        for name, (media_type, warm_up) in warm.items():
+            _fit(client, name, media_type, warm_up)
+        measured = {}
+        for name, (media_type, body) in sent.items():
+            reset_peaks(process.pid)
+            measured[name] = _measured_fit(client, process.pid, name, media_type, body)
+        return measured
+
+
+def _measured_fit(
+    client: httpx.Client, pid: int, name: str, media_type: str, body: bytes
+) -> Measure:
+    """One fit's wall time, and the peaks of the server ``pid`` and of its tree after it."""
+    start = time.perf_counter()
+    _fit(client, name, media_type, body)
+    seconds = time.perf_counter() - start
+    server_kb = peak_kb(pid)
+    children_kb = sum(peak_kb(child) for child in descendants(pid))
+    return Measure(seconds, server_kb, server_kb + children_kb)
+
+
+def _fit(client: httpx.Client, name: str, media_type: str, content: bytes) -> None:
+    """Fit the calibrator ``name`` on ``content``, sent as ``media_type``."""
+    answer = client.post(
+        f"/v1/calibrators/{name}/fit?method={METHOD}",
+        content=content,
+        headers={"content-type": media_type},
+    )
+    answer.raise_for_status()
 
 
 def main() -> None:

@@ -58,6 +58,18 @@ def peak_kb(pid: int) -> int:
     return 0  # a zombie: its memory is gone
 
 
+def reset_peaks(pid: int) -> None:
+    """Reset the peak resident set (``VmHWM``) of ``pid`` and of every process below it to
+    what each holds now (``/proc/PID/clear_refs``, Linux 4.0 on), so that :func:`peak_kb`
+    then reads the peak since; a process that ended meanwhile, or whose file cannot be
+    written, is passed over (its peak stays the one since it started)."""
+    for each in (pid, *descendants(pid)):
+        try:
+            Path(f"/proc/{each}/clear_refs").write_text("5")
+        except OSError:
+            continue
+
+
 def resident_bytes(pid: int) -> int:
     """The process's resident set now, in bytes; 0 when it has ended."""
     try:

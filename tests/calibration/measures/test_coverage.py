@@ -1,5 +1,6 @@
 """Coverage of the bootstrap's 95% intervals on data of known truth, by both of its methods:
-the row bootstrap (1000 rows) and the block sums of large batches (10^5 rows).
+the row bootstrap (1000 rows) and the block sums of large batches (25,000 rows: see
+:data:`BLOCK_ROWS`).
 
 The generator: p ~ Beta(2, 3) and y ~ Bernoulli(f(p)) with f(p) = expit(logit(p) + 1/2), a
 model that under-predicts everywhere (so every bin's gap is well away from 0 and the
@@ -22,7 +23,10 @@ draws take 50 resamples (and so 50 consistency resamples): the intervals read qu
 (B + 1) q-th resampled value, whose expected coverage does not depend on B
 (:func:`~app.calibration.measures.bootstrap.percentile_interval`); fewer resamples make each
 interval noisier, not the coverage lower. 400 draws per size put a 95% coverage's standard
-error at 1.1%; the window is 93-97%.
+error at 1.1%; the window is 93-97%. The block method's searches read per-block grids and
+cost the same at any number of rows: its draws cost 0.13 s each at 10^5 rows and 0.09 s at
+25,000 (measured), the difference being the rows themselves (drawing them, their point
+values, their block sums).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from scipy import integrate, stats
 
 from app.calibration.measures.metrics import expected_calibration_error, log_losses, squared_errors
 from app.calibration.measures.reliability import bin_table
-from app.calibration.measures.report_bootstrap import bootstrap
+from app.calibration.measures.report_bootstrap import LARGE_ROWS, bootstrap
 from app.calibration.measures.resampled import View
 from app.calibration.measures.smooth_ece import smooth_ece
 
@@ -46,6 +50,12 @@ EDGES = np.linspace(0.0, 1.0, 11)[1:-1]
 DRAWS = 400
 RESAMPLES = 50
 MEASURES = ("log_loss", "brier", "ece", "smooth_ece")
+BLOCK_ROWS = 25_000
+"""The block method's batch: just above :data:`~app.calibration.measures.report_bootstrap.
+LARGE_ROWS`, the fewest rows the service resamples by blocks, where the method's
+approximations are coarsest (the first-order argument by which block sums stand for rows;
+the consistency labels' sums drawn as Gaussians over a bin's or a grid cell's rows, the fewer
+the rows the less Gaussian)."""
 
 
 def truth(p: np.ndarray) -> np.ndarray:
@@ -104,8 +114,9 @@ def intervals(n: int, seed: int, large: bool) -> dict[str, tuple[float, float]]:
     return found.intervals
 
 
-@pytest.mark.parametrize(("n", "large"), [(1000, False), (100_000, True)])
+@pytest.mark.parametrize(("n", "large"), [(1000, False), (BLOCK_ROWS, True)])
 def test_intervals_cover_the_population_values(n: int, large: bool) -> None:
+    assert not large or n >= LARGE_ROWS  # a size the service gives the block method itself
     truth_values = population()
     assert truth_values["ece"] > 0.05  # miscalibrated: the ECE's lower end is not merely 0
     covered = dict.fromkeys(MEASURES, 0)
