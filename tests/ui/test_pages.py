@@ -114,6 +114,27 @@ def test_compare_overlays_two_versions_with_their_metrics(shown: TestClient) -> 
     assert values == {"a": "3", "b": "2"}
 
 
+@pytest.mark.in_threads  # it spies on what the job runs
+def test_an_unknown_second_version_is_found_before_the_first_is_reported(
+    open_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in the second box is a 404 at once, not after the first version's bootstrap."""
+    fit(open_client, "churn", "platt")
+    diagnosis = open_client.app.state.service.diagnosis  # type: ignore[attr-defined]
+    reported: list[tuple[object, ...]] = []
+    original = diagnosis.stored
+
+    def spy(*args: object) -> object:
+        reported.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(diagnosis, "stored", spy)
+    page = open_client.get("/ui/calibrators/churn/compare", params={"a": "1", "b": "nope"})
+    assert page.status_code == 404
+    assert "nope" in page.text
+    assert reported == []
+
+
 def test_monitoring_is_linked_for_a_version_with_traffic(shown: TestClient) -> None:
     page = shown.get("/ui/calibrators/churn")
     assert "monitoring?version=3" not in page.text
