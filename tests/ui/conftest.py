@@ -1,9 +1,9 @@
 """The web view on SQLite (its reads are the service's, tested on both backends elsewhere):
 an open app, an app with keys, and the calibrators its pages show: on an app of the test's
 own (``shown``) for a test that changes them or patches what its jobs run, else on one app
-the module's tests share (``shared_shown``), whose worker processes keep the versions' reports
-between them: a calibrator page's reports, computed per version with the default 1000
-resamples, take a second of CPU each."""
+the package's tests share (``shared_shown``: test_pages.py's and test_accessibility.py's),
+whose worker processes keep the versions' reports between them: a calibrator page's reports,
+computed per version with the default 1000 resamples, take a second of CPU each."""
 
 from __future__ import annotations
 
@@ -93,12 +93,12 @@ def shown(open_client: TestClient) -> TestClient:
     return open_client
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def shared_shown(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TestClient]:
-    """What ``shown`` holds, on an open app the module's tests share: for the tests that only
-    read it (or patch this process, for their own duration)."""
+    """What ``shown`` holds, on an open app the package's tests share: for the tests that
+    only read it (or patch this process, for their own duration)."""
     folder: Path = tmp_path_factory.mktemp("shown")
     with shared_client("sqlite", request, folder) as client:
         show(client)
