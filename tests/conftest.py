@@ -8,8 +8,8 @@ DatabasePool`): a test borrows one, and giving it back empties it as a fresh cop
 (truncated, sequences restarted, the prediction log's partitions the template's again), or
 drops it if the test changed its schema.
 
-A module whose tests only read an app can share one instead (:func:`shared_client`, in a
-module-scoped fixture that fits what they read once, and :func:`unchanged` to hold them to it).
+Tests that only read an app can share one instead (:func:`shared_client`, in a module- or
+package-scoped fixture that fits what they read once, and :func:`unchanged` to hold them to it).
 
 PostgreSQL comes from ``CALIBRATION_TEST_POSTGRES_URL`` (a server where we may create
 databases), or is a throwaway cluster of each pytest process (each xdist worker has its own)
@@ -141,9 +141,9 @@ def shared_client(
     backend: str, request: pytest.FixtureRequest, folder: Path, **settings: Any
 ) -> Iterator[TestClient]:
     """A client of an app with ``settings`` on a migrated, empty database of ``backend`` of its
-    own (in ``folder`` for SQLite), for a module-scoped fixture: a module's tests that only
-    read share it, and what it holds is fitted once, not once per test. Its worker processes
-    keep the reports they computed between those tests too."""
+    own (in ``folder`` for SQLite), for a module- or package-scoped fixture: the tests that
+    only read share it, and what it holds is fitted once, not once per test. Its worker
+    processes keep the reports they computed between those tests too."""
     with migrated_database(backend, request, folder) as url:
         database = Database(url, Settings(database_url=url))
         try:
@@ -162,7 +162,7 @@ def unchanged(client: TestClient) -> Iterator[None]:
     before = client.get("/v1/calibrators", params={"limit": 1000}).json()
     yield
     after = client.get("/v1/calibrators", params={"limit": 1000}).json()
-    assert after == before, "a test changed the app its module's tests share"
+    assert after == before, "a test changed the app other tests share"
 
 
 @pytest.fixture

@@ -3,9 +3,8 @@ multipart upload, CSV, each answering exactly what the same rows answer in JSON,
 report's options from the query or the form, and the fit's errors for bad files.
 
 Neither stores anything (nor do the fits below, all refused), so the tests share one app per
-backend with the versions fitted once
-(``versioned``), and the answer in JSON that the five ways of sending a file are compared
-with is asked once (``in_json``)."""
+backend with the versions fitted once (``versioned``), and the answer in JSON that the five
+ways of sending a file are compared with is asked once (``in_json``)."""
 
 from __future__ import annotations
 
