@@ -8,6 +8,12 @@ loopback ones resolves to nothing (:data:`OFFLINE`) and no proxy is used, so a p
 the internet renders as it would on a machine without it. Each run has a profile directory of
 its own, removed afterwards, so runs never share state; the browser is always killed, and
 every wait is bounded.
+
+A module of browser tests shares one Chromium instead (``with Chromium.start() as chromium``,
+a module-scoped fixture), and each test takes ``with chromium.page() as browser``: a tab in a
+browser context of its own, which has its own cookies, storage and cache as a new profile
+would, and is thrown away with them after the test. Starting Chromium costs about a second of
+CPU and two of waiting on a busy machine; a context, a few milliseconds.
 """
 
 from __future__ import annotations
@@ -65,61 +71,13 @@ def chromium() -> str:
     return found
 
 
-class Browser:
-    """One headless Chromium and a DevTools connection to its one tab: navigate, run a script
-    in the page, wait for a condition, fill a form, read cookies, take a screenshot."""
+class DevTools:
+    """A DevTools connection: to a tab (:class:`Browser`) or to the whole browser
+    (:class:`Chromium`)."""
 
     def __init__(self, socket: ClientConnection) -> None:
         self._socket = socket
         self._ids = itertools.count(1)
-
-    @classmethod
-    @contextmanager
-    def start(
-        cls,
-        binary: str | None = None,
-        size: tuple[int, int] = (1280, 900),
-        timeout: float = TIMEOUT_SECONDS,
-    ) -> Iterator[Browser]:
-        """A fresh Chromium (offline, its own profile, a ``size`` viewport) on a blank tab;
-        ``binary`` defaults to :func:`chromium`'s. Killed, with every process it started, on
-        the way out."""
-        width, height = size
-        with tempfile.TemporaryDirectory(prefix="chromium-", ignore_cleanup_errors=True) as profile:
-            command = [
-                binary or chromium(),
-                *FLAGS,
-                f"--user-data-dir={profile}",
-                f"--window-size={width},{height}",
-                "--remote-debugging-port=0",
-                "about:blank",
-            ]
-            process = subprocess.Popen(
-                command,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,  # its renderers share its process group: kill them all
-            )
-            try:
-                deadline = time.monotonic() + timeout
-                port = _devtools_port(Path(profile), process, deadline)
-                tab = _first_tab(port, deadline)
-                opening = max(deadline - time.monotonic(), 1.0)
-                with connect(tab, open_timeout=opening, max_size=None) as socket:
-                    browser = cls(socket)
-                    # the page sees exactly ``size``, whatever the window's frame takes
-                    browser.call(
-                        "Emulation.setDeviceMetricsOverride",
-                        width=width,
-                        height=height,
-                        deviceScaleFactor=1,
-                        mobile=False,
-                    )
-                    yield browser
-            finally:  # a throwaway browser with a throwaway profile: nothing to shut down cleanly
-                with suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
 
     def call(self, method: str, *, timeout: float = TIMEOUT_SECONDS, **params: Any) -> Any:
         """Send one DevTools command and return its result (events in between are dropped)."""
@@ -136,6 +94,70 @@ class Browser:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")
                 return message.get("result", {})
+
+
+@contextmanager
+def _launched(binary: str | None, size: tuple[int, int], deadline: float) -> Iterator[int]:
+    """A fresh Chromium (offline, its own profile, a window of ``size``) on a blank tab, and
+    its DevTools port; ``binary`` defaults to :func:`chromium`'s. Killed, with every process
+    it started, on the way out."""
+    width, height = size
+    with tempfile.TemporaryDirectory(prefix="chromium-", ignore_cleanup_errors=True) as profile:
+        command = [
+            binary or chromium(),
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            "--remote-debugging-port=0",
+            "about:blank",
+        ]
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its renderers share its process group: kill them all
+        )
+        try:
+            yield _devtools_port(Path(profile), process, deadline)
+        finally:  # a throwaway browser with a throwaway profile: nothing to shut down cleanly
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+class Browser(DevTools):
+    """A DevTools connection to one tab of a headless Chromium: navigate, run a script in the
+    page, wait for a condition, fill a form, read cookies, take a screenshot."""
+
+    @classmethod
+    @contextmanager
+    def start(
+        cls,
+        binary: str | None = None,
+        size: tuple[int, int] = (1280, 900),
+        timeout: float = TIMEOUT_SECONDS,
+    ) -> Iterator[Browser]:
+        """A fresh Chromium (offline, its own profile, a ``size`` viewport) on a blank tab;
+        ``binary`` defaults to :func:`chromium`'s. Killed, with every process it started, on
+        the way out."""
+        deadline = time.monotonic() + timeout
+        with _launched(binary, size, deadline) as port:
+            tab = _first_tab(port, deadline)
+            with _connected(tab, deadline) as socket:
+                browser = cls(socket)
+                browser._show(size)
+                yield browser
+
+    def _show(self, size: tuple[int, int]) -> None:
+        """Make the page see exactly ``size``, whatever the window's frame takes."""
+        width, height = size
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
 
     def evaluate(self, script: str) -> Any:
         """The value of the JavaScript expression ``script`` in the page (promises awaited);
@@ -204,6 +226,57 @@ class Browser:
             params["clip"] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
         data = self.call("Page.captureScreenshot", **params)["data"]
         path.write_bytes(base64.b64decode(data))
+
+
+class Chromium(DevTools):
+    """A DevTools connection to a whole headless Chromium, for tests that share it: each
+    takes a :meth:`page` of its own."""
+
+    def __init__(self, socket: ClientConnection, port: int, size: tuple[int, int]) -> None:
+        super().__init__(socket)
+        self._port = port
+        self._size = size
+
+    @classmethod
+    @contextmanager
+    def start(
+        cls,
+        binary: str | None = None,
+        size: tuple[int, int] = (1280, 900),
+        timeout: float = TIMEOUT_SECONDS,
+    ) -> Iterator[Chromium]:
+        """A fresh Chromium as :meth:`Browser.start` starts one, whose pages have a ``size``
+        viewport. Killed, with every process it started, on the way out."""
+        deadline = time.monotonic() + timeout
+        with _launched(binary, size, deadline) as port:
+            with httpx.Client(timeout=5, trust_env=False) as client:
+                version = client.get(f"http://127.0.0.1:{port}/json/version").json()
+            with _connected(version["webSocketDebuggerUrl"], deadline) as socket:
+                yield cls(socket, port, size)
+
+    @contextmanager
+    def page(self, timeout: float = TIMEOUT_SECONDS) -> Iterator[Browser]:
+        """A blank tab in a new browser context (no cookie, storage or cache of another
+        page's), closed with its context on the way out."""
+        context = self.call("Target.createBrowserContext")["browserContextId"]
+        try:
+            tab = self.call("Target.createTarget", url="about:blank", browserContextId=context)
+            url = f"ws://127.0.0.1:{self._port}/devtools/page/{tab['targetId']}"
+            with _connected(url, time.monotonic() + timeout) as socket:
+                browser = Browser(socket)
+                browser._show(self._size)
+                yield browser
+        finally:
+            self.call("Target.disposeBrowserContext", browserContextId=context)
+
+
+@contextmanager
+def _connected(url: str, deadline: float) -> Iterator[ClientConnection]:
+    """A DevTools WebSocket to ``url``, opened within what is left before ``deadline`` (a
+    second at least)."""
+    opening = max(deadline - time.monotonic(), 1.0)
+    with connect(url, open_timeout=opening, max_size=None) as socket:
+        yield socket
 
 
 def _devtools_port(profile: Path, process: subprocess.Popen[bytes], deadline: float) -> int:

@@ -8,6 +8,9 @@ DatabasePool`): a test borrows one, and giving it back empties it as a fresh cop
 (truncated, sequences restarted, the prediction log's partitions the template's again), or
 drops it if the test changed its schema.
 
+Tests that only read an app can share one instead (:func:`shared_client`, in a module- or
+package-scoped fixture that fits what they read once, and :func:`unchanged` to hold them to it).
+
 PostgreSQL comes from ``CALIBRATION_TEST_POSTGRES_URL`` (a server where we may create
 databases), or is a throwaway cluster of each pytest process (each xdist worker has its own)
 started from the installed binaries (Debian's ``/usr/lib/postgresql/*/bin``). Without either,
@@ -22,11 +25,14 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy.exc import OperationalError
 
 import demo.server
+from app.main import create_app
 from app.settings import Settings
 from app.store import Database
 from app.store.migrate import upgrade
@@ -128,6 +134,35 @@ def migrated_database(backend: str, request: pytest.FixtureRequest, folder: Path
         yield server.url(name)
     finally:
         pool.give_back(name)
+
+
+@contextmanager
+def shared_client(
+    backend: str, request: pytest.FixtureRequest, folder: Path, **settings: Any
+) -> Iterator[TestClient]:
+    """A client of an app with ``settings`` on a migrated, empty database of ``backend`` of its
+    own (in ``folder`` for SQLite), for a module- or package-scoped fixture: the tests that
+    only read share it, and what it holds is fitted once, not once per test. Its worker
+    processes keep the reports they computed between those tests too."""
+    with migrated_database(backend, request, folder) as url:
+        database = Database(url, Settings(database_url=url))
+        try:
+            app = create_app(Settings(database_url=url, **settings), database=database)
+            with TestClient(app, raise_server_exceptions=False) as client:
+                yield client
+        finally:
+            database.dispose()
+
+
+@contextmanager
+def unchanged(client: TestClient) -> Iterator[None]:
+    """Fail on the way out when the calibrators ``client``'s app lists (their versions, when
+    each was last fitted) are not those it listed on the way in: a test that fits or deletes
+    in a shared app would make its neighbours' results depend on the order."""
+    before = client.get("/v1/calibrators", params={"limit": 1000}).json()
+    yield
+    after = client.get("/v1/calibrators", params={"limit": 1000}).json()
+    assert after == before, "a test changed the app other tests share"
 
 
 @pytest.fixture

@@ -1,9 +1,15 @@
 """POST diagnostics and compare take a batch as a fit does: Parquet, an Arrow stream, a
 multipart upload, CSV, each answering exactly what the same rows answer in JSON, with the
-report's options from the query or the form, and the fit's errors for bad files."""
+report's options from the query or the form, and the fit's errors for bad files.
+
+Neither stores anything (nor do the fits below, all refused), so the tests share one app per
+backend with the versions fitted once (``versioned``), and the answer in JSON that the five
+ways of sending a file are compared with is asked once (``in_json``)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -12,6 +18,8 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 
+from tests.conftest import unchanged
+
 from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 from .test_columnar_batches import ARROW, ENCODINGS, PARQUET, arrow, parquet, table_of
 from .test_multiclass import logits_batch
@@ -19,6 +27,7 @@ from .test_multiclass import logits_batch
 BASE = "/v1/calibrators/churn"
 DIAGNOSTICS = f"{BASE}/versions/latest/diagnostics"
 COMPARE = f"{BASE}/compare"
+MULTICLASS_BASE = "/v1/calibrators/digits"
 HOWS = ["parquet", "arrow", "parquet upload", "csv", "csv upload"]
 """The ways a batch can be sent besides JSON: the options go in the query, or for an upload
 in its form."""
@@ -73,109 +82,132 @@ def fresh_batch(multiclass: bool, seed: int = 9) -> tuple[dict[str, Any], list[f
 
 
 def fit_versions(client: TestClient, multiclass: bool) -> None:
-    """churn v1..v3 on other batches (two methods, one fitted to flipped labels), with
-    ``production`` -> 2."""
+    """v1..v3 on other batches (two methods, one fitted to flipped labels), with
+    ``production`` -> 2: of ``churn`` (binary) or ``digits`` (3 classes)."""
+    base = MULTICLASS_BASE if multiclass else BASE
     batch = logits_batch(400, seed=1) if multiclass else sigmoid_batch(600, seed=1)
     methods = ["temperature", "platt"] if multiclass else ["platt", "isotonic"]
     flipped = {**batch, "labels": [(y + 1) % (3 if multiclass else 2) for y in batch["labels"]]}
     for body in ({**batch, "method": methods[0]}, {**batch, "method": methods[1]}, flipped):
-        assert client.post(f"{BASE}/fit", json=body).status_code == 201
-    assert client.put(f"{BASE}/aliases/production", json={"version": 2}).status_code == 200
+        assert client.post(f"{base}/fit", json=body).status_code == 201
+    assert client.put(f"{base}/aliases/production", json={"version": 2}).status_code == 200
 
 
-def fit_one_version(client: TestClient) -> None:
-    """churn v1 alone: the refused requests below need the calibrator, not versions to rank."""
-    fit = client.post(f"{BASE}/fit", json={**sigmoid_batch(600, seed=1), "method": "platt"})
-    assert fit.status_code == 201, fit.text
+@pytest.fixture(scope="module")
+def versioned(shared_app: TestClient) -> Iterator[TestClient]:
+    """The app the module's tests share: :func:`fit_versions`' ``churn`` and ``digits``."""
+    fit_versions(shared_app, multiclass=False)
+    fit_versions(shared_app, multiclass=True)
+    with unchanged(shared_app):
+        yield shared_app
+
+
+Ask = Callable[[str, dict[str, Any], dict[str, Any] | None], Any]
+
+
+@pytest.fixture(scope="module")
+def in_json(versioned: TestClient) -> Ask:
+    """``ask(url, body, query)``: the JSON document ``versioned`` answers to ``body`` posted
+    as JSON, asked once per module (the parametrizations by way of sending compare with
+    the same one)."""
+    answers: dict[str, Any] = {}
+
+    def ask(url: str, body: dict[str, Any], query: dict[str, Any] | None) -> Any:
+        key = json.dumps([url, body, query], sort_keys=True)
+        if key not in answers:
+            answer = versioned.post(url, params=query, json=body)
+            assert answer.status_code == 200, answer.text
+            answers[key] = answer.json()
+        return answers[key]
+
+    return ask
 
 
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("multiclass", [False, True])
 def test_diagnostics_of_a_file_equal_those_of_its_rows_in_json(
-    client: TestClient, how: str, multiclass: bool
+    versioned: TestClient, in_json: Ask, how: str, multiclass: bool
 ) -> None:
-    fit_versions(client, multiclass)
+    url = f"{MULTICLASS_BASE if multiclass else BASE}/versions/latest/diagnostics"
     batch, weights = fresh_batch(multiclass)
     options: dict[str, Any] = {"n_bins": 7, "strategy": "quantile", "bootstrap": FEW_RESAMPLES}
     if multiclass:
         options["class_index"] = 1
-    as_json = client.post(DIAGNOSTICS, json={**batch, "sample_weight": weights, **options})
-    assert as_json.status_code == 200, as_json.text
-    r = send(client, DIAGNOSTICS, table_of(batch, weights), how, options)
+    as_json = in_json(url, {**batch, "sample_weight": weights, **options}, None)
+    r = send(versioned, url, table_of(batch, weights), how, options)
     assert r.status_code == 200, r.text
-    assert r.json() == as_json.json()
+    assert r.json() == as_json
     assert (r.json()["n_bins"], r.json()["strategy"]) == (7, "quantile")  # not the defaults
 
 
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("multiclass", [False, True])
 def test_a_comparison_of_a_file_equals_that_of_its_rows_in_json(
-    client: TestClient, how: str, multiclass: bool
+    versioned: TestClient, in_json: Ask, how: str, multiclass: bool
 ) -> None:
-    fit_versions(client, multiclass)
+    url = f"{MULTICLASS_BASE if multiclass else BASE}/compare"
     batch, weights = fresh_batch(multiclass)
     by = {"by": "brier"}
     options: dict[str, Any] = {"versions": [3, "production"], "bootstrap": FEW_RESAMPLES}
-    as_json = client.post(COMPARE, params=by, json={**batch, "sample_weight": weights, **options})
-    assert as_json.status_code == 200, as_json.text
-    r = send(client, COMPARE, table_of(batch, weights), how, options, query=by)
+    as_json = in_json(url, {**batch, "sample_weight": weights, **options}, by)
+    r = send(versioned, url, table_of(batch, weights), how, options, query=by)
     assert r.status_code == 200, r.text
-    assert r.json() == as_json.json()
+    assert r.json() == as_json
     assert [v["version"] for v in r.json()["versions"]] == [2, 3]  # the flipped one last
 
 
-def test_every_version_is_compared_when_none_is_named(client: TestClient) -> None:
-    fit_versions(client, multiclass=False)
+def test_every_version_is_compared_when_none_is_named(versioned: TestClient) -> None:
     batch, _ = fresh_batch(multiclass=False)
     few = {"bootstrap": FEW_RESAMPLES}
-    as_json = client.post(COMPARE, json={**batch, **few}).json()
-    r = send(client, COMPARE, table_of(batch), "arrow", few)
+    as_json = versioned.post(COMPARE, json={**batch, **few}).json()
+    r = send(versioned, COMPARE, table_of(batch), "arrow", few)
     assert r.json() == as_json
     assert sorted(v["version"] for v in as_json["versions"]) == [1, 2, 3]
 
 
-def test_the_body_s_own_field_wins_then_the_form_then_the_query(client: TestClient) -> None:
-    fit_versions(client, multiclass=False)
+def test_the_body_s_own_field_wins_then_the_form_then_the_query(versioned: TestClient) -> None:
     batch, _ = fresh_batch(multiclass=False)
     in_query = {"n_bins": 8, "bootstrap": FEW_RESAMPLES}
-    answer = client.post(DIAGNOSTICS, params=in_query, json={**batch, "n_bins": 5}).json()
+    answer = versioned.post(DIAGNOSTICS, params=in_query, json={**batch, "n_bins": 5}).json()
     assert answer["n_bins"] == 5
-    assert client.post(DIAGNOSTICS, params=in_query, json=batch).json()["n_bins"] == 8
-    upload = send(client, DIAGNOSTICS, table_of(batch), "parquet upload", {"n_bins": 5}, in_query)
+    assert versioned.post(DIAGNOSTICS, params=in_query, json=batch).json()["n_bins"] == 8
+    upload = send(
+        versioned, DIAGNOSTICS, table_of(batch), "parquet upload", {"n_bins": 5}, in_query
+    )
     assert upload.json()["n_bins"] == 5
-    upload = send(client, DIAGNOSTICS, table_of(batch), "parquet upload", {}, in_query)
+    upload = send(versioned, DIAGNOSTICS, table_of(batch), "parquet upload", {}, in_query)
     assert upload.json()["n_bins"] == 8
     queried_versions = {"versions": [1, 2], "bootstrap": FEW_RESAMPLES}
-    named = client.post(COMPARE, params=queried_versions, json={**batch, "versions": [3]})
+    named = versioned.post(COMPARE, params=queried_versions, json={**batch, "versions": [3]})
     assert [v["version"] for v in named.json()["versions"]] == [3]
-    queried = client.post(COMPARE, params=queried_versions, json=batch)
+    queried = versioned.post(COMPARE, params=queried_versions, json=batch)
     assert sorted(v["version"] for v in queried.json()["versions"]) == [1, 2]
 
 
-def test_one_class_alone_is_judged(client: TestClient) -> None:
-    fit_versions(client, multiclass=False)
+def test_one_class_alone_is_judged(versioned: TestClient) -> None:
     batch = sigmoid_batch(200, seed=4)
     negatives = {"scores": batch["scores"], "labels": [0] * 200}
     few = {"bootstrap": FEW_RESAMPLES}
     for url in (DIAGNOSTICS, COMPARE):
-        as_json = client.post(url, json={**negatives, **few})
+        as_json = versioned.post(url, json={**negatives, **few})
         assert as_json.status_code == 200, as_json.text
-        assert send(client, url, table_of(negatives), "parquet", few).json() == as_json.json()
+        assert send(versioned, url, table_of(negatives), "parquet", few).json() == as_json.json()
 
 
-def test_a_picture_of_a_parquet_batch_is_the_picture_of_its_rows(client: TestClient) -> None:
-    fit_versions(client, multiclass=False)
+def test_a_picture_of_a_parquet_batch_is_the_picture_of_its_rows(versioned: TestClient) -> None:
     batch, weights = fresh_batch(multiclass=False)
     png = {"accept": "image/png"}
-    as_json = client.post(
+    as_json = versioned.post(
         DIAGNOSTICS, json={**batch, "sample_weight": weights, "n_bins": 6}, headers=png
     )
     assert as_json.headers["content-type"] == "image/png"
-    r = send(client, DIAGNOSTICS, table_of(batch, weights), "parquet", {"n_bins": 6}, headers=png)
+    r = send(
+        versioned, DIAGNOSTICS, table_of(batch, weights), "parquet", {"n_bins": 6}, headers=png
+    )
     assert r.status_code == 200, r.text
     assert r.headers["content-type"] == "image/png"
     assert r.content == as_json.content
-    default = send(client, DIAGNOSTICS, table_of(batch, weights), "parquet", {}, headers=png)
+    default = send(versioned, DIAGNOSTICS, table_of(batch, weights), "parquet", {}, headers=png)
     assert default.content != as_json.content  # n_bins=6 was drawn, not the default
 
 
@@ -186,55 +218,55 @@ def problem(response: Response) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("url", [DIAGNOSTICS, COMPARE])
-def test_an_upload_names_the_file_and_the_row(client: TestClient, url: str) -> None:
-    fit_one_version(client)
+def test_an_upload_names_the_file_and_the_row(versioned: TestClient, url: str) -> None:
     table = pa.table({"score": [0.1, 0.2, None], "label": [0, 1, 0]})
-    r = send(client, url, table, "parquet upload", {})
+    r = send(versioned, url, table, "parquet upload", {})
     assert_problem(r, 422, "file", "row[3].score", "null")
-    fit = send(client, "/v1/calibrators/other/fit", table, "parquet upload", {})
+    fit = send(versioned, "/v1/calibrators/other/fit", table, "parquet upload", {})
     assert problem(r) == problem(fit)
 
 
 @pytest.mark.parametrize("url", [DIAGNOSTICS, COMPARE])
 @pytest.mark.parametrize("media_type", [PARQUET, ARROW])
 def test_bytes_that_are_no_file_are_malformed(
-    client: TestClient, url: str, media_type: str
+    versioned: TestClient, url: str, media_type: str
 ) -> None:
-    fit_one_version(client)
     headers = {"content-type": media_type}
-    r = client.post(url, content=b"score,label\n0.1,0\n", headers=headers)
+    r = versioned.post(url, content=b"score,label\n0.1,0\n", headers=headers)
     assert_problem(r, 400, "not")
-    fit = client.post(f"{BASE}/fit", content=b"score,label\n0.1,0\n", headers=headers)
+    fit = versioned.post(f"{BASE}/fit", content=b"score,label\n0.1,0\n", headers=headers)
     assert problem(r) == problem(fit)
 
 
 @pytest.mark.parametrize("url", [DIAGNOSTICS, COMPARE])
 @pytest.mark.parametrize(("media_type", "encode"), ENCODINGS)
 def test_rows_past_the_limit_are_413(
-    client: TestClient, url: str, media_type: str, encode: Any, monkeypatch: pytest.MonkeyPatch
+    versioned: TestClient,
+    url: str,
+    media_type: str,
+    encode: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    fit_one_version(client)
-    monkeypatch.setattr(client.app.state.service.settings, "max_batch_rows", 250)  # type: ignore[attr-defined]
+    monkeypatch.setattr(versioned.app.state.service.settings, "max_batch_rows", 250)  # type: ignore[attr-defined]
     body = encode(table_of(sigmoid_batch(300, seed=7)))
-    r = client.post(url, content=body, headers={"content-type": media_type})
+    r = versioned.post(url, content=body, headers={"content-type": media_type})
     assert_problem(r, 413, "250")
 
 
-def test_bad_options_are_reported_where_they_were_given(client: TestClient) -> None:
-    fit_one_version(client)
+def test_bad_options_are_reported_where_they_were_given(versioned: TestClient) -> None:
     table = table_of(sigmoid_batch(100, seed=5))
-    r = send(client, DIAGNOSTICS, table, "parquet", {"n_bins": 1})
+    r = send(versioned, DIAGNOSTICS, table, "parquet", {"n_bins": 1})
     assert_problem(r, 422, "n_bins")
     assert r.json()["errors"][0]["loc"] == ["query", "n_bins"]
-    r = send(client, DIAGNOSTICS, table, "parquet upload", {"n_bins": "many"})
+    r = send(versioned, DIAGNOSTICS, table, "parquet upload", {"n_bins": "many"})
     assert_problem(r, 422, "form.n_bins must be an integer")
-    r = send(client, DIAGNOSTICS, table, "parquet upload", {"strategy": "random"})
+    r = send(versioned, DIAGNOSTICS, table, "parquet upload", {"strategy": "random"})
     assert r.json()["errors"][0]["loc"] == ["form", "strategy"]
-    r = send(client, COMPARE, table, "parquet upload", {"versions": ["1", ""]})
+    r = send(versioned, COMPARE, table, "parquet upload", {"versions": ["1", ""]})
     assert r.json()["errors"][0]["loc"] == ["form", "versions", 1]
-    r = send(client, COMPARE, table, "parquet", {"versions": [str(v) for v in range(51)]})
+    r = send(versioned, COMPARE, table, "parquet", {"versions": [str(v) for v in range(51)]})
     assert_problem(r, 422, "versions has 51 entries; the limit is 50")
     assert r.json()["errors"][0]["loc"] == ["query", "versions"]
-    assert_problem(send(client, COMPARE, table, "arrow", {"versions": ["9"]}), 404, "9")
-    xml = client.post(COMPARE, content=b"<batch/>", headers={"content-type": "application/xml"})
+    assert_problem(send(versioned, COMPARE, table, "arrow", {"versions": ["9"]}), 404, "9")
+    xml = versioned.post(COMPARE, content=b"<batch/>", headers={"content-type": "application/xml"})
     assert_problem(xml, 415, "application/xml")

@@ -7,6 +7,7 @@ and Swagger UI's Authorize button and "Try it out" must work with a bearer key: 
 once, call predict from the page, get probabilities; the key is never written to the
 browser's storage, so a reload forgets it (``persistAuthorization`` off). That no page loads
 anything from another host is tests/api/test_docs_pages.py's to check, without a browser.
+The tests share one Chromium, each in a browser context of its own (no storage of another's).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from app.keys import new_key
-from tests.browser import Browser
+from tests.browser import Browser, Chromium
 from tests.server.test_faults import BATCH, Service
 
 READ_KEY, READ_ENTRY = new_key("browser", "read")
@@ -45,6 +46,19 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         service.stop()
 
 
+@pytest.fixture(scope="module")
+def shared_chromium() -> Iterator[Chromium]:
+    with Chromium.start() as started:
+        yield started
+
+
+@pytest.fixture
+def browser(shared_chromium: Chromium) -> Iterator[Browser]:
+    """A tab in a browser context of its own: nothing stored by another test's pages."""
+    with shared_chromium.page() as page:
+        yield page
+
+
 def operations(service: Service) -> list[dict[str, Any]]:
     spec = service.client.get("/openapi.json").json()
     return [
@@ -64,17 +78,18 @@ def keyed_operations(service: Service) -> list[dict[str, Any]]:
     return [operation for operation in operations(service) if "security" in operation]
 
 
-def rendered_dom(url: str, ready: str) -> str:
-    """The DOM Chromium renders for ``url`` once an element matches the selector ``ready``."""
-    with Browser.start() as browser:
-        browser.navigate(url)
-        browser.wait_for(f"!!document.querySelector({json.dumps(ready)})")
-        return browser.html()
+def rendered_dom(browser: Browser, url: str, ready: str) -> str:
+    """The DOM ``browser`` renders for ``url`` once an element matches the selector ``ready``."""
+    browser.navigate(url)
+    browser.wait_for(f"!!document.querySelector({json.dumps(ready)})")
+    return browser.html()
 
 
-def test_swagger_ui_renders_an_operation_block_per_operation(served: Service) -> None:
+def test_swagger_ui_renders_an_operation_block_per_operation(
+    served: Service, browser: Browser
+) -> None:
     expected = operation_ids(served)
-    dom = rendered_dom(f"{served.base_url}/docs", ".opblock")
+    dom = rendered_dom(browser, f"{served.base_url}/docs", ".opblock")
     blocks = re.findall(
         r'<div class="opblock opblock-(?:get|put|post|delete|patch|head|options)', dom
     )
@@ -85,9 +100,9 @@ def test_swagger_ui_renders_an_operation_block_per_operation(served: Service) ->
     assert "authorization__btn" in dom  # the lock on operations that need a key
 
 
-def test_redoc_renders_every_operation(served: Service) -> None:
+def test_redoc_renders_every_operation(served: Service, browser: Browser) -> None:
     expected = operation_ids(served)
-    dom = rendered_dom(f"{served.base_url}/redoc", '[data-section-id^="operation/"]')
+    dom = rendered_dom(browser, f"{served.base_url}/redoc", '[data-section-id^="operation/"]')
     rendered = set(re.findall(r'data-section-id="operation/([^"]+)"', dom))
     assert rendered == expected
 
@@ -107,44 +122,43 @@ UNLOCKED = '[aria-label="authorization button unlocked"]'
 STORED = "JSON.stringify({...localStorage}) + JSON.stringify({...sessionStorage})"
 
 
-def test_authorize_then_try_it_out_on_predict(served: Service) -> None:
-    with Browser.start() as browser:
-        browser.navigate(f"{served.base_url}/docs")
-        browser.wait_for(f"!!document.querySelector('{PREDICT}')")
-        locks = browser.evaluate(f"document.querySelectorAll('{UNLOCKED}').length")
-        assert locks == len(keyed_operations(served)) > 0
-        assert browser.evaluate(f"document.querySelectorAll('{LOCKED}').length") == 0
-        browser.evaluate("document.querySelector('.auth-wrapper .authorize').click()")
-        browser.wait_for("!!document.querySelector('.modal-ux input')")
-        browser.evaluate(f"({TYPE_INTO})('.modal-ux input', {json.dumps(READ_KEY)})")
-        browser.evaluate("document.querySelector('.modal-ux .auth-btn-wrapper .authorize').click()")
-        browser.wait_for("!!document.querySelector('.modal-ux .auth-btn-wrapper .btn-done')")
-        browser.evaluate("document.querySelector('.modal-ux .btn-done').click()")
+def test_authorize_then_try_it_out_on_predict(served: Service, browser: Browser) -> None:
+    browser.navigate(f"{served.base_url}/docs")
+    browser.wait_for(f"!!document.querySelector('{PREDICT}')")
+    locks = browser.evaluate(f"document.querySelectorAll('{UNLOCKED}').length")
+    assert locks == len(keyed_operations(served)) > 0
+    assert browser.evaluate(f"document.querySelectorAll('{LOCKED}').length") == 0
+    browser.evaluate("document.querySelector('.auth-wrapper .authorize').click()")
+    browser.wait_for("!!document.querySelector('.modal-ux input')")
+    browser.evaluate(f"({TYPE_INTO})('.modal-ux input', {json.dumps(READ_KEY)})")
+    browser.evaluate("document.querySelector('.modal-ux .auth-btn-wrapper .authorize').click()")
+    browser.wait_for("!!document.querySelector('.modal-ux .auth-btn-wrapper .btn-done')")
+    browser.evaluate("document.querySelector('.modal-ux .btn-done').click()")
 
-        browser.evaluate(f"document.querySelector('{PREDICT} .opblock-summary-control').click()")
-        browser.wait_for(f"!!document.querySelector('{PREDICT} .try-out__btn')")
-        browser.evaluate(f"document.querySelector('{PREDICT} .try-out__btn').click()")
-        name = f"{PREDICT} tr[data-param-name=name] input"
-        browser.wait_for(f"!!document.querySelector('{name}')")
-        # prefilled from the OpenAPI's example: Try it out needs no typing at all
-        assert browser.evaluate(f"document.querySelector('{name}').value") == "churn"
-        browser.evaluate(f"document.querySelector('{PREDICT} .execute').click()")
-        status = browser.wait_for(
-            f"document.querySelector('{PREDICT} .live-responses-table tbody .response-col_status')"
-            "?.textContent.trim()"
-        )
-        body = browser.evaluate(
-            f"document.querySelector('{PREDICT} .live-responses-table tbody pre').textContent"
-        )
-        assert status == "200", body
-        answer = json.loads(body)
-        assert answer["name"] == "churn"
-        assert len(answer["probabilities"]) == 3
+    browser.evaluate(f"document.querySelector('{PREDICT} .opblock-summary-control').click()")
+    browser.wait_for(f"!!document.querySelector('{PREDICT} .try-out__btn')")
+    browser.evaluate(f"document.querySelector('{PREDICT} .try-out__btn').click()")
+    name = f"{PREDICT} tr[data-param-name=name] input"
+    browser.wait_for(f"!!document.querySelector('{name}')")
+    # prefilled from the OpenAPI's example: Try it out needs no typing at all
+    assert browser.evaluate(f"document.querySelector('{name}').value") == "churn"
+    browser.evaluate(f"document.querySelector('{PREDICT} .execute').click()")
+    status = browser.wait_for(
+        f"document.querySelector('{PREDICT} .live-responses-table tbody .response-col_status')"
+        "?.textContent.trim()"
+    )
+    body = browser.evaluate(
+        f"document.querySelector('{PREDICT} .live-responses-table tbody pre').textContent"
+    )
+    assert status == "200", body
+    answer = json.loads(body)
+    assert answer["name"] == "churn"
+    assert len(answer["probabilities"]) == 3
 
-        assert READ_KEY not in browser.evaluate(STORED)
+    assert READ_KEY not in browser.evaluate(STORED)
 
-        browser.navigate(f"{served.base_url}/docs")  # a reload forgets the key
-        browser.wait_for(f"!!document.querySelector('{PREDICT}')")
-        assert browser.wait_for(f"document.querySelectorAll('{UNLOCKED}').length") == locks
-        assert browser.evaluate(f"document.querySelectorAll('{LOCKED}').length") == 0
-        assert READ_KEY not in browser.evaluate(STORED)
+    browser.navigate(f"{served.base_url}/docs")  # a reload forgets the key
+    browser.wait_for(f"!!document.querySelector('{PREDICT}')")
+    assert browser.wait_for(f"document.querySelectorAll('{UNLOCKED}').length") == locks
+    assert browser.evaluate(f"document.querySelectorAll('{LOCKED}').length") == 0
+    assert READ_KEY not in browser.evaluate(STORED)

@@ -1,10 +1,15 @@
 """GET .../monitoring.png and .svg, and .../monitoring/diagnostics: the figure's size and parts,
-and the diagnostics of the labelled traffic against scikit-learn, numpy and POST diagnostics."""
+and the diagnostics of the labelled traffic against scikit-learn, numpy and POST diagnostics.
+
+The tests that only read the logged traffic share one app per backend that holds it
+(``shared_app`` and ``logged``); those that change it log it in an app of their own
+(``client`` and ``traffic``)."""
 
 from __future__ import annotations
 
 import io
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +21,7 @@ from sklearn.metrics import brier_score_loss, log_loss
 
 from app.store.traffic.reads import TrafficReads
 from app.store.traffic.rows import LoggedPrediction
+from tests.conftest import unchanged
 
 from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 from .test_monitoring import ece, log_rows
@@ -39,8 +45,11 @@ def texts(svg: bytes) -> list[str]:
     return ["".join(el.itertext()) for el in ET.fromstring(svg).iter(f"{SVG}text")]
 
 
-@pytest.fixture
-def traffic(client: TestClient) -> dict[int, dict[str, np.ndarray]]:
+Drawn = dict[int, dict[str, np.ndarray]]
+"""Each version's labelled traffic: its scores, the probabilities it answered, the labels."""
+
+
+def log_traffic(client: TestClient) -> Drawn:
     """``churn`` v1 (platt) and v2 (isotonic), each answering 150 predictions in hours 0 and 1
     after T0, logged as the predict route answered them, in time order; the even ones
     labelled."""
@@ -71,25 +80,37 @@ def traffic(client: TestClient) -> dict[int, dict[str, np.ndarray]]:
     return drawn
 
 
+@pytest.fixture
+def traffic(client: TestClient) -> Drawn:
+    """:func:`log_traffic` in ``client``'s app, for a test that changes what it holds."""
+    return log_traffic(client)
+
+
+@pytest.fixture(scope="module")
+def logged(shared_app: TestClient) -> Iterator[Drawn]:
+    """:func:`log_traffic` in ``shared_app``, for the tests that only read it."""
+    drawn = log_traffic(shared_app)
+    with unchanged(shared_app):
+        yield drawn
+
+
 # -- the pictures ------------------------------------------------------------------------------
 
 
-def test_png_of_the_monitoring_is_a_png_of_its_size(
-    client: TestClient, traffic: dict[int, Any]
-) -> None:
-    r = client.get(f"{BASE}/monitoring.png", params=HOURS)
+def test_png_of_the_monitoring_is_a_png_of_its_size(shared_app: TestClient, logged: Drawn) -> None:
+    r = shared_app.get(f"{BASE}/monitoring.png", params=HOURS)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"] == "image/png"
     assert r.content.startswith(b"\x89PNG\r\n\x1a\n")
     with Image.open(io.BytesIO(r.content)) as image:
         assert (image.format, image.size) == ("PNG", (1000, 1000))
-    assert client.get(f"{BASE}/monitoring.png", params=HOURS).content == r.content  # same bytes
+    assert shared_app.get(f"{BASE}/monitoring.png", params=HOURS).content == r.content  # same bytes
 
 
 def test_svg_names_the_calibrator_and_draws_a_line_per_version(
-    client: TestClient, traffic: dict[int, Any]
+    shared_app: TestClient, logged: Drawn
 ) -> None:
-    r = client.get(f"{BASE}/monitoring.svg", params=HOURS)
+    r = shared_app.get(f"{BASE}/monitoring.svg", params=HOURS)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("image/svg+xml")
     drawn = ids(r.content)
@@ -100,9 +121,10 @@ def test_svg_names_the_calibrator_and_draws_a_line_per_version(
     assert not any(i.endswith("-empty") for i in drawn)
     title = "churn · 1h windows · 2026-11-20 00:00 to 2026-11-20 03:00 UTC"
     assert title in texts(r.content)
-    assert client.get(f"{BASE}/monitoring.svg", params=HOURS).content == r.content  # no random ids
+    again = shared_app.get(f"{BASE}/monitoring.svg", params=HOURS)
+    assert again.content == r.content  # no random ids
 
-    one = client.get(f"{BASE}/monitoring.svg", params={**HOURS, "version": "2"})
+    one = shared_app.get(f"{BASE}/monitoring.svg", params={**HOURS, "version": "2"})
     assert {i for i in ids(one.content) if i.startswith("ece-v")} == {"ece-v2"}
     assert any("version 2" in text for text in texts(one.content))
 
@@ -132,49 +154,50 @@ def test_a_range_without_traffic_draws_empty_panels(client: TestClient) -> None:
         ({"until": "0001-01-01T00:00:00Z"}, 422, "until"),
     ],
 )
+@pytest.mark.usefixtures("logged")  # churn, whose pictures are asked
 def test_pictures_refuse_a_bad_query(
-    fitted: TestClient, suffix: str, params: dict[str, str], status: int, fragment: str
+    shared_app: TestClient, suffix: str, params: dict[str, str], status: int, fragment: str
 ) -> None:
-    assert_problem(fitted.get(f"{BASE}/monitoring.{suffix}", params=params), status, fragment)
+    assert_problem(shared_app.get(f"{BASE}/monitoring.{suffix}", params=params), status, fragment)
 
 
-def test_pictures_of_an_unknown_calibrator_are_not_found(client: TestClient) -> None:
-    assert_problem(client.get("/v1/calibrators/nobody/monitoring.png"), 404, "nobody")
-    assert_problem(client.get("/v1/calibrators/nobody/monitoring.svg"), 404, "nobody")
+def test_pictures_of_an_unknown_calibrator_are_not_found(shared_app: TestClient) -> None:
+    assert_problem(shared_app.get("/v1/calibrators/nobody/monitoring.png"), 404, "nobody")
+    assert_problem(shared_app.get("/v1/calibrators/nobody/monitoring.svg"), 404, "nobody")
 
 
 # -- the diagnostics of the labelled traffic -----------------------------------------------------
 
 
 def test_diagnostics_of_one_version_equal_posting_its_labelled_traffic(
-    client: TestClient, traffic: dict[int, Any]
+    shared_app: TestClient, logged: Drawn
 ) -> None:
     params = {"since": HOURS["since"], "until": HOURS["until"], "version": "1", **FEW}
     for options in ({}, {"n_bins": 20, "strategy": "quantile"}, {"class_index": 0}):
-        r = client.get(f"{BASE}/monitoring/diagnostics", params={**params, **options})
+        r = shared_app.get(f"{BASE}/monitoring/diagnostics", params={**params, **options})
         assert r.status_code == 200, r.text
         got = r.json()
         body = {
-            "scores": traffic[1]["scores"].tolist(),
-            "labels": traffic[1]["labels"].tolist(),
+            "scores": logged[1]["scores"].tolist(),
+            "labels": logged[1]["labels"].tolist(),
             **FEW,
             **options,
         }
-        posted = client.post(f"{BASE}/versions/1/diagnostics", json=body).json()
+        posted = shared_app.post(f"{BASE}/versions/1/diagnostics", json=body).json()
         assert {k: got[k] for k in posted} == posted  # every number, every bin, exactly
         assert got["n_labelled"] == got["n_samples"] == 75
         assert (got["since"], got["until"]) == ("2026-11-20T00:00:00Z", "2026-11-20T03:00:00Z")
 
 
 def test_diagnostics_of_every_version_against_scikit_learn(
-    client: TestClient, traffic: dict[int, Any]
+    shared_app: TestClient, logged: Drawn
 ) -> None:
     params = {"since": HOURS["since"], "until": HOURS["until"]}  # the default bootstrap
-    r = client.get(f"{BASE}/monitoring/diagnostics", params=params)
+    r = shared_app.get(f"{BASE}/monitoring/diagnostics", params=params)
     assert r.status_code == 200, r.text
     got = r.json()
-    p = np.concatenate([traffic[v]["probabilities"] for v in (1, 2)])
-    y = np.concatenate([traffic[v]["labels"] for v in (1, 2)])
+    p = np.concatenate([logged[v]["probabilities"] for v in (1, 2)])
+    y = np.concatenate([logged[v]["labels"] for v in (1, 2)])
     assert got["version"] is None
     assert got["n_labelled"] == p.size == 150
     metrics = got["calibrated"]["metrics"]
@@ -295,22 +318,22 @@ def test_traffic_of_versions_of_different_classes_is_a_conflict_unless_one_is_ch
     ],
 )
 def test_diagnostics_refuse_a_bad_query(
-    client: TestClient,
-    traffic: dict[int, Any],
+    shared_app: TestClient,
+    logged: Drawn,
     params: dict[str, str],
     status: int,
     fragment: str,
 ) -> None:
     query = {"since": HOURS["since"], "until": HOURS["until"], **params}
-    assert_problem(client.get(f"{BASE}/monitoring/diagnostics", params=query), status, fragment)
+    assert_problem(shared_app.get(f"{BASE}/monitoring/diagnostics", params=query), status, fragment)
 
 
-def test_diagnostics_of_an_unknown_calibrator_are_not_found(client: TestClient) -> None:
-    assert_problem(client.get("/v1/calibrators/nobody/monitoring/diagnostics"), 404, "nobody")
+def test_diagnostics_of_an_unknown_calibrator_are_not_found(shared_app: TestClient) -> None:
+    assert_problem(shared_app.get("/v1/calibrators/nobody/monitoring/diagnostics"), 404, "nobody")
 
 
-def test_the_routes_are_described(client: TestClient) -> None:
-    paths = client.get("/openapi.json").json()["paths"]
+def test_the_routes_are_described(shared_app: TestClient) -> None:
+    paths = shared_app.get("/openapi.json").json()["paths"]
     for suffix, media in (("png", "image/png"), ("svg", "image/svg+xml")):
         op = paths[f"/v1/calibrators/{{name}}/monitoring.{suffix}"]["get"]
         assert list(op["responses"]["200"]["content"]) == [media]
@@ -328,10 +351,10 @@ def test_the_routes_are_described(client: TestClient) -> None:
     assert schema["$ref"].endswith("/TrafficDiagnosticsOut")
 
 
-def test_the_pictures_document_the_json_query_but_bootstrap(client: TestClient) -> None:
+def test_the_pictures_document_the_json_query_but_bootstrap(shared_app: TestClient) -> None:
     """The figures draw no intervals, so they take no ``bootstrap``; the rest of the JSON
     monitoring's query is theirs."""
-    paths = client.get("/openapi.json").json()["paths"]
+    paths = shared_app.get("/openapi.json").json()["paths"]
 
     def names(path: str) -> set[str]:
         return {p["name"] for p in paths[path]["get"]["parameters"] if p["in"] == "query"}

@@ -81,20 +81,20 @@ def test_smooth_curves_and_their_bands(client: TestClient) -> None:
         == 201
     )
     url = f"{BASE}/versions/1/diagnostics.svg"
-    binned = ids(client.get(f"{url}?bootstrap=50").content)
+    binned = ids(client.get(f"{url}?bootstrap={FEW_RESAMPLES}").content)
     assert "calibrated-curve" in binned
     assert "calibrated-smooth" not in binned
-    smooth = ids(client.get(f"{url}?bootstrap=50&curve=smooth").content)
+    smooth = ids(client.get(f"{url}?bootstrap={FEW_RESAMPLES}&curve=smooth").content)
     assert {"calibrated-smooth", "raw-smooth", "calibrated-band", "raw-band"} <= smooth
     assert "calibrated-curve" not in smooth
-    both = ids(client.get(f"{url}?bootstrap=50&curve=both").content)
+    both = ids(client.get(f"{url}?bootstrap={FEW_RESAMPLES}&curve=both").content)
     assert {"calibrated-smooth", "calibrated-band", "calibrated-curve", "raw-curve"} <= both
     unbanded = ids(client.get(f"{url}?bootstrap=0&curve=smooth").content)
     assert "calibrated-smooth" in unbanded
     assert "calibrated-band" not in unbanded  # no resamples, no band
     fresh = sigmoid_batch(400, seed=8)
     posted = client.post(
-        f"{BASE}/versions/1/diagnostics?bootstrap=50",
+        f"{BASE}/versions/1/diagnostics?bootstrap={FEW_RESAMPLES}",
         json={**fresh, "curve": "both"},
         headers={"accept": "image/svg+xml"},
     )

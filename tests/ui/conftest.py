@@ -1,9 +1,15 @@
 """The web view on SQLite (its reads are the service's, tested on both backends elsewhere):
-an open app, an app with keys, and the calibrators its pages show."""
+an open app, an app with keys, and the calibrators its pages show: on an app of the test's
+own (``shown``) for a test that changes them or patches what its jobs run, else on one app
+the package's tests share (``shared_shown``: test_pages.py's and test_accessibility.py's),
+whose worker processes keep the versions' reports between them: a calibrator page's reports,
+computed per version with the default 1000 resamples, take a second of CPU each."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,9 +17,11 @@ from fastapi.testclient import TestClient
 
 from app.keys import new_key
 from app.main import create_app
+from app.service import diagnosis
 from app.settings import Settings
 from app.store import Database
-from tests.api.helpers import sigmoid_batch
+from tests.api.helpers import FEW_RESAMPLES, sigmoid_batch
+from tests.conftest import shared_client, unchanged
 
 SECRET = "a-test-secret-that-is-long-enough-0123456789"
 
@@ -67,14 +75,43 @@ def fit(client: TestClient, name: str, method: str, **extra: Any) -> dict[str, A
     return document
 
 
+def show(client: TestClient) -> None:
+    """Fit and alias what the pages show, through the API of an open client."""
+    fit(client, "churn", "platt")
+    fit(client, "churn", "isotonic")
+    fit(client, "churn", "auto", tags={"team": "risk"})
+    fit(client, "other", "platt", tags={"team": "ops"})
+    moved = client.put("/v1/calibrators/churn/aliases/production", json={"version": 2})
+    assert moved.status_code == 200, moved.text
+
+
 @pytest.fixture
 def shown(open_client: TestClient) -> TestClient:
     """``churn`` v1 platt, v2 isotonic, v3 auto (tagged team:risk), ``production`` on v2;
     ``other`` v1 tagged team:ops."""
-    fit(open_client, "churn", "platt")
-    fit(open_client, "churn", "isotonic")
-    fit(open_client, "churn", "auto", tags={"team": "risk"})
-    fit(open_client, "other", "platt", tags={"team": "ops"})
-    moved = open_client.put("/v1/calibrators/churn/aliases/production", json={"version": 2})
-    assert moved.status_code == 200, moved.text
+    show(open_client)
     return open_client
+
+
+@pytest.fixture(scope="package")
+def shared_shown(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TestClient]:
+    """What ``shown`` holds, on an open app the package's tests share: for the tests that
+    only read it (or patch this process, for their own duration)."""
+    folder: Path = tmp_path_factory.mktemp("shown")
+    with shared_client("sqlite", request, folder) as client:
+        show(client)
+        with unchanged(client):
+            yield client
+
+
+@pytest.fixture
+def few_page_resamples(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calibrator page's reports from :data:`~tests.api.helpers.FEW_RESAMPLES` resamples
+    instead of the default 1000, for a test that reads none of their intervals: a version's
+    then takes a tenth of a second, not a second. Its test is marked ``in_threads``: its jobs
+    run in this process, where the patch is."""
+    assert request.node.get_closest_marker("in_threads"), "the patch would not reach the workers"
+    fewer = replace(diagnosis.DEFAULT_REPORT, bootstrap=FEW_RESAMPLES)
+    monkeypatch.setattr(diagnosis, "DEFAULT_REPORT", fewer)

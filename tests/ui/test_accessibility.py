@@ -70,8 +70,8 @@ def check_page(parsed: Parsed, path: str) -> None:
 
 
 @pytest.mark.parametrize("path", PAGES)
-def test_every_page_is_accessible_html(shown: TestClient, path: str) -> None:
-    page = shown.get(path)
+def test_every_page_is_accessible_html(shared_shown: TestClient, path: str) -> None:
+    page = shared_shown.get(path)
     assert page.status_code in (200, 404), page.text[:300]
     check_page(parse(page.text), path)
 
@@ -116,8 +116,8 @@ def test_contrast_of_the_stylesheet_is_at_least_4_5() -> None:
     assert contrast("#000000", "#ffffff") == pytest.approx(21.0)  # the formula itself
 
 
-def test_the_stylesheet_loads_nothing_from_elsewhere(open_client: TestClient) -> None:
-    css = open_client.get("/ui/static/ui.css")
+def test_the_stylesheet_loads_nothing_from_elsewhere(shared_shown: TestClient) -> None:
+    css = shared_shown.get("/ui/static/ui.css")
     assert css.status_code == 200
     assert css.headers["content-type"].startswith("text/css")
     assert "url(" not in css.text
@@ -132,10 +132,10 @@ def test_the_diagrams_colours_contrast_with_their_background_at_least_3_to_1() -
     assert len(set(VERSION_COLOURS)) == len(VERSION_COLOURS)
 
 
-def test_the_diagrams_draw_with_those_colours(shown: TestClient) -> None:
-    svg = shown.get("/v1/calibrators/churn/versions/1/diagnostics.svg").text.lower()
+def test_the_diagrams_draw_with_those_colours(shared_shown: TestClient) -> None:
+    svg = shared_shown.get("/v1/calibrators/churn/versions/1/diagnostics.svg").text.lower()
     assert CALIBRATED_COLOUR in svg
     assert RAW_COLOUR in svg
     assert "#ff7f0e" not in svg
-    compared = shown.get("/ui/calibrators/churn/compare", params={"a": "1", "b": "2"}).text
+    compared = shared_shown.get("/ui/calibrators/churn/compare", params={"a": "1", "b": "2"}).text
     assert all(colour in compared.lower() for colour in VERSION_COLOURS[:2])

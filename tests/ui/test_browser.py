@@ -1,6 +1,7 @@
 """The web view in a real browser (headless Chromium through :mod:`tests.browser`), against a
 live service with keys: the redirect to the key form, the session cookie the form sets, the
-list and a calibrator's diagram as the browser renders them."""
+list and a calibrator's diagram as the browser renders them. The tests share one Chromium, each
+in a browser context of its own (no cookie of another's)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from app.keys import new_key
 from demo.server import LocalService
 from tests.api.helpers import sigmoid_batch
-from tests.browser import Browser, chromium
+from tests.browser import Browser, Chromium, chromium
 
 from .conftest import SECRET
 from .html_checks import parse
@@ -44,10 +45,17 @@ def live() -> Iterator[dict[str, Any]]:
         service.stop()
 
 
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with Browser.start() as started:
+@pytest.fixture(scope="module")
+def shared_chromium() -> Iterator[Chromium]:
+    with Chromium.start() as started:
         yield started
+
+
+@pytest.fixture
+def browser(shared_chromium: Chromium) -> Iterator[Browser]:
+    """A tab of its own, in a browser context of its own: it starts without a session."""
+    with shared_chromium.page() as page:
+        yield page
 
 
 def test_a_page_without_a_session_shows_the_key_form(

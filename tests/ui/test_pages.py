@@ -19,13 +19,13 @@ from .conftest import fit
 from .html_checks import parse
 
 
-def test_the_list_shows_each_calibrator_with_its_latest_version(shown: TestClient) -> None:
-    page = shown.get("/ui")
+def test_the_list_shows_each_calibrator_with_its_latest_version(shared_shown: TestClient) -> None:
+    page = shared_shown.get("/ui")
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     rows = {e.text.split()[0]: e.text for e in parse(page.text).all("tr")[1:]}
     assert set(rows) == {"churn", "other"}
-    latest = shown.get("/v1/calibrators/churn/versions/3").json()
+    latest = shared_shown.get("/v1/calibrators/churn/versions/3").json()
     churn = " ".join(rows["churn"].split())
     assert "v3 of 3" in churn
     assert latest["method"] in churn
@@ -37,15 +37,15 @@ def test_the_list_shows_each_calibrator_with_its_latest_version(shown: TestClien
     assert "team:risk" in churn
 
 
-def test_the_tag_filter_keeps_the_calibrators_tagged_so(shown: TestClient) -> None:
-    page = parse(shown.get("/ui", params={"tag": "team:ops"}).text)
+def test_the_tag_filter_keeps_the_calibrators_tagged_so(shared_shown: TestClient) -> None:
+    page = parse(shared_shown.get("/ui", params={"tag": "team:ops"}).text)
     names = [e.text.split()[0] for e in page.all("tr")[1:]]
     assert names == ["other"]
     assert page.all("input")[0].attrs["value"] == "team:ops"
-    empty = shown.get("/ui", params={"tag": "team:none"})
+    empty = shared_shown.get("/ui", params={"tag": "team:none"})
     assert empty.status_code == 200
     assert "No calibrator has a version tagged" in empty.text
-    bad = shown.get("/ui", params={"tag": "no-colon"})
+    bad = shared_shown.get("/ui", params={"tag": "no-colon"})
     assert bad.status_code == 422
     assert "key:value" in bad.text
 
@@ -63,9 +63,9 @@ def test_a_tag_chip_links_to_its_filter_unless_its_key_has_a_colon(shown: TestCl
 
 
 def test_a_calibrator_page_shows_every_version_with_its_diagram_and_bins(
-    shown: TestClient,
+    shared_shown: TestClient,
 ) -> None:
-    page = shown.get("/ui/calibrators/churn")
+    page = shared_shown.get("/ui/calibrators/churn")
     assert page.status_code == 200
     parsed = parse(page.text)
     diagrams = [e for e in parsed.all("svg") if e.attrs.get("role") == "img"]
@@ -73,19 +73,22 @@ def test_a_calibrator_page_shows_every_version_with_its_diagram_and_bins(
     assert all("Reliability diagram of churn version" in d.attrs["aria-label"] for d in diagrams)
     ids = [e.attrs["id"] for e in parsed.elements if "id" in e.attrs]
     assert len(ids) == len(set(ids)), "ids repeat across the inline figures"
-    stored = shown.get("/v1/calibrators/churn/versions/2/diagnostics").json()
+    stored = shared_shown.get("/v1/calibrators/churn/versions/2/diagnostics").json()
     section = next(e for e in parsed.all("section") if e.attrs["id"] == "v2")
     for row in stored["calibrated"]["bins"]:
         assert f"{row['count']}" in section.text
         if row["ci_low"] is not None:
             assert f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}]" in section.text
     auto = next(e for e in parsed.all("section") if e.attrs["id"] == "v3")
-    chosen = shown.get("/v1/calibrators/churn/versions/3").json()["selection"]["chosen"]
+    chosen = shared_shown.get("/v1/calibrators/churn/versions/3").json()["selection"]["chosen"]
     assert re.search(rf"Chosen by\s*auto\s*{chosen} among", auto.text)
     assert "production" in section.text
 
 
-def test_versions_come_five_a_page_newest_first(open_client: TestClient) -> None:
+@pytest.mark.in_threads  # few_page_resamples patches what its jobs run
+def test_versions_come_five_a_page_newest_first(
+    open_client: TestClient, few_page_resamples: None
+) -> None:
     for _ in range(VERSIONS_PER_PAGE + 2):
         fit(open_client, "many", "platt")
     first = parse(open_client.get("/ui/calibrators/many").text)
@@ -96,8 +99,8 @@ def test_versions_come_five_a_page_newest_first(open_client: TestClient) -> None
     assert open_client.get("/ui/calibrators/many?page=3").status_code == 404
 
 
-def test_compare_overlays_two_versions_with_their_metrics(shown: TestClient) -> None:
-    page = shown.get("/ui/calibrators/churn/compare", params={"a": "1", "b": "production"})
+def test_compare_overlays_two_versions_with_their_metrics(shared_shown: TestClient) -> None:
+    page = shared_shown.get("/ui/calibrators/churn/compare", params={"a": "1", "b": "production"})
     assert page.status_code == 200
     parsed = parse(page.text)
     (diagram,) = [e for e in parsed.all("svg") if e.attrs.get("role") == "img"]
@@ -107,14 +110,38 @@ def test_compare_overlays_two_versions_with_their_metrics(shown: TestClient) -> 
     }
     for version in (1, 2):
         url = f"/v1/calibrators/churn/versions/{version}/diagnostics"
-        report = shown.get(url, params={"bootstrap": FEW_RESAMPLES}).json()
+        report = shared_shown.get(url, params={"bootstrap": FEW_RESAMPLES}).json()
         assert f"{report['calibrated']['metrics']['log_loss']:.4f}" in page.text
-    default = parse(shown.get("/ui/calibrators/churn/compare").text)
+    default = parse(shared_shown.get("/ui/calibrators/churn/compare").text)
     values = {e.attrs["id"]: e.attrs["value"] for e in default.all("input")}
     assert values == {"a": "3", "b": "2"}
 
 
-def test_monitoring_is_linked_for_a_version_with_traffic(shown: TestClient) -> None:
+@pytest.mark.in_threads  # it spies on what the job runs
+def test_an_unknown_second_version_is_found_before_the_first_is_reported(
+    open_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in the second box is a 404 at once, not after the first version's bootstrap."""
+    fit(open_client, "churn", "platt")
+    diagnosis = open_client.app.state.service.diagnosis  # type: ignore[attr-defined]
+    reported: list[tuple[object, ...]] = []
+    original = diagnosis.stored
+
+    def spy(*args: object) -> object:
+        reported.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(diagnosis, "stored", spy)
+    page = open_client.get("/ui/calibrators/churn/compare", params={"a": "1", "b": "nope"})
+    assert page.status_code == 404
+    assert "nope" in page.text
+    assert reported == []
+
+
+@pytest.mark.in_threads  # few_page_resamples patches what its jobs run
+def test_monitoring_is_linked_for_a_version_with_traffic(
+    shown: TestClient, few_page_resamples: None
+) -> None:
     page = shown.get("/ui/calibrators/churn")
     assert "monitoring?version=3" not in page.text
     answer = shown.post(
@@ -154,9 +181,9 @@ def test_monitoring_is_linked_for_a_version_with_traffic(shown: TestClient) -> N
     ],
 )
 def test_bad_input_is_an_html_page_with_a_way_back(
-    shown: TestClient, path: str, status: int
+    shared_shown: TestClient, path: str, status: int
 ) -> None:
-    page = shown.get(path)
+    page = shared_shown.get(path)
     assert page.status_code == status, (path, page.status_code, page.text[:300])
     assert_error_page(page)
 
@@ -170,24 +197,24 @@ def assert_error_page(page: Response) -> None:
     assert re.search(r'<a href="/problems/[a-z-]+">', page.text), page.text
 
 
-def test_a_wrong_method_under_ui_is_a_405_page(shown: TestClient) -> None:
-    page = shown.post("/ui")
+def test_a_wrong_method_under_ui_is_a_405_page(shared_shown: TestClient) -> None:
+    page = shared_shown.post("/ui")
     assert page.status_code == 405
     assert page.headers["allow"] == "GET, HEAD"  # HEAD is answered wherever GET is
     assert_error_page(page)
     assert '<a href="/problems/method-not-allowed">' in page.text
-    api = shown.post("/v1/calibrators")
+    api = shared_shown.post("/v1/calibrators")
     assert api.headers["content-type"] == "application/problem+json"  # the API's stay JSON
 
 
 def test_an_unexpected_error_under_ui_is_a_500_page(
-    shown: TestClient, monkeypatch: pytest.MonkeyPatch
+    shared_shown: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(pages, "calibrators", broken)
-    page = shown.get("/ui")
+    page = shared_shown.get("/ui")
     assert page.status_code == 500
     assert_error_page(page)
     assert "a bug" not in page.text
@@ -212,8 +239,8 @@ def test_a_corrupt_batch_is_the_panel_s_problem_with_its_page(
     assert f'href="/problems/{StoredDataCorrupt.slug}"' in page.text
 
 
-def test_links_honour_the_proxy_prefix(shown: TestClient) -> None:
-    prefixed = TestClient(shown.app, root_path="/calib", raise_server_exceptions=False)
+def test_links_honour_the_proxy_prefix(shared_shown: TestClient) -> None:
+    prefixed = TestClient(shared_shown.app, root_path="/calib", raise_server_exceptions=False)
     for path in ("/ui", "/ui/calibrators/churn", "/ui/calibrators/churn/compare", "/problems"):
         page = prefixed.get(path)
         assert page.status_code == 200, (path, page.text[:300])
@@ -230,8 +257,8 @@ def test_links_honour_the_proxy_prefix(shown: TestClient) -> None:
     assert '<a href="/calib/ui">Back to the calibrators</a>' in missing.text
 
 
-def test_an_unknown_calibrator_is_a_404_page(shown: TestClient) -> None:
-    page = shown.get("/ui/calibrators/nope")
+def test_an_unknown_calibrator_is_a_404_page(shared_shown: TestClient) -> None:
+    page = shared_shown.get("/ui/calibrators/nope")
     assert page.status_code == 404
     assert "calibrator &#39;nope&#39; not found" in page.text
 
@@ -243,8 +270,8 @@ def test_a_calibrator_with_one_version_has_nothing_to_compare(open_client: TestC
     assert "has a single version" in page.text
 
 
-def test_pages_forbid_scripts_and_framing(shown: TestClient) -> None:
-    headers = shown.get("/ui").headers
+def test_pages_forbid_scripts_and_framing(shared_shown: TestClient) -> None:
+    headers = shared_shown.get("/ui").headers
     policy = headers["content-security-policy"]
     assert "default-src 'none'" in policy
     assert "script-src" not in policy  # falls back to default-src 'none'
