@@ -15,7 +15,8 @@ processes of its own:
   the background as the server starts (:func:`start_soon`; else at the first job), once
   every job module is named (:func:`preload`), so a new worker is ready in milliseconds;
   unlike ``fork``, it copies no lock a thread of the server held. It starts under the
-  allocator tunables, which only the workers (and the JSON process) run with.
+  allocator tunables, which only the workers (and the JSON process) run with, and freezes
+  what it imported (:mod:`.frozen`): no worker's collector walks it.
 - **Recycling.** After its job a worker reports its resident memory: past
   ``worker_memory_mb``, or after ``worker_max_jobs`` jobs, it is replaced, which is how a
   large job's memory goes back to the system; idle ``worker_idle_seconds``, it exits (but
