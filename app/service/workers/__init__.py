@@ -29,7 +29,8 @@ processes of its own:
   checkpoint, and a job past its last one completes, so an answer never says "nothing was
   stored" about a version that was. One that has not stopped :data:`~.slots.GRACE_SECONDS`
   after its deadline or its cancellation is killed with its process. A worker also exits
-  within seconds of its server's death (``kill -9`` included), so none is left behind.
+  as its server dies (``kill -9`` included; within a second where the kernel has no pidfds),
+  so none is left behind.
 - **The service** (:mod:`.inside`). A job is a module-level function whose first argument is
   the service: the worker builds its own :class:`~app.service.use_cases.CalibrationService`
   from the server's settings (once per settings, with nothing in the background; it reads
