@@ -46,14 +46,20 @@ SLOW_FIT = {"method": "histogram_binning", "params": {"n_bins": "cv"}}
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Any]:
-    """Start ``app.serve`` processes; any still running at the end are killed."""
+    """Start ``app.serve`` processes (``settings``: more ``CALIBRATION_*`` variables); any still
+    running at the end are killed."""
     started: list[LocalService] = []
 
-    def start(database_url: str, workers: int = 2) -> LocalService:
+    def start(database_url: str, workers: int = 2, **settings: str) -> LocalService:
         log = tmp_path / f"serve-{len(started)}.log"
         # JSON logs at info: the tests read the migration's and the access log's lines
         served = LocalService(
-            database_url, log, workers, CALIBRATION_LOG_LEVEL="info", CALIBRATION_LOG_FORMAT="json"
+            database_url,
+            log,
+            workers,
+            CALIBRATION_LOG_LEVEL="info",
+            CALIBRATION_LOG_FORMAT="json",
+            **settings,
         )
         started.append(served)
         return served
@@ -151,7 +157,13 @@ def test_replicas_started_together_migrate_once(empty_database_url: str, serve: 
             # Hold the replicas' migration lock so that both reach it before either migrates,
             # then let them race for it.
             holder.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_ID})
-            replicas: list[LocalService] = [serve(empty_database_url, workers=1) for _ in range(2)]
+            # The fit below only shows that the migrated schema takes writes: run in a thread
+            # of the server, it waits for no fork server, and neither replica starts one
+            # (seconds of imports each, beside both starts).
+            replicas: list[LocalService] = [
+                serve(empty_database_url, workers=1, CALIBRATION_WORK_PROCESSES="false")
+                for _ in range(2)
+            ]
             deadline = time.monotonic() + 90  # their start-ups: seconds, longer on a busy machine
             while holder.execute(waiting).scalar_one() < 2:
                 for served in replicas:
