@@ -85,7 +85,9 @@ def _watch(server: int) -> None:
     except (AttributeError, OSError):  # not Linux, or too old a kernel
         pass
     else:
-        select.select([pidfd], [], [])
+        ended = select.poll()
+        ended.register(pidfd, select.POLLIN)
+        ended.poll()
         os._exit(0)
     while True:
         time.sleep(WATCH_SECONDS)
