@@ -55,11 +55,12 @@ class Fitted:
     versions: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-def fit_all(client: httpx.Client) -> Fitted:
-    """Post every model's batch with each method, then point :data:`ALIAS` at its ``auto``
-    version; raises httpx.HTTPStatusError on any refusal."""
+def fit_all(client: httpx.Client, batches: dict[str, dict[str, Any]] | None = None) -> Fitted:
+    """Post every model's batch (``batches``, by default :func:`scored_batches`) with each
+    method, then point :data:`ALIAS` at its ``auto`` version; raises httpx.HTTPStatusError on
+    any refusal."""
     fitted = Fitted()
-    for name, batch in scored_batches().items():
+    for name, batch in (batches or scored_batches()).items():
         model = name.removeprefix("breast-cancer-")
         for method in METHODS:
             answer = client.post(

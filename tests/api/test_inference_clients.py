@@ -3,12 +3,11 @@ served by uvicorn with API keys, answers compared with /v1 predict bit for bit."
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,19 +19,18 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from app.keys import new_key
-from demo.server import LocalService, stop_process_group
+from demo.server import stop_process_group
 from tests.api.helpers import sigmoid_batch
 from tests.api.test_multiclass import logits_batch
-from tests.docs.test_end_to_end import wait_healthy
-from tests.docs.test_readme_loop import shell_block
 from tests.ports import free_port
 
 READ_KEY, READ_ENTRY = new_key("model-server", "read")
 WRITE_KEY, WRITE_ENTRY = new_key("admin", "write")
 WRITE = {"Authorization": f"Bearer {WRITE_KEY}"}
 ROOT = Path(__file__).resolve().parents[2]
-INFERENCE = "docs/inference.md"
-"""The page whose snippets (tritonclient, curl on /v2, the ONNX export) run here as written."""
+READY_SECONDS = 90.0
+"""How long the server may take to answer: a few seconds, several times that on a busy machine
+(the bound costs time only when the start fails)."""
 
 
 def read() -> dict[str, str]:
@@ -75,6 +73,25 @@ def server(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> I
         yield f"127.0.0.1:{port}"
     finally:
         stop_process_group(proc)
+
+
+def wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> None:
+    """Return once ``base`` answers /healthz; fail when ``proc`` exits first or after
+    :data:`READY_SECONDS`, having stopped it and every process of its group (it must have
+    been started with ``start_new_session=True``)."""
+    deadline = time.monotonic() + READY_SECONDS
+    with httpx.Client(timeout=1) as client:  # one for every poll (LocalService says why)
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if client.get(f"{base}/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.05)
+    exited = proc.poll()
+    stop_process_group(proc)
+    if exited is not None:
+        pytest.fail(f"the server exited {exited} before it answered")
+    pytest.fail(f"the server did not start within {READY_SECONDS:g} s")
 
 
 @pytest.fixture
@@ -182,68 +199,6 @@ def test_errors_reach_the_client_with_their_status(client: triton.InferenceServe
     with pytest.raises(InferenceServerException) as no_interval:
         client.infer("churn", [scores], outputs=[triton.InferRequestedOutput("p0")], headers=read())
     assert "p0" in no_interval.value.message()
-
-
-def python_block(page: str, after: str) -> str:
-    """The first ``python`` block of ``page`` (a path from the repository's root) after the
-    first occurrence of ``after``."""
-    text = (ROOT / page).read_text()
-    match = re.search(r"```python\n(.*?)```", text[text.index(after) :], re.S)
-    assert match is not None, after
-    return match.group(1)
-
-
-def test_the_readme_snippets_run_as_written(tmp_path: Path) -> None:
-    """Against ``python -m app.serve`` with no keys and one worker (as ``make run`` serves) and
-    ``churn`` v1: tritonclient, curl on /v2, and the ONNX export downloaded and run in
-    onnxruntime."""
-    served = LocalService(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "serve.log", workers=1)
-    base = served.base_url
-    try:
-        served.wait_until_ready()
-        fit = httpx.post(f"{base}/v1/calibrators/churn/fit", json=sigmoid_batch(), timeout=60)
-        assert fit.status_code == 201, fit.text
-        snippet = python_block(INFERENCE, "## The Open Inference Protocol").replace(
-            "127.0.0.1:8000", base[7:]
-        )
-        run = subprocess.run(
-            [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=60
-        )
-        assert run.returncode == 0, run.stderr
-        printed = [float(p) for p in run.stdout.strip().strip("[]").split()]
-        v1 = httpx.post(
-            f"{base}/v1/calibrators/churn/predict?version=1",
-            json={"scores": [-1.5, 0.0, 2.5]},
-            timeout=10,
-        ).json()["probabilities"]
-        assert printed == pytest.approx(v1, rel=1e-7)  # numpy prints 8 significant digits
-        curl = shell_block(INFERENCE, "## The Open Inference Protocol").replace(
-            "http://127.0.0.1:8000", base
-        )
-        answer = subprocess.run(
-            ["bash", "-c", curl], capture_output=True, text=True, timeout=60, check=True
-        )
-        assert json.loads(answer.stdout)["outputs"][0]["data"] == v1
-        # the ONNX export: downloaded with curl, run by onnxruntime, in the snippet's folder
-        after = "## ONNX export"
-        curl = shell_block(INFERENCE, after).replace("http://127.0.0.1:8000", base)
-        headers = subprocess.run(
-            ["bash", "-c", curl], capture_output=True, text=True, timeout=60, cwd=tmp_path
-        )
-        assert headers.returncode == 0, headers.stderr
-        assert float(headers.stdout.split(":")[1]) <= 1e-12
-        run = subprocess.run(
-            [sys.executable, "-c", python_block(INFERENCE, after)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-        )
-        assert run.returncode == 0, run.stderr
-        printed = [float(p) for p in run.stdout.strip().strip("[]").split()]
-        assert printed == pytest.approx(v1, rel=1e-7)
-    finally:
-        served.stop()
 
 
 @pytest.mark.parametrize("algorithm", ["gzip", "deflate"])

@@ -40,8 +40,12 @@ def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """``python -m app.serve`` on a free loopback port over a migrated database of each backend,
-    one process for this module's tests (each fits calibrators of its own names); one worker,
-    as ``make run`` serves."""
+    one worker, as ``make run`` serves; one process for this module's tests (each fits
+    calibrators of its own names). On SQLite that is the package's
+    :func:`~tests.docs.conftest.make_run`."""
+    if request.param == "sqlite":
+        yield request.getfixturevalue("make_run")
+        return
     folder = tmp_path_factory.mktemp(f"readme-{request.param}")
     with migrated_database(request.param, request, folder) as database_url:
         service = LocalService(database_url, folder / "serve.log", workers=1)

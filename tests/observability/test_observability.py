@@ -179,6 +179,9 @@ def test_workers_metrics_add_up(tmp_path: Path) -> None:
         CALIBRATION_HOST="127.0.0.1",
         CALIBRATION_PORT=str(port),
         PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
+        # No job runs here: without worker processes neither server starts a fork server,
+        # seconds of imports each, beside the two servers' own start on the same cores.
+        CALIBRATION_WORK_PROCESSES="false",
     )
     log_path = tmp_path / "server.log"
     with log_path.open("wb") as log:

@@ -15,7 +15,8 @@ processes of its own:
   the background as the server starts (:func:`start_soon`; else at the first job), once
   every job module is named (:func:`preload`), so a new worker is ready in milliseconds;
   unlike ``fork``, it copies no lock a thread of the server held. It starts under the
-  allocator tunables, which only the workers (and the JSON process) run with.
+  allocator tunables, which only the workers (and the JSON process) run with, and freezes
+  what it imported (:mod:`.frozen`): no worker's collector walks it.
 - **Recycling.** After its job a worker reports its resident memory: past
   ``worker_memory_mb``, or after ``worker_max_jobs`` jobs, it is replaced, which is how a
   large job's memory goes back to the system; idle ``worker_idle_seconds``, it exits (but
@@ -28,7 +29,8 @@ processes of its own:
   checkpoint, and a job past its last one completes, so an answer never says "nothing was
   stored" about a version that was. One that has not stopped :data:`~.slots.GRACE_SECONDS`
   after its deadline or its cancellation is killed with its process. A worker also exits
-  within seconds of its server's death (``kill -9`` included), so none is left behind.
+  as its server dies (``kill -9`` included; within a second where the kernel has no pidfds),
+  so none is left behind.
 - **The service** (:mod:`.inside`). A job is a module-level function whose first argument is
   the service: the worker builds its own :class:`~app.service.use_cases.CalibrationService`
   from the server's settings (once per settings, with nothing in the background; it reads

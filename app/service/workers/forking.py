@@ -15,6 +15,10 @@ PRELOAD = {"app.service.use_cases"}
 """Modules the fork server imports once for every worker (the job modules add theirs with
 :func:`preload`)."""
 
+FREEZE = "app.service.workers.frozen"
+"""The module the fork server imports after :data:`PRELOAD`: it freezes what they built
+(:mod:`.frozen` says why)."""
+
 ALLOCATOR_TUNABLES = {
     "glibc.malloc.arena_max": "1",
     "glibc.malloc.mmap_max": "0",
@@ -83,7 +87,7 @@ def preload(*modules: str) -> None:
     """Have the fork server import ``modules`` (job modules: a worker then starts without
     importing them). Effective until the fork server starts, at the first worker."""
     PRELOAD.update(modules)
-    multiprocessing.get_context("forkserver").set_forkserver_preload(sorted(PRELOAD))
+    multiprocessing.get_context("forkserver").set_forkserver_preload(_preloads())
 
 
 def forkserver() -> BaseContext:
@@ -92,13 +96,18 @@ def forkserver() -> BaseContext:
     :func:`worker_environment`: workers inherit it, the serving process never has it. Call it
     where a process pool is made, never at import."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(sorted(PRELOAD))
+    context.set_forkserver_preload(_preloads())
     global _started
     with _starting:
         if not _started:
             _start_forkserver()
             _started = True
     return context
+
+
+def _preloads() -> list[str]:
+    """What the fork server imports, in order: :data:`PRELOAD`, then :data:`FREEZE`."""
+    return [*sorted(PRELOAD), FREEZE]
 
 
 _starting = threading.Lock()

@@ -7,6 +7,7 @@ import logging
 import os
 import pickle
 import resource
+import select
 import signal
 import threading
 import time
@@ -69,7 +70,25 @@ def start_worker(server: int, data_limit: int | None, cancel: Flag | None = None
 
 
 def _watch(server: int) -> None:
-    """End this worker once its server process is gone."""
+    """End this worker once its server process is gone.
+
+    Where the kernel has pidfds (Linux 5.3), the end of the server wakes this thread at once.
+    Looking every :data:`WATCH_SECONDS` is the fallback, and a slower one where it counts: a
+    server that outlived its supervisor (:mod:`app.server.supervisor`) is nobody's child once
+    it exits, a zombie until init reaps it (seconds in some containers), and a zombie still
+    answers ``kill(pid, 0)``; a pidfd is readable from its exit on.
+    """
+    try:
+        pidfd = os.pidfd_open(server)
+    except ProcessLookupError:  # gone already
+        os._exit(0)
+    except (AttributeError, OSError):  # not Linux, or too old a kernel
+        pass
+    else:
+        ended = select.poll()
+        ended.register(pidfd, select.POLLIN)
+        ended.poll()
+        os._exit(0)
     while True:
         time.sleep(WATCH_SECONDS)
         try:
