@@ -12,6 +12,9 @@ PostgreSQL comes from ``CALIBRATION_TEST_POSTGRES_URL`` (a server where we may c
 databases), or is a throwaway cluster of each pytest process (each xdist worker has its own)
 started from the installed binaries (Debian's ``/usr/lib/postgresql/*/bin``). Without either,
 PostgreSQL tests are skipped, except under ``CI``, where that is a failure.
+
+The servers that several modules of the serial run share (``tests/servers.py``) are made
+session fixtures here, so that each starts once.
 """
 
 from __future__ import annotations
@@ -32,6 +35,21 @@ from app.store import Database
 from app.store.migrate import upgrade
 from tests.ports import free_port
 from tests.postgres import DatabasePool, PostgresServer, start_cluster, stop_cluster, unavailable
+from tests.servers import (
+    deadline_server,
+    faults_cluster,
+    faults_processes,
+    faults_service,
+    faults_spare,
+)
+
+__all__ = [  # fixtures, by import
+    "deadline_server",
+    "faults_cluster",
+    "faults_processes",
+    "faults_service",
+    "faults_spare",
+]
 
 # The servers the tests start through the demo's LocalService take their ports from this
 # process's range too (tests/ports.py): under xdist, two workers' servers never meet on one.

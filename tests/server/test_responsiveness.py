@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 from tests.api.helpers import as_csv, assert_problem, sigmoid_batch
-from tests.server.test_faults import Service
+from tests.servers import Service
 
 pytestmark = pytest.mark.serial  # every /healthz is timed against 100 ms
 

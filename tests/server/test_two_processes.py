@@ -18,7 +18,7 @@ import pytest
 
 from tests.api.helpers import sigmoid_batch
 from tests.postgres import PostgresServer
-from tests.server.test_faults import SCORES, Service
+from tests.servers import SCORES, Service
 
 pytestmark = pytest.mark.postgres
 
