@@ -146,7 +146,10 @@ class Cluster:
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
     def init(self) -> None:
-        result = self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres")
+        # --no-sync: throwaway, as tests/postgres.py's (no flush of its files to disk)
+        result = self._run(
+            "initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync"
+        )
         if result.returncode != 0:
             unavailable(f"initdb failed: {result.stderr or result.stdout}")
 
