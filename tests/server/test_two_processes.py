@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.api.helpers import sigmoid_batch
-from tests.postgres import PostgresServer
+from tests.postgres import DatabasePool, PostgresServer
 from tests.servers import SCORES, Service
 
 pytestmark = pytest.mark.postgres
@@ -26,8 +26,12 @@ FITS = 40
 
 
 @pytest.fixture
-def replicas(postgres_server: PostgresServer, tmp_path: Path) -> Iterator[list[Service]]:
-    database = postgres_server.create()
+def replicas(
+    postgres_server: PostgresServer, postgres_pool: DatabasePool, tmp_path: Path
+) -> Iterator[list[Service]]:
+    # A migrated database from the pool: the replicas start without migrating it (their
+    # migration is tests/server/test_deployment.py's).
+    database = postgres_pool.lend()
     started: list[Service] = []
     try:
         started = [
@@ -45,7 +49,7 @@ def replicas(postgres_server: PostgresServer, tmp_path: Path) -> Iterator[list[S
     finally:
         for service in started:
             service.stop()
-        postgres_server.drop(database)
+        postgres_pool.give_back(database)
 
 
 def seen_as_latest(service: Service, name: str, version: int, timeout: float) -> float:
