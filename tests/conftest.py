@@ -170,3 +170,29 @@ def _jobs_in_threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
     worker processes (``CALIBRATION_WORK_PROCESSES``, read by every ``Settings()``)."""
     if request.node.get_closest_marker("in_threads") is not None:
         monkeypatch.setenv("CALIBRATION_WORK_PROCESSES", "false")
+
+
+SERIAL_MARK = "mark.serial"
+"""What each file holding a test marked ``serial`` says: ``make test``'s serial run collects
+only the files that say it (``grep``), not the whole suite (~15 s of imports to pick ~40
+tests)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: the serial tests of every file
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a test marked ``serial`` in a file that does not say :data:`SERIAL_MARK` (marked
+    by a hook, or by an alias of the mark): the serial run would never collect it."""
+    said: dict[Path, bool] = {}
+    unsaid = set()
+    for item in items:
+        if item.get_closest_marker("serial") is None:
+            continue
+        if item.path not in said:
+            said[item.path] = SERIAL_MARK in item.path.read_text()
+        if not said[item.path]:
+            unsaid.add(str(item.path))
+    if unsaid:
+        raise pytest.UsageError(
+            f"tests marked serial in files without {SERIAL_MARK!r}, which make test's serial "
+            f"run would not collect: {', '.join(sorted(unsaid))}"
+        )
