@@ -13,7 +13,8 @@ start their own.
   session's own (stopping it must not disturb the session's other PostgreSQL), and one
   ``app.serve`` on it with short database timeouts (``tests/server/test_faults.py``,
   ``tests/service/traffic/test_traffic_faults.py``); :func:`faults_spare`, a second one
-  started with it, for the test that kills one.
+  started with it: the two replicas of ``tests/server/test_two_processes.py``'s freshness
+  test, and the process the traffic test kills.
 """
 
 from __future__ import annotations
@@ -227,7 +228,7 @@ def faults_cluster() -> Iterator[Cluster]:
 @pytest.fixture(scope="session")
 def faults_processes(
     faults_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Service, Service]]:
+) -> Iterator[list[Service]]:
     """:func:`faults_service` and :func:`faults_spare`, started at once: their start-ups
     share the two cores, one start's time for both."""
     directory = tmp_path_factory.mktemp("faults")
@@ -243,22 +244,32 @@ def faults_processes(
         started.append(Service(url, directory / "spare.log", 1, **FAULT_SETTINGS))
         for served in started:
             served.wait_until_ready()
-        yield started[0], started[1]
+        yield started
     finally:
         for served in started:
             served.stop()
 
 
 @pytest.fixture(scope="session")
-def faults_service(faults_processes: tuple[Service, Service]) -> Service:
+def faults_service(faults_processes: list[Service]) -> Service:
     """One ``app.serve`` (one worker) on :func:`faults_cluster` with :data:`FAULT_SETTINGS`.
     Each test that uses it has calibrators of its own names; the cluster is running again
     when a test ends (each restarts or thaws what it stopped)."""
     return faults_processes[0]
 
 
-@pytest.fixture(scope="session")
-def faults_spare(faults_processes: tuple[Service, Service]) -> Service:
-    """Another ``app.serve`` on :func:`faults_cluster` (:data:`FAULT_SETTINGS`), idle until
-    the one test that kills it (``test_traffic_faults.py``)."""
+@pytest.fixture
+def faults_spare(
+    faults_processes: list[Service], faults_cluster: Cluster, tmp_path: Path
+) -> Service:
+    """Another ``app.serve`` on :func:`faults_cluster` (:data:`FAULT_SETTINGS`, the default
+    one-second ``latest``), started with :func:`faults_service`: the second replica of
+    ``tests/server/test_two_processes.py``, and the process ``test_traffic_faults.py``
+    kills. A test that comes after the kill (in another order than the files') gets a new
+    one, started then."""
+    if faults_processes[1].process.poll() is not None:
+        faults_processes[1].stop()
+        url = faults_cluster.url("calibration")
+        faults_processes[1] = Service(url, tmp_path / "spare.log", 1, **FAULT_SETTINGS)
+        faults_processes[1].wait_until_ready()
     return faults_processes[1]

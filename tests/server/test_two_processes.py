@@ -4,6 +4,11 @@ A version fitted through one is ``latest`` on the other within one second (the f
 contract of docs/api.md, Predicting), and 40 concurrent fits of one new name spread over both
 get the versions 1..40 exactly: no number twice, none skipped. The figures are printed:
 ``pytest -s``.
+
+The freshness test (serial) runs on the pair the fault tests start on their cluster
+(``tests/servers.py``: ``faults_service`` and ``faults_spare``, replicas with the default
+one-second ``latest``), which the serial run has started already, their workers' fork
+servers too; the concurrent fits (parallel part) on two of their own.
 """
 
 from __future__ import annotations
@@ -66,8 +71,9 @@ def seen_as_latest(service: Service, name: str, version: int, timeout: float) ->
 
 @pytest.mark.serial  # the other replica sees it within 1 s
 def test_a_fit_through_one_is_latest_on_the_other_within_a_second(
-    replicas: list[Service],
+    faults_service: Service, faults_spare: Service
 ) -> None:
+    replicas = [faults_service, faults_spare]
     name = "shared"
     r = replicas[0].fit(name)
     assert r.status_code == 201, r.text
