@@ -1,7 +1,7 @@
 """A service of the demo's own: ``python -m app.serve`` on a free loopback port with a
 temporary SQLite database, without keys (loopback only), stopped when the demo ends.
 
-The tests start theirs with the same :class:`LocalService` (``tests.server.test_faults.Service``);
+The tests start theirs with the same :class:`LocalService` (``tests.servers.Service``);
 this module imports nothing from the tests."""
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ PostgreSQL comes from ``CALIBRATION_TEST_POSTGRES_URL`` (a server where we may c
 databases), or is a throwaway cluster of each pytest process (each xdist worker has its own)
 started from the installed binaries (Debian's ``/usr/lib/postgresql/*/bin``). Without either,
 PostgreSQL tests are skipped, except under ``CI``, where that is a failure.
+
+The servers that several modules of the serial run share (``tests/servers.py``) are made
+session fixtures here, so that each starts once.
 """
 
 from __future__ import annotations
@@ -38,6 +41,21 @@ from app.store import Database
 from app.store.migrate import upgrade
 from tests.ports import free_port
 from tests.postgres import DatabasePool, PostgresServer, start_cluster, stop_cluster, unavailable
+from tests.servers import (
+    deadline_server,
+    faults_cluster,
+    faults_processes,
+    faults_service,
+    faults_spare,
+)
+
+__all__ = [  # fixtures, by import
+    "deadline_server",
+    "faults_cluster",
+    "faults_processes",
+    "faults_service",
+    "faults_spare",
+]
 
 # The servers the tests start through the demo's LocalService take their ports from this
 # process's range too (tests/ports.py): under xdist, two workers' servers never meet on one.
@@ -187,3 +205,29 @@ def _jobs_in_threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
     worker processes (``CALIBRATION_WORK_PROCESSES``, read by every ``Settings()``)."""
     if request.node.get_closest_marker("in_threads") is not None:
         monkeypatch.setenv("CALIBRATION_WORK_PROCESSES", "false")
+
+
+SERIAL_MARK = "mark.serial"
+"""What each file holding a test marked ``serial`` says: ``make test``'s serial run collects
+only the files that say it (``grep``), not the whole suite (~15 s of imports to pick ~40
+tests)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: the serial tests of every file
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a test marked ``serial`` in a file that does not say :data:`SERIAL_MARK` (marked
+    by a hook, or by an alias of the mark): the serial run would never collect it."""
+    said: dict[Path, bool] = {}
+    unsaid = set()
+    for item in items:
+        if item.get_closest_marker("serial") is None:
+            continue
+        if item.path not in said:
+            said[item.path] = SERIAL_MARK in item.path.read_text()
+        if not said[item.path]:
+            unsaid.add(str(item.path))
+    if unsaid:
+        raise pytest.UsageError(
+            f"tests marked serial in files without {SERIAL_MARK!r}, which make test's serial "
+            f"run would not collect: {', '.join(sorted(unsaid))}"
+        )

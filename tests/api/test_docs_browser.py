@@ -21,7 +21,7 @@ import pytest
 
 from app.keys import new_key
 from tests.browser import Browser, Chromium
-from tests.server.test_faults import BATCH, Service
+from tests.servers import BATCH, Service
 
 READ_KEY, READ_ENTRY = new_key("browser", "read")
 WRITE_KEY, WRITE_ENTRY = new_key("admin", "write")

@@ -1,4 +1,10 @@
-"""The freshness contract across replicas: two apps (two services, two caches) on one database."""
+"""The freshness contract across replicas: two apps (two services, two caches) on one database.
+
+Their fits run in threads (``work_processes`` off): what is timed is how soon one app sees
+what the other wrote, whichever process wrote it, and the serial run then needs no fork
+server of its own (seconds of imports). Replicas as they run, fits in worker processes:
+``tests/server/test_two_processes.py``.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +25,9 @@ WINDOW = 0.4
 
 @pytest.fixture
 def replicas(database_url: str, database: Database) -> Iterator[tuple[TestClient, TestClient]]:
-    settings = Settings(database_url=database_url, latest_refresh_seconds=WINDOW)
+    settings = Settings(
+        database_url=database_url, latest_refresh_seconds=WINDOW, work_processes=False
+    )
     with (
         TestClient(create_app(settings, database=database)) as a,
         TestClient(create_app(settings, database=database)) as b,

@@ -1,8 +1,9 @@
 """Surviving faults: PostgreSQL stopped, restarted and frozen under a running ``app.serve``.
 
-The database is a throwaway PostgreSQL cluster of this module alone (stopping it must not
-disturb the other tests). ``python -m app.serve`` runs against it with 2 s connect and
-statement timeouts and a 1 s freshness window, and while the cluster is stopped
+The database is a throwaway PostgreSQL cluster of the session's own (stopping it must not
+disturb the other tests), shared with ``tests/service/traffic/test_traffic_faults.py`` as is
+the ``python -m app.serve`` on it (``tests/servers.py``): 2 s connect and statement timeouts
+and a 1 s freshness window. While the cluster is stopped
 (``pg_ctl stop -m fast``) and then frozen (SIGSTOP on the postmaster and every backend):
 
 - a fit answers 503 problem+json with ``Retry-After`` within the timeouts, ``/readyz`` 503;
@@ -22,19 +23,10 @@ The figures (time to 503, time to recover, versions counted) are printed: ``pyte
 from __future__ import annotations
 
 import contextlib
-import glob
-import os
-import pwd
-import shutil
-import signal
-import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -45,161 +37,17 @@ from app.errors import DatabaseUnavailable
 from app.settings import Settings
 from app.store import Database
 from app.store.engines import CLIENT_GRACE_SECONDS
-from app.store.migrate import upgrade
-from demo.server import LocalService
-from tests.api.helpers import assert_problem, sigmoid_batch
-from tests.ports import free_port
-from tests.postgres import unavailable
+from tests.api.helpers import assert_problem
+from tests.servers import (
+    CONNECT_TIMEOUT,
+    REFRESH_SECONDS,
+    SCORES,
+    STATEMENT_TIMEOUT,
+    Cluster,
+    Service,
+)
 
 pytestmark = pytest.mark.serial  # 503s and recoveries are timed against the timeouts
-
-BATCH = {**sigmoid_batch(200), "method": "platt"}
-SCORES = {"scores": [-2.0, 0.0, 0.5, 3.0]}
-
-CONNECT_TIMEOUT = 2.0
-STATEMENT_TIMEOUT = 2.0
-REFRESH_SECONDS = 1.0
-FAULT_SETTINGS = {
-    "CALIBRATION_DB_CONNECT_TIMEOUT_SECONDS": f"{CONNECT_TIMEOUT:g}",
-    "CALIBRATION_DB_STATEMENT_TIMEOUT_SECONDS": f"{STATEMENT_TIMEOUT:g}",
-    "CALIBRATION_LATEST_REFRESH_SECONDS": f"{REFRESH_SECONDS:g}",
-}
-
-
-# -- a PostgreSQL cluster of our own -------------------------------------------------------
-class Cluster:
-    """A throwaway PostgreSQL cluster on loopback that tests may stop, start and freeze."""
-
-    def __init__(self, directory: Path) -> None:
-        initdbs = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-        if not initdbs:
-            unavailable("no /usr/lib/postgresql/*/bin/initdb")
-        self.bindir = Path(initdbs[-1]).parent
-        self.directory = directory
-        self.data = directory / "data"
-        self.port = free_port()
-        self.as_postgres: list[str] = []
-        if os.geteuid() == 0:  # the server refuses to run as root
-            user = pwd.getpwnam("postgres")
-            os.chown(directory, user.pw_uid, user.pw_gid)
-            self.as_postgres = ["runuser", "-u", "postgres", "--"]
-        self.frozen: list[int] = []
-
-    def _run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        command = [*self.as_postgres, str(self.bindir / args[0]), *args[1:]]
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-
-    def init(self) -> None:
-        result = self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres")
-        if result.returncode != 0:
-            unavailable(f"initdb failed: {result.stderr or result.stdout}")
-
-    def start(self) -> None:
-        options = (
-            f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        )
-        log = str(self.directory / "log")
-        result = self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", log, "-w", "start")
-        assert result.returncode == 0, result.stderr or result.stdout
-
-    def stop(self, mode: str = "fast") -> None:
-        result = self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
-        assert result.returncode == 0, result.stderr or result.stdout
-
-    def running(self) -> bool:
-        return (self.data / "postmaster.pid").exists()
-
-    def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
-
-    def pids(self) -> list[int]:
-        """The postmaster, then every process it started (backends, checkpointer, ...)."""
-        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
-        children = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-                if int(fields[1]) == postmaster:
-                    children.append(int(stat.parent.name))
-        return [postmaster, *children]
-
-    def freeze(self) -> None:
-        """SIGSTOP the whole cluster: it keeps its sockets, and answers nothing."""
-        for _ in range(2):  # the second pass catches a child forked during the first
-            for pid in self.pids():
-                if pid not in self.frozen:
-                    self.frozen.append(pid)
-                    os.kill(pid, signal.SIGSTOP)
-
-    def thaw(self) -> None:
-        for pid in reversed(self.frozen):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
-        self.frozen.clear()
-
-    def cleanup(self) -> None:
-        """Never leave a frozen or running server behind."""
-        self.thaw()
-        if self.running():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop", timeout=30)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    directory = Path(tempfile.mkdtemp(prefix="calibration-faults-pg-"))
-    owned = Cluster(directory)
-    try:
-        owned.init()
-        owned.start()
-        engine = create_engine(owned.url(), poolclass=NullPool, isolation_level="AUTOCOMMIT")
-        with engine.connect() as connection:
-            connection.execute(text("CREATE DATABASE calibration"))
-        engine.dispose()
-        upgrade(owned.url("calibration"))
-        yield owned
-    finally:
-        owned.cleanup()
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-# -- the service as a process ----------------------------------------------------------------
-class Service(LocalService):
-    """The demo's :class:`~demo.server.LocalService` with JSON logs at info level (the tests
-    read them), an HTTP client on it, and the calls the tests make."""
-
-    def __init__(self, database_url: str, log: Path, workers: int = 1, **settings: str) -> None:
-        logs = {"CALIBRATION_LOG_FORMAT": "json", "CALIBRATION_LOG_LEVEL": "info"}
-        super().__init__(database_url, log, workers, **{**logs, **settings})
-        self.client = httpx.Client(base_url=self.base_url, timeout=30)
-
-    def fit(self, name: str, batch: dict[str, Any] = BATCH) -> httpx.Response:
-        return self.client.post(f"/v1/calibrators/{name}/fit", json=batch)
-
-    def predict(self, name: str, version: str = "latest") -> httpx.Response:
-        return self.client.post(f"/v1/calibrators/{name}/predict?version={version}", json=SCORES)
-
-    def versions(self, name: str) -> list[int]:
-        r = self.client.get(f"/v1/calibrators/{name}", params={"limit": 100})
-        assert r.status_code == 200, r.text
-        return sorted(v["version"] for v in r.json()["versions"])
-
-    def stop(self) -> None:
-        """Close the client, then stop the process."""
-        self.client.close()
-        super().stop()
-
-
-@pytest.fixture(scope="module")
-def service(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    log = tmp_path_factory.mktemp("faults") / "serve.log"
-    served = Service(cluster.url("calibration"), log, workers=1, **FAULT_SETTINGS)
-    try:
-        served.wait_until_ready()
-        yield served
-    finally:
-        served.stop()
 
 
 # -- measuring -----------------------------------------------------------------------------
@@ -303,8 +151,9 @@ def check_versions(service: Service, cluster: Cluster, name: str, created: list[
 # -- the tests -------------------------------------------------------------------------------
 @pytest.mark.postgres
 def test_stopped_database_gives_503_serves_pinned_and_recovers(
-    cluster: Cluster, service: Service
+    faults_cluster: Cluster, faults_service: Service
 ) -> None:
+    cluster, service = faults_cluster, faults_service
     name, created = "outage", []
     for _ in range(2):
         r = service.fit(name)
@@ -358,8 +207,9 @@ def test_stopped_database_gives_503_serves_pinned_and_recovers(
 
 @pytest.mark.postgres
 def test_frozen_database_gives_503_in_bounded_time_and_recovers(
-    cluster: Cluster, service: Service
+    faults_cluster: Cluster, faults_service: Service
 ) -> None:
+    cluster, service = faults_cluster, faults_service
     name, created = "frozen", []
     for _ in range(2):
         r = service.fit(name)
@@ -406,8 +256,11 @@ def test_frozen_database_gives_503_in_bounded_time_and_recovers(
 
 
 @pytest.mark.postgres
-def test_a_statement_in_flight_when_the_database_freezes_is_bounded(cluster: Cluster) -> None:
+def test_a_statement_in_flight_when_the_database_freezes_is_bounded(
+    faults_cluster: Cluster,
+) -> None:
     """Within a transaction, the server freezes: the next statement gives up on the client."""
+    cluster = faults_cluster
     url = cluster.url("calibration")
     settings = Settings(
         database_url=url,

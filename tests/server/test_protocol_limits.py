@@ -3,8 +3,8 @@
 What a request may make the server hold is bounded however it is framed: headers of a request
 pipelined behind one still being served, the framing of a chunked body (chunk extensions,
 trailers), and a response the client never reads. A client that pipelines requests and leaves
-is a client gone, not an error. The server is the one of ``tests/server/test_timeouts.py``'s
-settings (0.5 s deadlines); every wait is bounded.
+is a client gone, not an error. The server is the one ``tests/server/test_timeouts.py`` runs
+on (0.5 s deadlines, :func:`tests.servers.deadline_server`); every wait is bounded.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import Iterator
 
 import pytest
 from uvicorn.config import Config
@@ -21,18 +20,20 @@ from uvicorn.server import ServerState
 
 from app.server.protocol import DeadlineProtocol
 from app.settings import get_settings
-from tests.server.test_faults import Service
 from tests.server.test_timeouts import (
     MARGIN,
-    SETTINGS,
     TIMEOUT,
     WAIT,
     connect,
     get,
     read_response,
+    served,
 )
+from tests.servers import Service
 
 pytestmark = pytest.mark.serial  # refusals are timed against the deadlines
+
+__all__ = ["served"]  # test_timeouts.py's fixture: the server both share
 
 PIECE = 64 * 1024
 BUFFERED = 32 * 1024 * 1024
@@ -40,18 +41,6 @@ BUFFERED = 32 * 1024 * 1024
 unbounded server takes gigabytes in the time these tests send)."""
 SENDING_SECONDS = 3 * (TIMEOUT + MARGIN)
 """How long a test keeps sending what the server should refuse long before."""
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    directory = tmp_path_factory.mktemp("limits")
-    url = f"sqlite:///{directory / 'calibration.db'}"
-    service = Service(url, directory / "serve.log", 1, **SETTINGS)
-    try:
-        service.wait_until_ready()
-        yield service
-    finally:
-        service.stop()
 
 
 def bytes_sent_until_refused(sock: socket.socket, first: bytes, then: bytes) -> int | None:

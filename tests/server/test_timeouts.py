@@ -1,8 +1,9 @@
 """Read deadlines and trusted proxies of ``python -m app.serve``, over real sockets.
 
 One ``app.serve`` process on SQLite runs with 0.5 s header and body timeouts and trusts
-``X-Forwarded-*`` only from 192.0.2.1 (a documentation address, so not from the tests on
-loopback). Raw sockets play the slow clients: one that sends nothing, half its headers, its
+``X-Forwarded-*`` only from 127.0.0.2 (the tests connect from 127.0.0.1, but for the one that
+plays the proxy): :func:`tests.servers.deadline_server`, which ``test_protocol_limits.py``
+shares. Raw sockets play the slow clients: one that sends nothing, half its headers, its
 headers a byte at a time, or a body that stalls; each must be cut off within the deadline
 plus a margin, and a body that stalls answers 408 problem+json. Normal keep-alive traffic and
 a body sent in pieces with short pauses still work. Every wait is bounded.
@@ -14,8 +15,6 @@ import http.client
 import json
 import socket
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import BinaryIO
 
 import httpx
@@ -24,11 +23,11 @@ from pydantic import ValidationError
 
 from app.settings import Settings
 from tests.api.helpers import sigmoid_batch
-from tests.server.test_faults import Service
+from tests.servers import DEADLINE_SECONDS, TRUSTED_PROXY, Service
 
 pytestmark = pytest.mark.serial  # connections must close within their deadlines' margins
 
-TIMEOUT = 0.5
+TIMEOUT = DEADLINE_SECONDS
 """The header and body timeouts of the server under test, in seconds."""
 
 MARGIN = 1.5
@@ -44,23 +43,11 @@ ANSWER_WAIT = 60.0
 """The longest a fit's answer is waited for: only the connections' deadlines are timed here,
 and on a loaded machine the first job also waits for the workers' fork server to start."""
 
-SETTINGS = {
-    "CALIBRATION_HEADER_TIMEOUT_SECONDS": str(TIMEOUT),
-    "CALIBRATION_BODY_TIMEOUT_SECONDS": str(TIMEOUT),
-    "CALIBRATION_FORWARDED_ALLOW_IPS": "192.0.2.1",
-}
 
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    directory = tmp_path_factory.mktemp("timeouts")
-    url = f"sqlite:///{directory / 'calibration.db'}"
-    service = Service(url, directory / "serve.log", 1, **SETTINGS)  # one worker
-    try:
-        service.wait_until_ready()
-        yield service
-    finally:
-        service.stop()
+@pytest.fixture
+def served(deadline_server: Service) -> Service:
+    """The server under test, shared with ``test_protocol_limits.py`` (one start for both)."""
+    return deadline_server
 
 
 def connect(service: Service, wait: float = WAIT) -> socket.socket:
@@ -292,7 +279,7 @@ def test_a_body_still_arriving_after_an_early_answer_cannot_hold_the_connection(
     assert closed_after < TIMEOUT  # closed with the answer (Connection: close), at once
 
 
-def test_forwarded_headers_count_only_from_trusted_proxies(served: Service, tmp_path: Path) -> None:
+def test_forwarded_headers_count_only_from_trusted_proxies(served: Service) -> None:
     # X-Forwarded-Proto and -For are trusted together (uvicorn's ProxyHeadersMiddleware);
     # the scheme shows in the Location of the trailing-slash redirect.
     forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7"}
@@ -300,15 +287,14 @@ def test_forwarded_headers_count_only_from_trusted_proxies(served: Service, tmp_
     assert untrusted.status_code == 307
     assert untrusted.headers["location"].startswith("http://")
 
-    # The default trusts a proxy on the same host: the same request is now believed.
-    trusting = Service(f"sqlite:///{tmp_path / 'calibration.db'}", tmp_path / "serve.log")
-    try:
-        trusting.wait_until_ready()
-        trusted = httpx.get(f"{trusting.base_url}/healthz/", headers=forwarded, timeout=WAIT)
-    finally:
-        trusting.stop()
+    # The same request from the trusted proxy's address is believed.
+    from_proxy = httpx.HTTPTransport(local_address=TRUSTED_PROXY)
+    with httpx.Client(transport=from_proxy, timeout=WAIT) as proxy:
+        trusted = proxy.get(f"{served.base_url}/healthz/", headers=forwarded)
     assert trusted.status_code == 307
     assert trusted.headers["location"].startswith("https://")
+    # And the default trusts a proxy on the same host, as uvicorn is handed it.
+    assert Settings.model_fields["forwarded_allow_ips"].default == "127.0.0.1"
 
 
 @pytest.mark.parametrize("value", ["127.0.0.1", " 10.0.0.0/8, ::1", "*"])

@@ -4,6 +4,11 @@ A version fitted through one is ``latest`` on the other within one second (the f
 contract of docs/api.md, Predicting), and 40 concurrent fits of one new name spread over both
 get the versions 1..40 exactly: no number twice, none skipped. The figures are printed:
 ``pytest -s``.
+
+The freshness test (serial) runs on the pair the fault tests start on their cluster
+(``tests/servers.py``: ``faults_service`` and ``faults_spare``, replicas with the default
+one-second ``latest``), which the serial run has started already, their workers' fork
+servers too; the concurrent fits (parallel part) on two of their own.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ import httpx
 import pytest
 
 from tests.api.helpers import sigmoid_batch
-from tests.postgres import PostgresServer
-from tests.server.test_faults import SCORES, Service
+from tests.postgres import DatabasePool, PostgresServer
+from tests.servers import SCORES, Service
 
 pytestmark = pytest.mark.postgres
 
@@ -26,8 +31,12 @@ FITS = 40
 
 
 @pytest.fixture
-def replicas(postgres_server: PostgresServer, tmp_path: Path) -> Iterator[list[Service]]:
-    database = postgres_server.create()
+def replicas(
+    postgres_server: PostgresServer, postgres_pool: DatabasePool, tmp_path: Path
+) -> Iterator[list[Service]]:
+    # A migrated database from the pool: the replicas start without migrating it (their
+    # migration is tests/server/test_deployment.py's).
+    database = postgres_pool.lend()
     started: list[Service] = []
     try:
         started = [
@@ -45,7 +54,7 @@ def replicas(postgres_server: PostgresServer, tmp_path: Path) -> Iterator[list[S
     finally:
         for service in started:
             service.stop()
-        postgres_server.drop(database)
+        postgres_pool.give_back(database)
 
 
 def seen_as_latest(service: Service, name: str, version: int, timeout: float) -> float:
@@ -62,8 +71,9 @@ def seen_as_latest(service: Service, name: str, version: int, timeout: float) ->
 
 @pytest.mark.serial  # the other replica sees it within 1 s
 def test_a_fit_through_one_is_latest_on_the_other_within_a_second(
-    replicas: list[Service],
+    faults_service: Service, faults_spare: Service
 ) -> None:
+    replicas = [faults_service, faults_spare]
     name = "shared"
     r = replicas[0].fit(name)
     assert r.status_code == 201, r.text
