@@ -66,6 +66,7 @@ class TrafficLog:
         self._expired_at = time.monotonic()
         self._buffer: deque[LoggedPrediction] = deque()
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()  # one flush at a time: see flush()
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._dropped_unreported = 0  # since the last warning (at most one a second)
@@ -110,7 +111,15 @@ class TrafficLog:
 
     def flush(self) -> int:
         """Write what is buffered now; how many rows were written (0 if the database is
-        unavailable: they stay buffered, as far as there is room)."""
+        unavailable: they stay buffered, as far as there is room).
+
+        Flushes run one at a time, so when it returns every row recorded before the call is
+        written (or back in the buffer), including rows another flush had taken and was still
+        writing."""
+        with self._flushing:
+            return self._flush()
+
+    def _flush(self) -> int:
         with self._lock:
             taken = list(self._buffer)
             self._buffer.clear()

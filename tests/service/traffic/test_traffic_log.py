@@ -3,6 +3,7 @@ silently."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,6 +80,43 @@ def test_rows_are_written_on_flush_with_what_was_answered() -> None:
         row = database.rows[("churn", "b")]
         assert (row.version, row.score, row.probability) == (1, 0.0, 0.5)
     finally:
+        log.close()
+
+
+class SlowDatabase(FakeDatabase):
+    """A database whose first write waits until :attr:`release` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = threading.Event()
+        self.release = threading.Event()
+
+    def log_predictions(self, rows: list[LoggedPrediction]) -> LogCounts:
+        if not self.writing.is_set():
+            self.writing.set()
+            assert self.release.wait(10)
+        return super().log_predictions(rows)
+
+
+def test_a_flush_returns_only_once_rows_another_flush_took_are_written() -> None:
+    # A caller that flushes and then reads the database must find every row recorded before
+    # its flush, although the writer thread may have taken them a moment earlier.
+    database = SlowDatabase()
+    log = make(database, flush_rows=2)
+    try:
+        record(log, ["a", "b"])  # wakes the writer, which takes both and waits in its write
+        assert database.writing.wait(5)
+        assert log.buffered == 0
+        flusher = threading.Thread(target=log.flush)
+        flusher.start()
+        flusher.join(0.2)
+        assert flusher.is_alive()  # waiting for the writer's flush, not returning early
+        database.release.set()
+        flusher.join(5)
+        assert not flusher.is_alive()
+        assert set(database.rows) == {("churn", "a"), ("churn", "b")}
+    finally:
+        database.release.set()
         log.close()
 
 
