@@ -83,12 +83,14 @@ chromium:  ## install Debian's Chromium when it is missing (the browser tests dr
 # The serial run collects only the files that say `mark.serial` (tests/conftest.py refuses a
 # serial test in any other): collecting the whole suite for its ~40 tests took ~15 s more.
 # Each prints its slowest tests and its summary (the total is their sum); make fails if either
-# fails. The workers
-# share the cores, so each gets one BLAS thread: two OpenBLAS threads per worker spin against
-# the other worker's (a 900 x 64 logistic regression took 19 s on two threads, 0.3 s on one).
+# fails. The workers share the cores, so each gets one BLAS thread: two OpenBLAS threads per
+# worker spin against the other worker's (a 900 x 64 logistic regression took 19 s on two
+# threads, 0.3 s on one). Bytecode is written even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE): without it every server a test starts compiles app/ again, and
+# pytest rewrites every test module again in each worker.
 TEST_WORKERS ?= 2
 test: install-test postgres chromium lint  ## lint, types and the whole suite on SQLite and PostgreSQL, and /docs in Chromium
-	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+	export PYTHONDONTWRITEBYTECODE=; OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not serial" --durations=20; parallel=$$?; \
 	$(PY) -m pytest -m serial --durations=10 $$(grep -rl --include='test_*.py' 'mark\.serial' tests | sort) \
 	  && exit $$parallel
