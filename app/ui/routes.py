@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from app.api.bodies.fields import tag_filter
@@ -30,7 +31,7 @@ from app.service.traffic.monitoring import WINDOW_SECONDS, Window
 from app.store import Selector
 
 from . import pages, signin
-from .page_responses import error_page, install_error_pages, render_page
+from .page_responses import error_page, render_page
 from .templating import STATIC
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -128,10 +129,7 @@ async def unknown_page(request: Request, rest: str) -> Response:
     return error_page(request, NotFound("there is no such page of the web view"))
 
 
-def install_web_view(app: FastAPI) -> None:
-    """Serve the stylesheet and the pages (the key form before the catch-all), and answer
-    every error under ``/ui`` with a page (after the problem handlers are installed)."""
-    app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")
-    app.include_router(signin.router)
-    app.include_router(router)
-    install_error_pages(app)
+def web_view_routes() -> list[BaseRoute]:
+    """The stylesheet and the pages, the key form before the catch-all."""
+    static = Mount("/ui/static", app=StaticFiles(directory=STATIC), name="ui-static")
+    return [static, *signin.router.routes, *router.routes]

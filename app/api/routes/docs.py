@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.docs import (
     get_redoc_html,
     get_swagger_ui_html,
@@ -25,6 +25,7 @@ from fastapi.openapi.docs import (
 )
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import HTMLResponse
+from starlette.routing import BaseRoute, Mount
 
 from app.api.mounting import root_of
 
@@ -40,43 +41,52 @@ SWAGGER_UI_PARAMETERS: dict[str, Any] = {
 }
 
 
-def install_docs(app: FastAPI) -> None:
-    """Serve ``/docs``, ``/docs/oauth2-redirect`` and ``/redoc`` from local assets.
+router = APIRouter(include_in_schema=False)
 
-    ``app`` must be created with ``docs_url=None, redoc_url=None`` (FastAPI's CDN pages off).
-    """
-    app.mount(ASSETS_PATH, StaticFiles(packages=[ASSETS_PACKAGE]), name="docs-assets")
-    title = f"{app.title} · API"
-    openapi_url = app.openapi_url or "/openapi.json"
-    redirect_url = "/docs/oauth2-redirect"
+REDIRECT_PATH = "/docs/oauth2-redirect"
 
-    @app.get("/docs", include_in_schema=False)
-    async def swagger_ui(request: Request) -> HTMLResponse:
-        """Swagger UI on the OpenAPI description, its assets served from this service."""
-        root = root_of(request.scope)
-        return get_swagger_ui_html(
-            openapi_url=root + openapi_url,
-            title=title,
-            swagger_js_url=f"{root}{ASSETS_PATH}/swagger/swagger-ui-bundle.js",
-            swagger_css_url=f"{root}{ASSETS_PATH}/swagger/swagger-ui.css",
-            swagger_favicon_url=f"{root}{ASSETS_PATH}/fastapi/favicon.png",
-            oauth2_redirect_url=root + redirect_url,
-            swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
-        )
 
-    @app.get(redirect_url, include_in_schema=False)
-    async def swagger_ui_redirect() -> HTMLResponse:
-        """The page Swagger UI's OAuth2 flows return to (kept for its scripts' sake)."""
-        return get_swagger_ui_oauth2_redirect_html()
+def docs_routes() -> list[BaseRoute]:
+    """``/docs``, ``/docs/oauth2-redirect``, ``/redoc`` and their assets, for an app created with
+    ``docs_url=None, redoc_url=None`` (FastAPI's CDN pages off)."""
+    assets = StaticFiles(packages=[ASSETS_PACKAGE])
+    return [Mount(ASSETS_PATH, app=assets, name="docs-assets"), *router.routes]
 
-    @app.get("/redoc", include_in_schema=False)
-    async def redoc(request: Request) -> HTMLResponse:
-        """ReDoc on the OpenAPI description, its assets served from this service."""
-        root = root_of(request.scope)
-        return get_redoc_html(
-            openapi_url=root + openapi_url,
-            title=title,
-            redoc_js_url=f"{root}{ASSETS_PATH}/redoc/redoc.standalone.js",
-            redoc_favicon_url=f"{root}{ASSETS_PATH}/fastapi/favicon.png",
-            with_google_fonts=False,
-        )
+
+def _openapi_url(request: Request) -> str:
+    app: FastAPI = request.app
+    return root_of(request.scope) + (app.openapi_url or "/openapi.json")
+
+
+@router.get("/docs")
+async def swagger_ui(request: Request) -> HTMLResponse:
+    """Swagger UI on the OpenAPI description, its assets served from this service."""
+    root = root_of(request.scope)
+    return get_swagger_ui_html(
+        openapi_url=_openapi_url(request),
+        title=f"{request.app.title} · API",
+        swagger_js_url=f"{root}{ASSETS_PATH}/swagger/swagger-ui-bundle.js",
+        swagger_css_url=f"{root}{ASSETS_PATH}/swagger/swagger-ui.css",
+        swagger_favicon_url=f"{root}{ASSETS_PATH}/fastapi/favicon.png",
+        oauth2_redirect_url=root + REDIRECT_PATH,
+        swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
+    )
+
+
+@router.get(REDIRECT_PATH)
+async def swagger_ui_redirect() -> HTMLResponse:
+    """The page Swagger UI's OAuth2 flows return to (kept for its scripts' sake)."""
+    return get_swagger_ui_oauth2_redirect_html()
+
+
+@router.get("/redoc")
+async def redoc(request: Request) -> HTMLResponse:
+    """ReDoc on the OpenAPI description, its assets served from this service."""
+    root = root_of(request.scope)
+    return get_redoc_html(
+        openapi_url=_openapi_url(request),
+        title=f"{request.app.title} · API",
+        redoc_js_url=f"{root}{ASSETS_PATH}/redoc/redoc.standalone.js",
+        redoc_favicon_url=f"{root}{ASSETS_PATH}/fastapi/favicon.png",
+        with_google_fonts=False,
+    )
