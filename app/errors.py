@@ -14,7 +14,7 @@ Exception tree::
     ├── Forbidden              403  the key's scope does not cover the route
     ├── CrossSiteRequest       403  a web view form posted from another site's page (CSRF)
     ├── NotFound               404  unknown calibrator, version or alias
-    ├── RequestTimeout         408  the request body stalled (CALIBRATION_BODY_TIMEOUT_SECONDS)
+    ├── RequestTimeout         408  the request body stalled or trickled (CALIBRATION_BODY_*)
     ├── Conflict               409
     ├── PayloadTooLarge        413  body or batch above the configured limits
     ├── UnsupportedMediaType   415

@@ -182,6 +182,13 @@ class Settings(BaseSettings):
         description="A request body that sends nothing for this long is answered 408; a "
         "response the client reads none of for this long is abandoned.",
     )
+    body_min_rate_bytes: int = Field(
+        default=10_000,
+        ge=0,
+        description="Past its first body_timeout_seconds, a request body must average this many "
+        "bytes a second (a second more for each that-many bytes received), else 408; 0: no "
+        "minimum.",
+    )
     forwarded_allow_ips: str = Field(
         default="127.0.0.1",
         description="Comma-separated proxy addresses or networks (or `*`) whose "

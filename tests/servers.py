@@ -82,9 +82,14 @@ TRUSTED_PROXY = "127.0.0.2"
 (Linux routes all of 127.0.0.0/8 there), so a test may connect from it or, as the other tests
 do, from 127.0.0.1, which it does not trust."""
 
+MIN_BODY_RATE = 1000
+"""The body minimum rate of :func:`deadline_server`, in bytes a second: far below what the
+tests that send whole bodies reach, far above a byte at a time."""
+
 DEADLINE_SETTINGS = {
     "CALIBRATION_HEADER_TIMEOUT_SECONDS": str(DEADLINE_SECONDS),
     "CALIBRATION_BODY_TIMEOUT_SECONDS": str(DEADLINE_SECONDS),
+    "CALIBRATION_BODY_MIN_RATE_BYTES": str(MIN_BODY_RATE),
     "CALIBRATION_FORWARDED_ALLOW_IPS": TRUSTED_PROXY,
 }
 

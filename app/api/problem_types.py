@@ -88,8 +88,10 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         _of(
             errors.RequestTimeout,
             "The request body stalled: no part of it arrived within the body idle timeout "
-            "(CALIBRATION_BODY_TIMEOUT_SECONDS).",
-            "Send the body without pauses, or ask the operator for a longer timeout.",
+            "(CALIBRATION_BODY_TIMEOUT_SECONDS), or it arrived more slowly than the body "
+            "minimum rate (CALIBRATION_BODY_MIN_RATE_BYTES a second, after that timeout).",
+            "Send the body without pauses and at network speed, or ask the operator for a "
+            "longer timeout or a lower minimum rate.",
         ),
         _of(
             errors.Conflict,

@@ -13,6 +13,11 @@ task for as long as it likes. :class:`DeadlineProtocol` closes those gaps where 
 - **A body** that sends nothing for ``CALIBRATION_BODY_TIMEOUT_SECONDS`` is answered 408.
   Every chunk restarts the clock, and pauses that are ours do not count (uvicorn stops
   reading while the application catches up, or while a pipelined request waits its turn).
+  Nor may it trickle: past its first ``CALIBRATION_BODY_TIMEOUT_SECONDS`` it must average
+  ``CALIBRATION_BODY_MIN_RATE_BYTES`` a second, else it is answered 408 too. Its deadline is
+  that timeout plus a second for every that-many bytes received, as Apache's
+  ``mod_reqtimeout`` counts (``body=20,MinRate=500``); a byte every few seconds no longer
+  holds a connection for as long as the body limit allows.
   Chunked framing is bounded too (:func:`~app.server.limits.framing_allowed`, else 413). The
   application sees the client leave and finds the status under
   :data:`~app.api.problems.ANSWERED` in the request's state, so its log says 408 or 413.
@@ -66,6 +71,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         settings = get_settings()
         self.header_timeout = settings.header_timeout_seconds
         self.body_timeout = settings.body_timeout_seconds
+        self.body_min_rate = settings.body_min_rate_bytes
         self._header_deadline: asyncio.TimerHandle | None = None
         self._waiting_after: RequestResponseCycle | None = None  # the cycle before the awaited one
         self._in_headers = False  # the parser is inside a request's line and headers
@@ -74,6 +80,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._body_deadline: asyncio.TimerHandle | None = None
         self._body_cycle: RequestResponseCycle | None = None  # the cycle whose body is awaited
         self._body_arrived = 0.0  # loop time of the latest chunk
+        self._body_started = 0.0  # loop time the body's wait began, moved on by our pauses
+        self._body_looked = 0.0  # loop time the deadline last looked
         self._body_bytes = 0  # of the current request's body, as the parser delivered it
         self._framing = 0  # bytes received for it that were not body: chunk sizes, trailers
         self._running: RequestResponseCycle | None = None  # the request the application serves
@@ -209,6 +217,7 @@ class DeadlineProtocol(HttpToolsProtocol):
             return  # the deadline looks at _body_arrived when it falls due
         self._stop_body_deadline()
         self._body_cycle = cycle
+        self._body_started = self._body_looked = self._body_arrived
         self._body_deadline = self.loop.call_later(self.body_timeout, self._body_due)
 
     def _stop_body_deadline(self) -> None:
@@ -223,24 +232,43 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._stop_body_deadline()
             return
         now = self.loop.time()
+        since, self._body_looked = now - self._body_looked, now
         if self.flow.read_paused or self.pipeline:
             # We stopped reading, or the request waits behind earlier ones (pipelined): the
-            # time is ours, not the client's idle time.
+            # time is ours, not the client's idle time, nor counted against its rate (all the
+            # time since the last look, which errs on the client's side).
             self._body_arrived = now
+            self._body_started += since
             self._body_deadline = self.loop.call_later(_PAUSED_RECHECK_SECONDS, self._body_due)
             return
-        left = self._body_arrived + self.body_timeout - now
-        if left > 0:
-            self._body_deadline = self.loop.call_later(left, self._body_due)
+        idle_left = self._body_arrived + self.body_timeout - now
+        rate_left = self._rate_deadline() - now
+        if idle_left > 0 and rate_left > 0:
+            self._body_deadline = self.loop.call_later(min(idle_left, rate_left), self._body_due)
             return
         self._body_cycle = None
         if cycle.response_started or self.transport.is_closing():
             return  # answered early: the connection closes when that answer is sent
-        detail = (
-            f"the request body stalled: no part of it arrived for {self.body_timeout:g} s "
-            "(the body idle timeout)"
-        )
+        if idle_left <= 0:
+            detail = (
+                f"the request body stalled: no part of it arrived for {self.body_timeout:g} s "
+                "(the body idle timeout)"
+            )
+        else:
+            detail = (
+                f"the request body arrived too slowly: {self._body_bytes} bytes in "
+                f"{now - self._body_started:.1f} s, less than the {self.body_min_rate} bytes a "
+                f"second it must average after its first {self.body_timeout:g} s (the body "
+                "minimum rate)"
+            )
         self._answer_for(cycle, RequestTimeout, detail)
+
+    def _rate_deadline(self) -> float:
+        """When the body falls below the minimum rate: the idle timeout after it began, and a
+        second more for every :attr:`body_min_rate` bytes received (never, at a rate of 0)."""
+        if self.body_min_rate <= 0:
+            return float("inf")
+        return self._body_started + self.body_timeout + self._body_bytes / self.body_min_rate
 
     def _answer_for(
         self, cycle: RequestResponseCycle, error: type[ServiceError], detail: str

@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
 import time
 from typing import BinaryIO
 
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 
 from app.settings import Settings
 from tests.api.helpers import sigmoid_batch
-from tests.servers import DEADLINE_SECONDS, TRUSTED_PROXY, Service
+from tests.servers import DEADLINE_SECONDS, MIN_BODY_RATE, TRUSTED_PROXY, Service
 
 pytestmark = pytest.mark.serial  # connections must close within their deadlines' margins
 
@@ -212,6 +213,41 @@ def test_a_body_sent_in_pieces_with_short_pauses_is_served(served: Service) -> N
     assert time.monotonic() - started > TIMEOUT  # longer than the timeout, never idle that long
     assert response.status == 201, answer
     assert answer["version"] == 1
+
+
+def test_a_body_that_trickles_is_answered_408_although_it_never_stalls(served: Service) -> None:
+    # A byte every fifth of the idle timeout: never idle for long, but ~50 bytes a second
+    # against MIN_BODY_RATE, so its deadline is the idle timeout and a few hundredths more.
+    path = "/v1/calibrators/trickled/fit"
+    stop = threading.Event()
+
+    def trickle(sock: socket.socket) -> None:
+        while not stop.wait(TIMEOUT / 5):
+            try:
+                sock.sendall(b" ")
+            except OSError:  # closed once answered
+                return
+
+    with connect(served) as sock:
+        started = time.monotonic()
+        sock.sendall(post_head(path, 10_000) + b"{")
+        sender = threading.Thread(target=trickle, args=(sock,), daemon=True)
+        sender.start()
+        try:
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            elapsed = time.monotonic() - started
+            body = json.loads(response.read())
+        finally:
+            stop.set()
+            sender.join(WAIT)
+    assert response.status == 408, body
+    assert response.getheader("connection") == "close"
+    assert "arrived too slowly" in body["detail"]
+    assert f"less than the {MIN_BODY_RATE} bytes a second" in body["detail"]
+    assert "body minimum rate" in body["detail"]
+    assert TIMEOUT <= elapsed <= TIMEOUT + MARGIN
+    assert logged_within(served, f'"path":"{path}","status":408')
 
 
 def test_a_large_body_read_slower_than_it_arrives_is_not_cut_off(served: Service) -> None:
