@@ -39,6 +39,7 @@ from app.main import create_app
 from app.settings import Settings
 from app.store import Database
 from app.store.migrate import upgrade
+from tests.browser import Browser, Chromium
 from tests.ports import free_port
 from tests.postgres import DatabasePool, PostgresServer, start_cluster, stop_cluster, unavailable
 from tests.servers import (
@@ -231,3 +232,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             f"tests marked serial in files without {SERIAL_MARK!r}, which make test's serial "
             f"run would not collect: {', '.join(sorted(unsaid))}"
         )
+
+
+@pytest.fixture(scope="module")
+def shared_chromium() -> Iterator[Chromium]:
+    """One headless Chromium per test module that drives one (started once, not per test)."""
+    with Chromium.start() as started:
+        yield started
+
+
+@pytest.fixture
+def browser(shared_chromium: Chromium) -> Iterator[Browser]:
+    """A tab of the module's Chromium in a browser context of its own: no cookie, session or
+    storage of another test's pages."""
+    with shared_chromium.page() as page:
+        yield page

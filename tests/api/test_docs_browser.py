@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from app.keys import new_key
-from tests.browser import Browser, Chromium
+from tests.browser import Browser
 from tests.servers import BATCH, Service
 
 READ_KEY, READ_ENTRY = new_key("browser", "read")
@@ -44,19 +44,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         yield service
     finally:
         service.stop()
-
-
-@pytest.fixture(scope="module")
-def shared_chromium() -> Iterator[Chromium]:
-    with Chromium.start() as started:
-        yield started
-
-
-@pytest.fixture
-def browser(shared_chromium: Chromium) -> Iterator[Browser]:
-    """A tab in a browser context of its own: nothing stored by another test's pages."""
-    with shared_chromium.page() as page:
-        yield page
 
 
 def operations(service: Service) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import pytest
 from app.keys import new_key
 from demo.server import LocalService
 from tests.api.helpers import sigmoid_batch
-from tests.browser import Browser, Chromium, chromium
+from tests.browser import Browser, chromium
 
 from .conftest import SECRET
 from .html_checks import parse
@@ -43,19 +43,6 @@ def live() -> Iterator[dict[str, Any]]:
         yield {"base": service.base_url, "read": read}
     finally:
         service.stop()
-
-
-@pytest.fixture(scope="module")
-def shared_chromium() -> Iterator[Chromium]:
-    with Chromium.start() as started:
-        yield started
-
-
-@pytest.fixture
-def browser(shared_chromium: Chromium) -> Iterator[Browser]:
-    """A tab of its own, in a browser context of its own: it starts without a session."""
-    with shared_chromium.page() as page:
-        yield page
 
 
 def test_a_page_without_a_session_shows_the_key_form(
