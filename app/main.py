@@ -58,7 +58,7 @@ preload(
 )
 
 
-API_ROUTERS: tuple[APIRouter, ...] = (
+ROUTERS: tuple[APIRouter, ...] = (  # the API's, and the problem types' pages
     calibrators.router,
     predictions.router,
     diagnostics.router,
@@ -80,7 +80,7 @@ def routes() -> list[BaseRoute]:
     is included in (~30 ms an app, which the tests pay for each app they make).
     """
     return [
-        *(route for router in API_ROUTERS for route in router.routes),
+        *(route for router in ROUTERS for route in router.routes),
         *docs_routes(),
         *web_view_routes(),
     ]
