@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy.exc import OperationalError
 
 import demo.server
@@ -40,6 +39,7 @@ from app.settings import Settings
 from app.store import Database
 from app.store.migrate import upgrade
 from tests.browser import Browser, Chromium
+from tests.client import TestClient
 from tests.ports import free_port
 from tests.postgres import DatabasePool, PostgresServer, start_cluster, stop_cluster, unavailable
 from tests.servers import (

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
 from app.store import Database
+from tests.client import TestClient
 from tests.conftest import shared_client
 
 from .helpers import sigmoid_batch

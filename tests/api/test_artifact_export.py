@@ -6,10 +6,10 @@ import hashlib
 
 import numpy as np
 import orjson
-from fastapi.testclient import TestClient
 
 from app.calibration import load_calibrator
 from app.store import decode_artifact
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from app.access.api_keys import ApiKey, key_digest, match_key, parse_api_keys, required_scope
@@ -20,6 +19,7 @@ from app.keys import new_key
 from app.main import create_app
 from app.settings import Settings, get_settings
 from app.store import Database
+from tests.client import TestClient
 
 from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch, spy_on_regular_predict
 

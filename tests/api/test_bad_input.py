@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
+
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from fastapi.testclient import TestClient
+
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 from .test_columnar_batches import ENCODINGS

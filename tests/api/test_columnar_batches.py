@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
-from fastapi.testclient import TestClient
+
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 from .test_multiclass import logits_batch

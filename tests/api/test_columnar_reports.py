@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from fastapi.testclient import TestClient
 from httpx import Response
 
+from tests.client import TestClient
 from tests.conftest import unchanged
 
 from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.api.routes.docs import ASSETS_PATH
+from tests.client import TestClient
 
 # src="..." and href="..." of a page, and any absolute URL written anywhere in it.
 LINKED = re.compile(r'(?:src|href)="([^"]+)"')

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from app.calibration import METHODS, MULTICLASS_ONLY
 from app.main import create_app
 from app.settings import Settings
 from app.store import Database
+from tests.client import TestClient
 
 from .helpers import sigmoid_batch
 from .test_multiclass import logits_batch

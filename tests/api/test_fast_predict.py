@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from app.settings import Settings
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch, spy_on_regular_predict
 from .test_multiclass import logits_batch

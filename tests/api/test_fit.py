@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-from fastapi.testclient import TestClient
 from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import brier_score_loss, roc_auc_score
+
+from tests.client import TestClient
 
 from .helpers import as_csv, sigmoid_batch
 

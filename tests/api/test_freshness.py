@@ -12,11 +12,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
 from app.store import Database
+from tests.client import TestClient
 
 from .helpers import sigmoid_batch
 

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
-from fastapi.testclient import TestClient
 
 from app.api.bodies.tensors import parse_infer
 from app.errors import InvalidInput
 from app.settings import Settings
+from tests.client import TestClient
 
 from .helpers import sigmoid_batch
 

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-from fastapi.testclient import TestClient
 
 import app
 from app.calibration import METHODS
+from tests.client import TestClient
 
 from .helpers import sigmoid_batch, spy_on_regular_predict
 from .test_every_method import batches_for

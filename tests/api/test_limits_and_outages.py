@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import socket
 
-from fastapi.testclient import TestClient
-
 from app.main import create_app
 from app.settings import Settings
 from app.store import Database
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 

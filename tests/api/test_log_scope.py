@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.access.api_keys import ApiKey, parse_api_keys
 from app.keys import new_key
 from app.main import create_app
 from app.settings import Settings
 from app.store import Database
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 from .test_traffic import logged

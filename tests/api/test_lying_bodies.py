@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
-from fastapi.testclient import TestClient
 
 from app.api.bodies import columnar, columnar_checks
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 from .lying_files import Lie, lying_arrow, lying_parquet

@@ -7,9 +7,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.settings import Settings
+from tests.client import TestClient
 
 from .helpers import sigmoid_batch
 

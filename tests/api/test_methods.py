@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
+
+from tests.client import TestClient
 
 from .helpers import assert_problem
 

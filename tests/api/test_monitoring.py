@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from scipy.stats import ks_2samp
 from sklearn.metrics import brier_score_loss, log_loss
 
 from app.store.traffic import binary_copy
 from app.store.traffic import reads as traffic_reads
 from app.store.traffic.rows import LoggedPrediction
+from tests.client import TestClient
 
 from .helpers import assert_problem, ece, psi, sigmoid_batch
 from .test_multiclass import logits_batch

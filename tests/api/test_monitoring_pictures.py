@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from PIL import Image
 from sklearn.metrics import brier_score_loss, log_loss
 
 from app.store.traffic.reads import TrafficReads
 from app.store.traffic.rows import LoggedPrediction
+from tests.client import TestClient
 from tests.conftest import unchanged
 
 from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from fastapi.testclient import TestClient
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import log_loss
 
 from app.calibration import MAX_CLASSES
+from tests.client import TestClient
 
 from .helpers import FEW_RESAMPLES, assert_problem
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.calibration import METHODS
+from tests.client import TestClient
 
 numbers = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, width=64),

@@ -11,11 +11,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from fastapi.testclient import TestClient
 
 import app.export.exporter
 from app.calibration import METHODS
 from app.export import FLOAT32_BOUND, ExportError
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 from .test_every_method import batches_for

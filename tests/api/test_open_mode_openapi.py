@@ -3,7 +3,7 @@ otherwise show every operation locked and ask for a key no one has (issue 25).""
 
 from __future__ import annotations
 
-from fastapi.testclient import TestClient
+from tests.client import TestClient
 
 
 def test_open_mode_declares_no_security(client: TestClient) -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from fastapi.testclient import TestClient
-
 from app.calibration import METHODS
+from tests.client import TestClient
 
 
 def test_every_route_is_documented_with_examples(client: TestClient) -> None:

@@ -5,9 +5,9 @@ takes whatever a tag may hold."""
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
 from tests.api.helpers import as_csv, assert_problem, sigmoid_batch
+from tests.client import TestClient
 
 BASE = "/v1/calibrators/churn"
 CSV = {"content-type": "text/csv"}

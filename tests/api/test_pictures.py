@@ -6,7 +6,8 @@ import io
 import xml.etree.ElementTree as ET
 
 import matplotlib.image
-from fastapi.testclient import TestClient
+
+from tests.client import TestClient
 
 from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 from .test_multiclass import logits_batch

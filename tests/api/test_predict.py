@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from fastapi.testclient import TestClient
 
 from app.calibration.methods.venn_abers import VennAbersCalibrator
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 

@@ -7,7 +7,6 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.api import problem_types
 from app.api.problem_types import PROBLEM_TYPES
@@ -16,6 +15,7 @@ from app.keys import new_key
 from app.main import create_app  # imports every module: every ServiceError subclass exists
 from app.settings import Settings
 from app.store import Database
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
+
+from tests.client import TestClient
 
 from .helpers import assert_problem
 

@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi.testclient import TestClient
+from tests.client import TestClient
 
 from .helpers import sigmoid_batch
 

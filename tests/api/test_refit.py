@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app.store.traffic.reads import TrafficReads
 from app.store.traffic.rows import LoggedPrediction
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 from .test_multiclass import logits_batch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from fastapi.testclient import TestClient
+from tests.client import TestClient
 
 from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 

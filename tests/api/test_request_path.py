@@ -7,11 +7,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
 from app.store import Database
+from tests.client import TestClient
 
 from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 

@@ -4,9 +4,9 @@ as in the body, and a number no version can have is a 404 in a path, a body or a
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
 from tests.api.helpers import assert_problem
+from tests.client import TestClient
 
 BASE = "/v1/calibrators/churn"
 

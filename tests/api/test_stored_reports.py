@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.errors import NotFound
 from app.store.blobs import BlobOperations
+from tests.client import TestClient
 
 from .helpers import sigmoid_batch
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 from sqlalchemy import select
 
 from app.store.models import PendingOutcome, Prediction
+from tests.client import TestClient
 
 from .helpers import assert_problem, sigmoid_batch
 

@@ -9,7 +9,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
-from fastapi.testclient import TestClient
+
+from tests.client import TestClient
 
 from .helpers import as_csv, assert_problem, sigmoid_batch
 from .test_columnar_batches import arrow, fitted_state, parquet, table_of

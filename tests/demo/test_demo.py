@@ -12,9 +12,9 @@ import threading
 from pathlib import Path
 
 import httpx
-from fastapi.testclient import TestClient
 
 from demo.fits import ALIAS, METHODS, fit_all, links
+from tests.client import TestClient
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,6 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.routing import iter_route_contexts
-from fastapi.testclient import TestClient
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.routing import Mount
@@ -32,6 +31,7 @@ from app.observability import JsonFormatter
 from app.settings import Settings
 from demo.server import stop_process_group
 from tests.api.helpers import sigmoid_batch, spy_on_regular_predict
+from tests.client import TestClient
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

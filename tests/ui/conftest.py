@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.keys import new_key
 from app.main import create_app
@@ -21,6 +20,7 @@ from app.service import diagnosis
 from app.settings import Settings
 from app.store import Database
 from tests.api.helpers import FEW_RESAMPLES, sigmoid_batch
+from tests.client import TestClient
 from tests.conftest import shared_client, unchanged
 
 SECRET = "a-test-secret-that-is-long-enough-0123456789"

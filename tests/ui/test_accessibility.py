@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.figures.panels import (
     BACKGROUND_COLOUR,
@@ -16,6 +15,7 @@ from app.figures.panels import (
     VERSION_COLOURS,
 )
 from app.ui.templating import STATIC
+from tests.client import TestClient
 
 from .html_checks import Parsed, parse
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 from httpx import Response
 from sqlalchemy import event
 
@@ -14,6 +13,7 @@ from app.store import Database
 from app.ui import pages
 from app.ui.pages import VERSIONS_PER_PAGE
 from tests.api.helpers import FEW_RESAMPLES
+from tests.client import TestClient
 
 from .conftest import fit
 from .html_checks import parse

@@ -8,7 +8,6 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from fastapi.testclient import TestClient
 from pydantic import ValidationError
 from starlette.requests import cookie_parser
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
@@ -19,6 +18,7 @@ from app.keys import new_key
 from app.main import create_app
 from app.settings import Settings
 from app.store import Database
+from tests.client import TestClient
 
 from .conftest import SECRET
 

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from sklearn.metrics import log_loss
@@ -40,6 +39,7 @@ from app.settings import Settings
 from app.store import Database, Repository
 from app.store.traffic.rows import LoggedPrediction
 from tests.api.helpers import ece, psi, sigmoid_batch
+from tests.client import TestClient
 
 ROOT = Path(__file__).resolve().parents[3]
 T0 = datetime(2026, 11, 20, tzinfo=UTC)

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 from sqlalchemy import select
 
@@ -42,6 +41,7 @@ from app.settings import Settings
 from app.store import Database
 from app.store.models import PendingOutcome, Prediction
 from tests.api.helpers import sigmoid_batch
+from tests.client import TestClient
 
 NAME = "raced"
 BASE = f"/v1/calibrators/{NAME}"
