@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 import orjson
@@ -190,6 +190,24 @@ async def in_worker(
     body_bytes = _held(request)
     return await service.work.run_job(
         lambda: client_gone(request), service, function, body_bytes, *args, **kwargs
+    )
+
+
+async def shared_in_worker(
+    request: Request,
+    key: Hashable,
+    function: Callable[Concatenate[CalibrationService, P], T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """:func:`in_worker` for a request without a body whose answer never changes (a stored
+    version's report or diagram, ``key`` naming it by number and query): requests for the same
+    ``key`` while its job runs share that job (:class:`~app.service.inflight.InFlight`)."""
+    service = get_service(request)
+    return await service.work.in_flight.run(
+        key,
+        lambda: client_gone(request),
+        lambda gone: service.work.run_job(gone, service, function, 0, *args, **kwargs),
     )
 
 

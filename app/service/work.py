@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from app.calibration import Abandoned, Budget, current, enter
 from app.errors import Busy, ClientGone, OverBudget
+from app.service.inflight import InFlight
 from app.service.workers import processes
 from app.settings import Settings
 
@@ -74,6 +75,8 @@ class WorkPool:
         self._max_jobs = settings.max_concurrent_fits + settings.max_queued_fits
         self._max_bytes = settings.queue_memory_mb * 1024 * 1024
         self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="work")
+        self.in_flight = InFlight()
+        """The read-only jobs running now, by what they compute: identical ones share one."""
         self._admitted = 0
         self._held = 0
         self._lock = threading.Lock()

@@ -18,6 +18,7 @@ from app.api.deps import (
     in_worker,
     json_response,
     parse_selector,
+    shared_in_worker,
 )
 from app.api.documents import DiagnosticsOut
 from app.api.openapi_docs import BATCH_OPTIONS_TEXT, DIAGNOSTICS_BODY, ERRORS, add_picture_route
@@ -77,7 +78,8 @@ async def stored_diagnostics(
     found = parse_selector(name, selector)
     version, reports = await run_in_threadpool(service.diagnosis.kept, name, found, query)
     if reports is None:
-        reports = await in_worker(request, _stored, name, version, query)
+        key = ("diagnostics", name, version, query)
+        reports = await shared_in_worker(request, key, _stored, name, version, query)
         service.diagnosis.keep(reports, query)
     return _diagnostics(reports, query)
 
@@ -170,7 +172,10 @@ def _picture_route(image_format: ImageFormat) -> None:
         version, _ = await run_in_threadpool(service.diagnosis.kept, name, found, query)
         image = service.diagnosis.kept_picture(name, version, query, image_format)
         if image is None:
-            image = await in_worker(request, _stored_picture, name, version, query, image_format)
+            key = ("diagram", name, version, query, image_format)
+            image = await shared_in_worker(
+                request, key, _stored_picture, name, version, query, image_format
+            )
             service.diagnosis.keep_picture(name, version, query, image_format, image)
         return Response(image, media_type=MEDIA_TYPES[image_format])
 

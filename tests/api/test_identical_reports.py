@@ -1,0 +1,95 @@
+"""Identical report requests in flight at once share one job (app.service.inflight): eight
+dashboards asking for one version's diagnostics, or its diagram, compute it once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from app.api.routes import diagnostics
+from app.service.inflight import InFlight
+from tests.client import TestClient
+
+REQUESTS = 8
+
+
+def spy_on_jobs(
+    monkeypatch: pytest.MonkeyPatch, client: TestClient, job: str, arrivals: int
+) -> list[tuple[Any, ...]]:
+    """Record each call of the route's job ``job`` (a name in app.api.routes.diagnostics);
+    each call waits until ``arrivals`` requests have reached the app's in-flight map, so that
+    all of them are there while the first job runs, however the threads are scheduled."""
+    flight: InFlight = client.app.state.service.work.in_flight  # type: ignore[attr-defined]
+    arrived = threading.Semaphore(0)
+    original_run = flight.run
+
+    async def counted_run(*args: Any, **kwargs: Any) -> Any:
+        arrived.release()
+        return await original_run(*args, **kwargs)
+
+    monkeypatch.setattr(flight, "run", counted_run)
+    calls: list[tuple[Any, ...]] = []
+    real: Callable[..., Any] = getattr(diagnostics, job)
+
+    def spy(*args: Any) -> Any:
+        calls.append(args[1:])
+        for _ in range(arrivals):
+            assert arrived.acquire(timeout=60), "not every request reached the map"
+        for _ in range(arrivals):
+            arrived.release()  # for the next job, if any
+        return real(*args)
+
+    monkeypatch.setattr(diagnostics, job, spy)
+    return calls
+
+
+def send_together(client: TestClient, urls: list[str]) -> list[Any]:
+    with ThreadPoolExecutor(len(urls)) as pool:
+        return list(pool.map(client.get, urls))
+
+
+@pytest.mark.in_threads  # it spies on what the job runs
+def test_identical_diagnostics_in_flight_are_computed_once(
+    fitted: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = spy_on_jobs(monkeypatch, fitted, "_stored", REQUESTS)
+    # "latest" and "1" name the same version: the job is keyed by its number
+    urls = [
+        f"/v1/calibrators/churn/versions/{selector}/diagnostics?n_bins=7&bootstrap=50"
+        for selector in ["1", "latest"] * (REQUESTS // 2)
+    ]
+    answers = send_together(fitted, urls)
+    assert [a.status_code for a in answers] == [200] * REQUESTS
+    assert all(a.json() == answers[0].json() for a in answers)
+    assert len(calls) == 1
+    assert len(fitted.app.state.service.work.in_flight) == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.in_threads  # it spies on what the job runs
+def test_different_queries_in_flight_each_run_their_own_job(
+    fitted: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = spy_on_jobs(monkeypatch, fitted, "_stored", 4)
+    base = "/v1/calibrators/churn/versions/latest/diagnostics?bootstrap=50"
+    urls = [f"{base}&n_bins={bins}" for bins in (5, 6, 5, 6)]
+    answers = send_together(fitted, urls)
+    assert [a.status_code for a in answers] == [200] * 4
+    assert answers[0].json() == answers[2].json()
+    assert answers[0].json() != answers[1].json()
+    assert sorted(call[2].n_bins for call in calls) == [5, 6]
+
+
+@pytest.mark.in_threads  # it spies on what the job runs
+def test_identical_diagrams_in_flight_are_drawn_once(
+    fitted: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = spy_on_jobs(monkeypatch, fitted, "_stored_picture", REQUESTS)
+    url = "/v1/calibrators/churn/versions/1/diagnostics.svg?bootstrap=50"
+    answers = send_together(fitted, [url] * REQUESTS)
+    assert [a.status_code for a in answers] == [200] * REQUESTS
+    assert len({a.content for a in answers}) == 1
+    assert len(calls) == 1
