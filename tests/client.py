@@ -14,8 +14,10 @@ past its request until its response is complete. What it gives up is streaming a
 piece by piece, which no test here reads (``client.stream`` would wait for the whole body);
 websockets go through Starlette's transport unchanged.
 
-Tests import :class:`TestClient` from here; ``ruff`` refuses ``fastapi.testclient`` and
-``starlette.testclient`` elsewhere in ``tests/`` (``pyproject.toml``, banned-api).
+Tests import :class:`TestClient` from here: ``ruff`` refuses ``fastapi.testclient`` and
+``starlette.testclient`` anywhere else but ``docs/render_diagram.py`` (``pyproject.toml``,
+banned-api). It leans on the attributes of Starlette's transport (its portal factory, app,
+state, client and ``raise_server_exceptions``), which its constructor checks are there.
 """
 
 from __future__ import annotations
@@ -41,8 +43,11 @@ class TestClient(StarletteTestClient):
     def __init__(self, app: ASGIApp, *args: Any, **kwargs: Any) -> None:
         super().__init__(app, *args, **kwargs)
         starlette_transport = self._transport
-        if not isinstance(starlette_transport, _TestClientTransport):  # pragma: no cover
-            raise TypeError("Starlette's TestClient no longer builds its own transport")
+        needed = ("portal_factory", "app", "app_state", "client", "raise_server_exceptions")
+        if not isinstance(starlette_transport, _TestClientTransport) or not all(
+            hasattr(starlette_transport, name) for name in needed
+        ):  # pragma: no cover - a Starlette release that changed its transport
+            raise TypeError("Starlette's TestClient transport is not the one tests/client.py knows")
         self._transport = _OneCall(starlette_transport)
 
 
@@ -78,7 +83,10 @@ class _OneCall(httpx.BaseTransport):
                 raise AssertionError("TestClient did not receive any response.")
             return httpx.Response(500, request=request)
         body = b"" if request.method == "HEAD" else b"".join(answer.body)
-        return httpx.Response(answer.status, headers=answer.headers, content=body, request=request)
+        stream = httpx.ByteStream(
+            body
+        )  # as content=, but adding no Content-Length the app did not send
+        return httpx.Response(answer.status, headers=answer.headers, stream=stream, request=request)
 
     def _scope(self, request: httpx.Request) -> dict[str, Any]:
         """The ASGI scope of ``request``, as Starlette's transport writes it."""
@@ -100,7 +108,6 @@ class _OneCall(httpx.BaseTransport):
             "headers": headers,
             "client": starlette.client,
             "server": [url.raw_host.decode("ascii"), port],
-            "extensions": {"http.response.debug": {}},
             "state": starlette.app_state.copy(),
         }
 

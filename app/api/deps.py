@@ -21,6 +21,8 @@ from app.api.documents import NAME_PATTERN, Document
 from app.api.places import invalid
 from app.api.problems import ANSWERED
 from app.errors import ClientGone, NotFound, PayloadTooLarge, RequestTimeout
+from app.service.inflight import Gone
+from app.service.memo import Memo
 from app.service.use_cases import CalibrationService
 from app.store import Selector
 
@@ -195,20 +197,27 @@ async def in_worker(
 
 async def shared_in_worker(
     request: Request,
+    memo: Memo[T],
     key: Hashable,
     function: Callable[Concatenate[CalibrationService, P], T],
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    """:func:`in_worker` for a request without a body whose answer never changes (a stored
-    version's report or diagram, ``key`` naming it by number and query): requests for the same
-    ``key`` while its job runs share that job (:class:`~app.service.inflight.InFlight`)."""
+    """The answer ``memo`` keeps under ``key`` (a result that never changes, named by a
+    version's number, without a body), else :func:`in_worker`'s, kept there before any
+    request that waits for it is answered. Requests for the same ``key`` while its job runs
+    share that job (:class:`~app.service.inflight.InFlight`; keys of different memos differ)."""
     service = get_service(request)
-    return await service.work.in_flight.run(
-        key,
-        lambda: client_gone(request),
-        lambda gone: service.work.run_job(gone, service, function, 0, *args, **kwargs),
-    )
+    kept = memo.get(key)
+    if kept is not None:  # nothing is awaited from here until the job is joined or started
+        return kept
+
+    async def job(gone: Gone) -> T:
+        answer = await service.work.run_job(gone, service, function, 0, *args, **kwargs)
+        memo.put(key, answer)
+        return answer
+
+    return await service.work.in_flight.run(key, lambda: client_gone(request), job)
 
 
 def _held(request: Request) -> int:

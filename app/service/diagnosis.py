@@ -42,6 +42,7 @@ from app.store import (
 Strategy = Literal["uniform", "quantile"]
 ImageFormat = Literal["png", "svg"]
 Curve = Literal["binned", "smooth", "both"]
+Key = tuple[object, ...]
 
 REPORTS_KEPT = 512
 """Reliability reports kept (a few kilobytes each)."""
@@ -99,31 +100,16 @@ class Diagnosis:
         record, data = self._read(name, selector, lambda r: self._known(r, query))
         return self._stored(record, query, data)
 
-    def kept(
-        self, name: str, selector: Selector, query: ReportOptions
-    ) -> tuple[int, Reports | None]:
-        """The number ``selector`` names now (one read: a deleted version is a 404), and
-        :meth:`stored`'s reports for it when this process keeps them, else None: compute them
-        on that number (in a worker), then :meth:`keep` them."""
+    def number(self, name: str, selector: Selector) -> int:
+        """The number ``selector`` names now (one read: a deleted version is a 404): what the
+        routes key :attr:`reports` and :attr:`pictures` by (:meth:`key`)."""
         with self.database.transaction() as repo:
-            record = repo.get_version(name, selector)
-        return record.version, self.reports.get((*_key(record), _reported(query)))
+            return repo.get_version(name, selector).version
 
-    def keep(self, reports: Reports, query: ReportOptions) -> None:
-        """Keep :meth:`stored`'s reports computed elsewhere, for :meth:`kept`."""
-        self.reports.put((reports.name, reports.version, _reported(query)), reports)
-
-    def kept_picture(
-        self, name: str, version: int, query: ReportOptions, image_format: ImageFormat
-    ) -> bytes | None:
-        """:meth:`stored_picture`'s diagram of ``version`` when this process keeps it."""
-        return self.pictures.get((name, version, query, image_format))
-
-    def keep_picture(
-        self, name: str, version: int, query: ReportOptions, image_format: ImageFormat, image: bytes
-    ) -> None:
-        """Keep :meth:`stored_picture`'s diagram drawn elsewhere, for :meth:`kept_picture`."""
-        self.pictures.put((name, version, query, image_format), image)
+    @staticmethod
+    def key(name: str, version: int, query: ReportOptions, image: ImageFormat | None = None) -> Key:
+        """What names :meth:`stored`'s reports, or its diagram as ``image``, forever."""
+        return (name, version, _reported(query)) if image is None else (name, version, query, image)
 
     def stored_picture(
         self, name: str, selector: Selector, query: ReportOptions, image_format: ImageFormat

@@ -1,14 +1,16 @@
 """Identical jobs in flight, run once: the requests that ask for the same immutable result
 while it is being computed share its one job.
 
-A stored version's report or diagram for a query never changes, and the serving process keeps
-it once computed (:class:`~app.service.memo.Memo`). Before it is kept, though, every request
-for it started a job of its own: a dashboard opened by a team at nine, or a client retrying a
-slow report, sent eight workers to compute one answer eight times. :class:`InFlight` keys the
-jobs running in this process: a request whose key is running waits for that job's answer (or
-its error) instead of starting another. The job is cancelled only once every request that
-waits for it has gone (each client's disconnection is watched on its own), so one impatient
-client never takes the answer away from the others.
+A stored version's report or diagram for a query never changes, and each server process
+keeps it once computed (:class:`~app.service.memo.Memo`). Before it is kept, though, every
+request for it started a job of its own: a dashboard opened by several people at once sent
+several workers to compute one answer. :class:`InFlight` keys the jobs running in one server
+process: a request whose key is running waits for that job's answer (or its error) instead of
+starting another. The job is abandoned only once every request waiting for it has gone (each
+client's disconnection is watched on its own), so one impatient client never takes the answer
+away from the others; a client that leaves is answered at once, while the job goes on for
+the rest. The job runs in the context of the request that started it: its logs carry that
+request's id.
 
 Keys must name what never changes: a version by its number, never by a selector that moves
 (``latest``, an alias), so that a request that arrives after a new fit never shares a job
@@ -30,12 +32,12 @@ Gone = Callable[[], Awaitable[object]]
 
 
 class _Run(Generic[T]):
-    """One shared job: its task, how many requests wait for it, and when none does."""
+    """One shared job: its task, how many requests wait for it, and whether none does."""
 
-    def __init__(self) -> None:
-        self.task: asyncio.Future[T] | None = None
+    def __init__(self, start: Callable[[Gone], Awaitable[T]]) -> None:
         self.waiting = 0
         self.abandoned = asyncio.Event()
+        self.task: asyncio.Future[T] = asyncio.ensure_future(start(self.everyone_gone))
 
     async def everyone_gone(self) -> None:
         await self.abandoned.wait()
@@ -46,9 +48,10 @@ class InFlight:
 
     def __init__(self) -> None:
         self._runs: dict[Hashable, _Run[Any]] = {}
+        self._tasks: set[asyncio.Future[Any]] = set()  # every job not ended, abandoned included
 
     def __len__(self) -> int:
-        """How many keys have a job running."""
+        """How many keys have a job that requests may join."""
         return len(self._runs)
 
     async def run(
@@ -59,7 +62,8 @@ class InFlight:
     ) -> T:
         """The answer of the job for ``key``: the running one's, else that of ``start(gone)``,
         whose ``gone`` returns once every request waiting for it has gone. ``gone`` is this
-        request's own (None: it never leaves).
+        request's own (None: it never leaves). Nothing is awaited before the job is joined
+        or started, so a caller that found no kept answer just before joins or starts one.
 
         Raises
         ------
@@ -68,16 +72,14 @@ class InFlight:
             others, if any).
         (and whatever the job raised, to every request that waited for it)
         """
-        shared: _Run[T] | None = self._runs.get(key)
-        if shared is None:
-            shared = self._start(key, start)
-        assert shared.task is not None
-        shared.waiting += 1
-        watcher = asyncio.ensure_future(gone()) if gone is not None else None
+        shared: _Run[T] = self._runs.get(key) or self._start(key, start)
+        watcher: asyncio.Future[object] | None = None
         left = True
         try:
+            shared.waiting += 1
             waited: set[asyncio.Future[Any]] = {shared.task}
-            if watcher is not None:
+            if gone is not None:
+                watcher = asyncio.ensure_future(gone())
                 waited.add(watcher)
             await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
             if shared.task.done():
@@ -92,15 +94,16 @@ class InFlight:
                     del self._runs[key]  # a request that comes now starts afresh
             if watcher is not None:
                 watcher.cancel()
-                watcher.add_done_callback(_seen)
+                watcher.add_done_callback(outcome_seen)
 
     def _start(self, key: Hashable, start: Callable[[Gone], Awaitable[T]]) -> _Run[T]:
-        shared: _Run[T] = _Run()
-        shared.task = asyncio.ensure_future(start(shared.everyone_gone))
+        shared = _Run(start)
         self._runs[key] = shared
+        self._tasks.add(shared.task)
 
         def ended(task: asyncio.Future[T]) -> None:
-            _seen(task)  # its outcome is each waiter's; an abandoned job's is nobody's
+            self._tasks.discard(task)
+            outcome_seen(task)  # its outcome is each waiter's; an abandoned job's is nobody's
             if self._runs.get(key) is shared:
                 del self._runs[key]
 
@@ -108,7 +111,8 @@ class InFlight:
         return shared
 
 
-def _seen(task: asyncio.Future[Any]) -> None:
-    """Mark a finished task's outcome as retrieved (asyncio logs one that never is)."""
+def outcome_seen(task: asyncio.Future[Any]) -> None:
+    """Mark a finished task's outcome as retrieved: asyncio logs an error nobody retrieved,
+    and a watcher's or an abandoned job's is of no interest."""
     if not task.cancelled():
         task.exception()

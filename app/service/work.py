@@ -32,7 +32,9 @@ every grid point, and once more just before a fit writes), which raises
 A worker process checks the same budget and is killed when it does not stop in time. The route
 always waits for the job itself to end, so its answer says what happened: a job past its last
 checkpoint completes (a fit is stored and answers 201), one stopped at a checkpoint or killed
-stored nothing and answers 503.
+stored nothing and answers 503. The exception is a job that identical requests share
+(:mod:`app.service.inflight`; it stores nothing): a client that leaves is answered at once,
+and the job goes on for the others, abandoned when the last one leaves.
 """
 
 from __future__ import annotations
@@ -41,14 +43,14 @@ import asyncio
 import contextvars
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from app.calibration import Abandoned, Budget, current, enter
 from app.errors import Busy, ClientGone, OverBudget
-from app.service.inflight import InFlight
+from app.service.inflight import Gone, InFlight, outcome_seen
 from app.service.workers import processes
 from app.settings import Settings
 
@@ -123,7 +125,7 @@ class WorkPool:
 
     async def run_job(
         self,
-        gone: Callable[[], Awaitable[object]] | None,
+        gone: Gone | None,
         service: CalibrationService,
         function: Callable[Concatenate[CalibrationService, P], T],
         body_bytes: int,
@@ -152,7 +154,7 @@ class WorkPool:
 
     async def supervise(
         self,
-        gone: Callable[[], Awaitable[object]] | None,
+        gone: Gone | None,
         function: Callable[P, T],
         *args: P.args,
         **kwargs: P.kwargs,
@@ -202,7 +204,7 @@ class WorkPool:
         finally:
             if watcher is not None:
                 watcher.cancel()
-                watcher.add_done_callback(_retrieve)
+                watcher.add_done_callback(outcome_seen)
 
     def close(self) -> None:
         """Stop taking jobs; wait for the running ones (at shutdown)."""
@@ -219,9 +221,3 @@ def _call_in_worker(
     budget = current()
     assert budget is not None, "run by supervise(), which enters the job's budget"
     return processes.call(settings, budget, function, args, kwargs)
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    """Mark a finished watcher's outcome as seen (its error is of no interest then)."""
-    if not task.cancelled():
-        task.exception()

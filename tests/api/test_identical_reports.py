@@ -24,11 +24,15 @@ def spy_on_jobs(
     each call waits until ``arrivals`` requests have reached the app's in-flight map, so that
     all of them are there while the first job runs, however the threads are scheduled."""
     flight: InFlight = client.app.state.service.work.in_flight  # type: ignore[attr-defined]
-    arrived = threading.Semaphore(0)
+    arrived = threading.Condition()
+    count = 0
     original_run = flight.run
 
     async def counted_run(*args: Any, **kwargs: Any) -> Any:
-        arrived.release()
+        nonlocal count
+        with arrived:
+            count += 1
+            arrived.notify_all()
         return await original_run(*args, **kwargs)
 
     monkeypatch.setattr(flight, "run", counted_run)
@@ -37,10 +41,8 @@ def spy_on_jobs(
 
     def spy(*args: Any) -> Any:
         calls.append(args[1:])
-        for _ in range(arrivals):
-            assert arrived.acquire(timeout=60), "not every request reached the map"
-        for _ in range(arrivals):
-            arrived.release()  # for the next job, if any
+        with arrived:
+            assert arrived.wait_for(lambda: count >= arrivals, timeout=60), "not all arrived"
         return real(*args)
 
     monkeypatch.setattr(diagnostics, job, spy)

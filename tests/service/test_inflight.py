@@ -13,7 +13,8 @@ from app.service.inflight import Gone, InFlight
 
 
 class Jobs:
-    """Jobs that run until released, counting how many started and which were abandoned."""
+    """Jobs that run until released, counting how many started and which were told that
+    everyone had gone (as :meth:`WorkPool.supervise` is, by its watcher)."""
 
     def __init__(self) -> None:
         self.started: list[str] = []
@@ -21,18 +22,24 @@ class Jobs:
         self.release = asyncio.Event()
 
     def start(
-        self, answer: str, error: Exception | None = None
+        self, answer: str, error: Exception | None = None, *, stops: bool = True
     ) -> Callable[[Gone], Awaitable[str]]:
+        """A job answering ``answer`` (or raising ``error``) once released; told that everyone
+        has gone, it stops at once, or, with ``stops`` False, runs on until released (a job
+        past its last checkpoint)."""
+
         async def job(gone: Gone) -> str:
             self.started.append(answer)
             watch = asyncio.ensure_future(gone())
             released = asyncio.ensure_future(self.release.wait())
             await asyncio.wait({watch, released}, return_when=asyncio.FIRST_COMPLETED)
-            watch.cancel()
-            released.cancel()
-            if not self.release.is_set():
+            if watch.done():
                 self.abandoned.append(answer)
-                raise ClientGone("abandoned")
+                if stops:
+                    released.cancel()
+                    raise ClientGone("abandoned")
+                await released
+            watch.cancel()
             if error is not None:
                 raise error
             return answer
@@ -149,6 +156,28 @@ def test_a_request_cancelled_while_it_waits_counts_as_gone() -> None:
             await ask
         await settle()
         assert jobs.abandoned == ["answer"]  # its only request was cancelled: the job stops
+        assert len(flight) == 0
+
+    asyncio.run(main())
+
+
+def test_a_request_after_the_last_one_left_starts_afresh_while_the_old_job_runs_out() -> None:
+    async def main() -> None:
+        flight, jobs = InFlight(), Jobs()
+        left, gone = client()
+        first = asyncio.ensure_future(flight.run("k", gone, jobs.start("old", stops=False)))
+        await settle()
+        left.set()
+        with pytest.raises(ClientGone):
+            await first
+        await settle()
+        assert jobs.abandoned == ["old"]  # told, but past its last checkpoint: it runs on
+        later = asyncio.ensure_future(flight.run("k", None, jobs.start("new")))
+        await settle()
+        assert jobs.started == ["old", "new"]  # the abandoned job was not joined
+        jobs.release.set()
+        assert await later == "new"
+        await settle()
         assert len(flight) == 0
 
     asyncio.run(main())

@@ -75,12 +75,10 @@ async def stored_diagnostics(
     fitting batch, next to those of the raw scores. Multiclass versions report the top label
     (confidence = row max, correct = arg max equals the label) unless `class_index` is set.
     Computed once per version and query, then kept."""
-    found = parse_selector(name, selector)
-    version, reports = await run_in_threadpool(service.diagnosis.kept, name, found, query)
-    if reports is None:
-        key = ("diagnostics", name, version, query)
-        reports = await shared_in_worker(request, key, _stored, name, version, query)
-        service.diagnosis.keep(reports, query)
+    diagnosis = service.diagnosis
+    version = await run_in_threadpool(diagnosis.number, name, parse_selector(name, selector))
+    key = diagnosis.key(name, version, query)
+    reports = await shared_in_worker(request, diagnosis.reports, key, _stored, name, version, query)
     return _diagnostics(reports, query)
 
 
@@ -168,15 +166,12 @@ def _picture_route(image_format: ImageFormat) -> None:
         service: ServiceDep,
         query: ReportQuery,
     ) -> Response:
-        found = parse_selector(name, selector)
-        version, _ = await run_in_threadpool(service.diagnosis.kept, name, found, query)
-        image = service.diagnosis.kept_picture(name, version, query, image_format)
-        if image is None:
-            key = ("diagram", name, version, query, image_format)
-            image = await shared_in_worker(
-                request, key, _stored_picture, name, version, query, image_format
-            )
-            service.diagnosis.keep_picture(name, version, query, image_format, image)
+        diagnosis = service.diagnosis
+        version = await run_in_threadpool(diagnosis.number, name, parse_selector(name, selector))
+        key = diagnosis.key(name, version, query, image_format)
+        image = await shared_in_worker(
+            request, diagnosis.pictures, key, _stored_picture, name, version, query, image_format
+        )
         return Response(image, media_type=MEDIA_TYPES[image_format])
 
     add_picture_route(
