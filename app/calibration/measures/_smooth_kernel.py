@@ -58,6 +58,9 @@ REFINE = 10
 TRUNCATION = 1e-9
 """The share of the kernel's first coefficient below which :func:`mesh_basis` drops a
 frequency: far below single precision's rounding."""
+BASIS_ROWS = 32
+"""The fewest rows smoothed at once through a :func:`mesh_basis` (fewer take the transform):
+small reports meet many widths, each a basis to build (up to 4 ms) for a few rows."""
 MAX_BASIS = 2**18
 """The most entries of a :func:`mesh_basis` (1 MB): narrower kernels keep too many
 frequencies for a product to beat the transform, and go through it."""
@@ -143,13 +146,12 @@ class ReflectedGaussian:
         """The smoothed grids, whose :func:`reflected_spectra` are given, at the mesh (b x M):
         in single precision for float32 spectra (the bootstrap's), through
         :func:`mesh_basis` where the width has one."""
-        if spectra.dtype != np.float32:
-            kernel: NDArray[np.complexfloating] = self.spectrum
-        elif (basis := mesh_basis(self.sigma)) is not None:
+        single = spectra.dtype == np.float32
+        basis = mesh_basis(self.sigma) if single and spectra.shape[0] >= BASIS_ROWS else None
+        if basis is not None:
             on_mesh: FloatArray = spectra[:, : basis.shape[0]] @ basis
             return on_mesh
-        else:
-            kernel = self.spectrum32
+        kernel = self.spectrum32 if single else self.spectrum
         smoothed = np.fft.irfft(spectra * kernel, 2 * self.size - 2, axis=1)
         return smoothed[:, self.cell] * (1.0 - self.frac) + smoothed[:, self.cell + 1] * self.frac
 

@@ -47,8 +47,7 @@ reports with 1000 resamples: 10^2 rows, 14 ms threaded and 5 ms in line; 10^3 ro
 35 ms). The smooth ECE's chunks gain from threads at any size."""
 SMOOTH_RESAMPLES = 1000
 """Resamples behind the smooth ECE's interval and its curve's band at most (the first chunks'):
-its width search costs a few FFTs per resample, on grids of up to 10^4 points when the width
-is small, so more resamples than the default would cost seconds, not precision."""
+each searches its own width, so more than the default would cost seconds, not precision."""
 CONSISTENCY_RESAMPLES = 200
 """Consistency resamples behind the calibration errors' test at 0 at most (the first chunks'):
 a 95% quantile of 200 draws is within a few percent of that of 1000, and the smooth ECE's
@@ -257,8 +256,10 @@ def _band(curves: FloatArray | None) -> Band | None:
     relplot's band; None without curves."""
     if curves is None:
         return None
+    levels = [(1.0 - LEVEL) / 2.0, (1.0 + LEVEL) / 2.0]
+    quantile = np.nanquantile if np.isnan(curves).any() else np.quantile  # the first: per column
     with np.errstate(invalid="ignore"):
-        low, high = np.nanquantile(curves, [(1.0 - LEVEL) / 2.0, (1.0 + LEVEL) / 2.0], axis=0)
+        low, high = quantile(curves, levels, axis=0)
     return low, high
 
 
@@ -294,7 +295,6 @@ def _append(
 
 @cache
 def _threadpools() -> ThreadpoolController:
-    """The thread pools of the native libraries loaded, found once: finding them walks every
-    library the process has loaded (~3 ms a report, against 0.05 ms to set the limit). By the
-    first report, numpy's and scipy's BLAS, the only ones limited, are loaded."""
+    """The native libraries' thread pools, found once: finding them walks every library loaded
+    (~3 ms a report; 0.05 ms to set the limit). By then numpy's and scipy's BLAS are loaded."""
     return ThreadpoolController()

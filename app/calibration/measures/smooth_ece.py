@@ -16,6 +16,7 @@ the bootstrap of :mod:`app.calibration.measures.report`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache, lru_cache
 from typing import NamedTuple
 
@@ -118,17 +119,18 @@ class SmoothEceResampler:
     consistency resample); its smooth ECE is :func:`smooth_ece` of the batch with those
     weights or labels, up to the grids' approximation (:func:`_coarsened`). Splitting rows
     onto a grid is a sparse product (each row gives the two grid points around its p their
-    shares of its weight), so a chunk's columns are split together without reordering them,
-    once, onto the finest grid of the width search; each width's own grid is that one split
-    again; then each step of the search smooths the resamples at each distinct width
-    together (one FFT). The contents of weights and labels are trusted: the service draws
-    them.
+    shares of its weight), so a chunk's columns are split together without reordering them.
+    A batch of more rows than the finest grid of the width search has points (5121) is split
+    once, onto that grid, and each width's own grid is that split again; a smaller batch is
+    split onto each width's grid directly, which costs less and is exact. Then each step of
+    the search smooths the resamples at each distinct width together. The contents of weights
+    and labels are trusted: the service draws them.
     """
 
     def __init__(self, p: FloatArray, y: FloatArray, w: FloatArray) -> None:
         self._p, self._y, self._w = p, y, w
         self._splits: dict[tuple[int, str, type], csc_matrix] = {}
-        self._fixed: tuple[Grid, ...] | None = None
+        self._fixed: dict[int, tuple[Grid, ...]] = {}
 
     def values(
         self, weights: NDArray[np.floating] | None, labels: NDArray[np.floating] | None = None
@@ -136,16 +138,23 @@ class SmoothEceResampler:
         """Each resample's smooth ECE with its own width, for the n x b ``weights``; with
         ``labels`` (n x b) the resamples are those labels under the sample weights instead
         (``weights`` then unread)."""
-        if labels is not None:
-            if self._fixed is None:  # the sample weights' grids, the same for every resample
-                self._fixed = self._grids(FINEST_GRID, ("share", "share_p"), self._w[:, None])
-            ones, predicted = self._fixed
-            (positives,) = self._grids(FINEST_GRID, ("share_w",), labels)
-            return searched_eces((ones, (predicted - positives).astype(positives.dtype)))
-        if weights is None:
+        columns = labels if labels is not None else weights
+        if columns is None:
             raise CalibrationError("give the resamples' weights or labels", loc=("weights",))
-        ones, residual = self._grids(FINEST_GRID, ("share", "share_residual"), weights)
-        return searched_eces((ones, residual))
+
+        def grids(size: int) -> _SizeGrids:
+            if labels is None:
+                ones, residual = self._grids(size, ("share", "share_residual"), columns)
+                return ones, residual
+            if size not in self._fixed:  # the sample weights' grids, the same for every resample
+                self._fixed[size] = self._grids(size, ("share", "share_p"), self._w[:, None])
+            ones, predicted = self._fixed[size]
+            (positives,) = self._grids(size, ("share_w",), labels)
+            return ones, (predicted - positives).astype(positives.dtype)
+
+        if self._p.size > FINEST_GRID:
+            return searched_eces(grids(FINEST_GRID))
+        return _searched(grids, columns.shape[1])
 
     def curves(self, weights: NDArray[np.floating], sigma: float, mesh: int = MESH) -> FloatArray:
         """Each resample's smoothed fraction of positives at width ``sigma``, at ``mesh``
@@ -207,13 +216,19 @@ def curves_of_grids(ones: Grid, positives: Grid, sigma: float, mesh: int = MESH)
 def searched_eces(fine: _SizeGrids) -> FloatArray:
     """The width search of the resamples whose weight and residual grids on the finest grid
     are given (b x F each, or 1 x F weights shared by all): their smooth ECEs."""
+    return _searched(lambda size: _coarsened(fine, size), fine[1].shape[0])
+
+
+def _searched(grids: Callable[[int], _SizeGrids], count: int) -> FloatArray:
+    """The width search of ``count`` resamples whose weight and residual grids on a grid of
+    G points ``grids(G)`` gives: their smooth ECEs."""
 
     @cache
     def spectra(size: int) -> _SizeGrids:
-        ones, residual = _coarsened(fine, size)
+        ones, residual = grids(size)
         return ones, reflected_spectra(residual)
 
-    return search_width(spectra, fine[1].shape[0])[1]
+    return search_width(spectra, count)[1]
 
 
 def _coarsened(fine: _SizeGrids, size: int) -> _SizeGrids:

@@ -12,6 +12,7 @@ from relplot.metrics import smooth_ece as relplot_smooth_ece_at
 
 from app.calibration import CalibrationError
 from app.calibration.measures._smooth_kernel import (
+    BASIS_ROWS,
     FINEST_GRID,
     MAX_BASIS,
     grid_size,
@@ -148,8 +149,9 @@ def test_resampler_equals_a_loop_of_smooth_ece(dtype: type) -> None:
     weights = (counts * w[:, None]).astype(dtype)  # small integers: exact in float32
     loop = [smooth_ece(p, y, column.astype(np.float64)).value for column in weights.T]
     values = SmoothEceResampler(p, y, w).values(weights)
-    # resamples are split onto the finest grid and split again (within 3e-4 of the direct
-    # split), and float32 ones are split and smoothed in float32 (the service's path)
+    # 4000 rows, fewer than the finest grid's points: split onto each width's grid directly
+    # (test_resampler_below_sigma_0_01_equals_a_loop has more, split onto the finest and split
+    # again); float32 ones are split and smoothed in float32 (the service's path)
     np.testing.assert_allclose(values, loop, rtol=RESAMPLED_RTOL, atol=0)
 
 
@@ -172,14 +174,16 @@ def test_resampler_below_sigma_0_01_equals_a_loop() -> None:
     np.testing.assert_allclose(values, [r.value for r in loop], rtol=RESAMPLED_RTOL, atol=0)
 
 
+@pytest.mark.parametrize("rows", [200, BASIS_ROWS - 1])
 @pytest.mark.parametrize("sigma", [1.0, 0.5, 0.25, 0.1, 0.0625, 0.03, 0.0125, 0.006])
-def test_single_precision_mesh_reading_equals_the_whole_transform(sigma: float) -> None:
-    """The product with :func:`mesh_basis` (the kept frequencies only) against the inverse
-    transform of the whole period, both in float32 on the grids of 200 resamples' residuals:
-    within 1e-5 of the largest smoothed value, float32's own noise; None past MAX_BASIS."""
+def test_single_precision_mesh_reading_equals_the_whole_transform(sigma: float, rows: int) -> None:
+    """The float32 reading, through :func:`mesh_basis` (the kept frequencies only; from
+    BASIS_ROWS rows) or the transform, against the float64 inverse transform of the whole
+    period, on the grids of resamples' residuals: within 1e-5 of the largest smoothed value,
+    float32's own noise; no basis past MAX_BASIS."""
     p, y, w = weighted_batch(29, 2000, 1.2)
     kernel = reflected_gaussian(sigma)
-    counts = np.random.default_rng(30).poisson(1.0, (p.size, 200)) * w[:, None]
+    counts = np.random.default_rng(30).poisson(1.0, (p.size, rows)) * w[:, None]
     residual = split_onto_grid(p, (counts * (p - y)[:, None]).T, kernel.size).astype(np.float32)
     spectra = reflected_spectra(residual)
     basis = mesh_basis(sigma)
@@ -190,7 +194,6 @@ def test_single_precision_mesh_reading_equals_the_whole_transform(sigma: float) 
     whole = np.fft.irfft(spectra.astype(np.float64) * kernel.spectrum, 2 * kernel.size - 2)
     exact = whole[:, kernel.cell] * (1 - kernel.frac) + whole[:, kernel.cell + 1] * kernel.frac
     read = kernel.on_mesh(spectra)
-    assert read.dtype == np.float32
     np.testing.assert_allclose(read, exact, rtol=0, atol=1e-5 * np.abs(exact).max())
 
 
