@@ -246,9 +246,9 @@ def mesh_matrix(sigma: float, mesh: int) -> FloatArray:
     return matrix
 
 
-Grids = Callable[[int], tuple[NDArray[np.floating], NDArray[np.floating]]]
-"""For a grid size G: the problems' weight grids (b x G, or 1 x G shared by all) and the
-:func:`reflected_spectra` of their weighted residual grids (b rows)."""
+Grids = Callable[[int, IntArray], tuple[NDArray[np.floating], NDArray[np.floating]]]
+"""For a grid size G and some problems: their weight grids (a row each, or 1 x G shared by
+all) and the :func:`reflected_spectra` of their weighted residual grids (a row each)."""
 
 
 def smooth_eces(sigmas: FloatArray, rows: IntArray, grids: Grids) -> FloatArray:
@@ -265,12 +265,11 @@ def smooth_eces(sigmas: FloatArray, rows: IntArray, grids: Grids) -> FloatArray:
     widths, which = np.unique(sigmas, return_inverse=True)
     for k, sigma in enumerate(widths.tolist()):  # a loop over the distinct widths of a step
         kernel = reflected_gaussian(sigma)
-        ones, residual_spectra = grids(kernel.size)
         members = np.flatnonzero(which == k)
-        picked = rows[members]
+        ones, residual_spectra = grids(kernel.size, rows[members])
         mass = kernel.mass32 if ones.dtype == np.float32 else kernel.mass
-        density = (ones if ones.shape[0] == 1 else ones[picked]) @ mass
-        smoothed = kernel.on_mesh(residual_spectra[picked])
+        density = ones @ mass
+        smoothed = kernel.on_mesh(residual_spectra)
         value[members] = np.abs(smoothed).sum(axis=1) / (density + kernel.mesh * DENSITY_EPS)
     return value
 

@@ -216,9 +216,11 @@ def test_finest_grid_split_again_approximates_each_widths_own(k: int) -> None:
         np.testing.assert_allclose(ones[0], direct[0], rtol=0, atol=1e-9)
     one = np.zeros(1, np.intp)
     exact = smooth_eces(
-        np.array([sigma]), one, lambda _: (direct[:1], reflected_spectra(direct[1:]))
+        np.array([sigma]), one, lambda *_: (direct[:1], reflected_spectra(direct[1:]))
     )
-    split_again = smooth_eces(np.array([sigma]), one, lambda _: (ones, reflected_spectra(residual)))
+    split_again = smooth_eces(
+        np.array([sigma]), one, lambda *_: (ones, reflected_spectra(residual))
+    )
     assert split_again[0] == pytest.approx(exact[0], rel=3e-4)
 
 
