@@ -257,7 +257,7 @@ def _band(curves: FloatArray | None) -> Band | None:
     if curves is None:
         return None
     levels = [(1.0 - LEVEL) / 2.0, (1.0 + LEVEL) / 2.0]
-    quantile = np.nanquantile if np.isnan(curves).any() else np.quantile  # the first: per column
+    quantile = np.nanquantile if np.isnan(curves).any() else np.quantile  # nan: column by column
     with np.errstate(invalid="ignore"):
         low, high = quantile(curves, levels, axis=0)
     return low, high

@@ -155,8 +155,9 @@ def test_resampler_equals_a_loop_of_smooth_ece(dtype: type) -> None:
     np.testing.assert_allclose(values, loop, rtol=RESAMPLED_RTOL, atol=0)
 
 
-def test_consistency_resamples_equal_a_loop_of_smooth_ece() -> None:
-    p, y, w = weighted_batch(21, 3000, 1.0)
+@pytest.mark.parametrize("n", [3000, 6000])  # split onto each grid; onto the finest, then again
+def test_consistency_resamples_equal_a_loop_of_smooth_ece(n: int) -> None:
+    p, y, w = weighted_batch(21, n, 1.0)
     labels = (np.random.default_rng(22).random((p.size, 25)) < p[:, None]).astype(np.float64)
     loop = [smooth_ece(p, column, w).value for column in labels.T]
     values = SmoothEceResampler(p, y, w).values(None, labels)
