@@ -24,8 +24,11 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv --without-pip $(VENV)
 
 $(VENV)/bin/uv: | $(VENV)/bin/python
-	$(PYTHON) -m pip --python $(PY) install --quiet uv 2>/dev/null || \
-	  { $(PY) -m ensurepip --default-pip >/dev/null && $(PY) -m pip install --quiet uv; }
+	@$(PYTHON) -m pip --python $(PY) install --quiet uv 2>$(VENV)/pip-error.txt || { \
+	  echo "the system's pip could not install uv into $(VENV); the venv's own will:"; \
+	  cat $(VENV)/pip-error.txt; $(PY) -m ensurepip --default-pip >/dev/null && \
+	  $(PY) -m pip install --quiet uv; }
+	@rm -f $(VENV)/pip-error.txt
 
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/uv
 	$(UV) -e .
@@ -54,7 +57,7 @@ run: install  ## migrate and serve on http://$(HOST):$(PORT) (docs at /docs)
 lint: lint-fast  ## ruff, mypy --strict, the import contracts (docs/architecture.md), the deployment files
 	$(VENV)/bin/mypy
 
-# lint but mypy, which `make test` runs beside the suite's first part (see `test`).
+# lint without mypy, which `make test` runs beside the suite's first part (see `test`).
 lint-fast: install-test lint-deploy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -89,19 +92,22 @@ chromium:  ## install Debian's Chromium when it is missing (the browser tests dr
 # The serial run collects only the files that say `mark.serial` (tests/conftest.py refuses a
 # serial test in any other): collecting the whole suite for its ~40 tests took ~15 s more.
 # Each prints its slowest tests and its summary (the total is their sum); make fails if either
-# fails, or mypy does. mypy (28 s on one core from a clean clone) runs beside the first run,
-# which it slows by about half that, and is waited for, its report printed, before the
-# second, which has the machine to itself. The workers share the cores, so each gets one BLAS thread: two OpenBLAS threads per
-# worker spin against the other worker's (a 900 x 64 logistic regression took 19 s on two
-# threads, 0.3 s on one). Bytecode is written even where the environment says not to
+# fails, or mypy does. mypy (28 s on one core from a clean clone) runs beside the first run
+# and is waited for, its report printed, before the second, which has the machine to itself
+# (a failing mypy's report is then above the second run's output; make says only Error 1);
+# Ctrl-C stops it too. The workers share the cores, so each gets one BLAS thread: two
+# OpenBLAS threads per worker spin against the other worker's (a 900 x 64 logistic
+# regression took 19 s on two threads, 0.3 s on one). Bytecode is written even where the environment says not to
 # (PYTHONDONTWRITEBYTECODE): without it every server a test starts compiles app/ again, and
 # pytest rewrites every test module again in each worker.
 TEST_WORKERS ?= 2
 test: install-test postgres chromium lint-fast  ## lint, types and the whole suite on SQLite and PostgreSQL, and /docs in Chromium
-	export PYTHONDONTWRITEBYTECODE=; types=$$(mktemp); $(VENV)/bin/mypy >$$types 2>&1 & mypy=$$!; \
+	export PYTHONDONTWRITEBYTECODE=; types=$$(mktemp); \
+	$(VENV)/bin/mypy >$$types 2>&1 & mypy=$$!; \
+	trap 'kill $$mypy 2>/dev/null; rm -f $$types' EXIT; trap 'exit 130' INT TERM; \
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not serial" --durations=20; parallel=$$?; \
-	wait $$mypy; typed=$$?; cat $$types; rm -f $$types; \
+	wait $$mypy; typed=$$?; cat $$types; \
 	$(PY) -m pytest -m serial --durations=10 $$(grep -rl --include='test_*.py' 'mark\.serial' tests | sort) \
 	  && [ $$typed -eq 0 ] && exit $$parallel
 

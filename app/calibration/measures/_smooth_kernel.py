@@ -23,12 +23,8 @@ smoothed value), which the smooth ECE's sums do not notice; a ratio of two smoot
 from the data would, so the curves use the kernel as a matrix (:func:`mesh_matrix`), whose
 products keep their relative accuracy in the tails, as relplot's direct convolution does.
 
-The bootstrap's grids are in single precision, whose rounding (6e-8) is far above the
-kernel's high frequencies: its Gaussian's coefficients fall as exp(-pi^2 sigma^2 k^2 / 2), below
-1e-9 of the first past k = 2 / sigma. There the smoothed grid read at the mesh is a product
-with a small matrix (:func:`mesh_basis`: the kept frequencies' cosines at the mesh's two grid
-points, interpolated), not a transform of the whole period: 10 to 40 times less work a
-resample at the widths a search meets, measured; 1e-6 of the largest smoothed value apart.
+The bootstrap's grids, in single precision, are read at the mesh through a small product
+where that is cheaper (:mod:`app.calibration.measures._mesh_basis`).
 """
 
 from __future__ import annotations
@@ -43,6 +39,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
 from app.calibration.base import FloatArray
+from app.calibration.measures._mesh_basis import BASIS_ROWS, mesh_basis
 
 IntArray = NDArray[np.intp]
 ComplexArray = NDArray[np.complex128]
@@ -55,15 +52,6 @@ MESH = 200
 """The least mesh of the smooth ECE (``config.smECE_mesh_pts``) and the curves' mesh."""
 REFINE = 10
 """Bisection steps of the width search (``search_param(start=1, refine=10)``)."""
-TRUNCATION = 1e-9
-"""The share of the kernel's first coefficient below which :func:`mesh_basis` drops a
-frequency: far below single precision's rounding."""
-BASIS_ROWS = 32
-"""The fewest rows smoothed at once through a :func:`mesh_basis` (fewer take the transform):
-small reports meet many widths, each a basis to build (up to 4 ms) for a few rows."""
-MAX_BASIS = 2**18
-"""The most entries of a :func:`mesh_basis` (1 MB): narrower kernels keep too many
-frequencies for a product to beat the transform, and go through it."""
 
 
 def grid_size(sigma: float) -> int:
@@ -143,47 +131,18 @@ class ReflectedGaussian:
         return self.cell.size
 
     def on_mesh(self, spectra: NDArray[np.floating]) -> FloatArray:
-        """The smoothed grids, whose :func:`reflected_spectra` are given, at the mesh (b x M):
-        in single precision for float32 spectra (the bootstrap's), through
-        :func:`mesh_basis` where the width has one."""
+        """The smoothed grids, whose :func:`reflected_spectra` are given, at the mesh (b x M);
+        float32 spectra (the bootstrap's) are transformed in single precision, or, from
+        :data:`~app.calibration.measures._mesh_basis.BASIS_ROWS` rows, multiplied by the
+        width's :func:`~app.calibration.measures._mesh_basis.mesh_basis` if it has one."""
         single = spectra.dtype == np.float32
-        basis = mesh_basis(self.sigma) if single and spectra.shape[0] >= BASIS_ROWS else None
+        basis = mesh_basis(self) if single and spectra.shape[0] >= BASIS_ROWS else None
         if basis is not None:
-            on_mesh: FloatArray = spectra[:, : basis.shape[0]] @ basis
-            return on_mesh
+            read: FloatArray = spectra[:, : basis.shape[0]] @ basis
+            return read
         kernel = self.spectrum32 if single else self.spectrum
         smoothed = np.fft.irfft(spectra * kernel, 2 * self.size - 2, axis=1)
         return smoothed[:, self.cell] * (1.0 - self.frac) + smoothed[:, self.cell + 1] * self.frac
-
-
-@lru_cache(maxsize=256)
-def mesh_basis(sigma: float) -> NDArray[np.float32] | None:
-    """The K x M matrix that takes the first K coefficients of a grid's
-    :func:`reflected_spectra` to its smoothing at width ``sigma`` read at the mesh, K the
-    frequencies whose kernel coefficient is at least :data:`TRUNCATION` of the first; None
-    past :data:`MAX_BASIS` entries.
-
-    The inverse transform of the period 2G - 2 of an even spectrum S (the kernel's, c, is even
-    too) is a cosine series: at grid point i, (S_0 c_0 + 2 sum_k S_k c_k cos(pi k i / (G - 1))
-    + S_{G-1} c_{G-1} (-1)^i) / (2G - 2); row k of the matrix is term k of it at the mesh
-    point's two grid points, in their shares (:meth:`ReflectedGaussian.on_mesh`'s reading).
-    Cached apart from the kernels: some 140 distinct widths in the two reports of 300 rows,
-    most under 0.1 MB, the widest (1, 1/2, 1/4, cut off by the grid's ends) 0.8 MB.
-    """
-    kernel = reflected_gaussian(sigma)
-    coefficients = kernel.spectrum.real  # the kernel is even: its imaginary parts are rounding
-    kept = int(np.flatnonzero(np.abs(coefficients) >= TRUNCATION * coefficients[0])[-1]) + 1
-    if kept * kernel.mesh > MAX_BASIS:
-        return None
-    size, period = kernel.size, 2 * kernel.size - 2
-    k = np.arange(kept)[:, None]
-    cosines = np.cos(2.0 * np.pi * np.arange(period) / period)  # cos(pi j / (G - 1)), j mod period
-    low, high = cosines[k * kernel.cell % period], cosines[k * (kernel.cell + 1) % period]
-    terms = np.where((k == 0) | (k == size - 1), 1.0, 2.0) * coefficients[:kept, None] / period
-    shares = low * (1.0 - kernel.frac) + high * kernel.frac
-    basis: NDArray[np.float32] = (terms * shares).astype(np.float32)
-    basis.flags.writeable = False
-    return basis
 
 
 def kernel_samples(sigma: float, size: int) -> FloatArray:

@@ -253,11 +253,11 @@ def _block_sampler(
 
 def _band(curves: FloatArray | None) -> Band | None:
     """The pointwise 2.5% and 97.5% quantiles of the resampled curves (resamples x mesh),
-    relplot's band; None without curves."""
+    relplot's band; None without curves. numpy's nanquantile, a column at a time, for NaNs only."""
     if curves is None:
         return None
     levels = [(1.0 - LEVEL) / 2.0, (1.0 + LEVEL) / 2.0]
-    quantile = np.nanquantile if np.isnan(curves).any() else np.quantile  # nan: column by column
+    quantile = np.nanquantile if np.isnan(curves).any() else np.quantile
     with np.errstate(invalid="ignore"):
         low, high = quantile(curves, levels, axis=0)
     return low, high
@@ -296,5 +296,5 @@ def _append(
 @cache
 def _threadpools() -> ThreadpoolController:
     """The native libraries' thread pools, found once: finding them walks every library loaded
-    (~3 ms a report; 0.05 ms to set the limit). By then numpy's and scipy's BLAS are loaded."""
+    (~3 ms a report; 0.05 ms to set the limit). By then the BLAS it limits are loaded."""
     return ThreadpoolController()

@@ -119,7 +119,8 @@ class SmoothEceResampler:
     A resample is a column of per-row weights (Poisson counts times the sample weights) in
     the batch's row order, or a column of labels drawn from p under the sample weights (a
     consistency resample); its smooth ECE is :func:`smooth_ece` of the batch with those
-    weights or labels, up to the grids' approximation (:func:`_coarsened`). Splitting rows
+    weights or labels (up to the grids' approximation, :func:`_coarsened`, for a batch of more
+    rows than the finest grid has points). Splitting rows
     onto a grid is a sparse product (each row gives the two grid points around its p their
     shares of its weight), so a chunk's columns are split together without reordering them.
     A batch of more rows than the finest grid of the width search has points (5121) is split
@@ -145,14 +146,14 @@ class SmoothEceResampler:
             raise CalibrationError("give the resamples' weights or labels", loc=("weights",))
 
         def grids(size: int, rows: IntArray | None) -> _SizeGrids:
-            some = columns if rows is None else columns[:, rows]
+            drawn = columns if rows is None else columns[:, rows]
             if labels is None:
-                ones, residual = self._grids(size, ("share", "share_residual"), some)
+                ones, residual = self._grids(size, ("share", "share_residual"), drawn)
                 return ones, residual
             if size not in self._fixed:  # the sample weights' grids, the same for every resample
                 self._fixed[size] = self._grids(size, ("share", "share_p"), self._w[:, None])
             ones, predicted = self._fixed[size]
-            (positives,) = self._grids(size, ("share_w",), some)
+            (positives,) = self._grids(size, ("share_w",), drawn)
             return ones, (predicted - positives).astype(positives.dtype)
 
         if self._p.size > FINEST_GRID:

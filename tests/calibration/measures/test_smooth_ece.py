@@ -11,12 +11,10 @@ from relplot.kernels import ReflectedGaussianKernel
 from relplot.metrics import smooth_ece as relplot_smooth_ece_at
 
 from app.calibration import CalibrationError
+from app.calibration.measures._mesh_basis import BASIS_ROWS, mesh_basis
 from app.calibration.measures._smooth_kernel import (
-    BASIS_ROWS,
     FINEST_GRID,
-    MAX_BASIS,
     grid_size,
-    mesh_basis,
     reflected_gaussian,
     reflected_spectra,
     smooth_eces,
@@ -145,13 +143,14 @@ def weighted_batch(seed: int, n: int, power: float) -> tuple[np.ndarray, np.ndar
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_resampler_equals_a_loop_of_smooth_ece(dtype: type) -> None:
     p, y, w = weighted_batch(19, 4000, 1.3)
-    counts = np.random.default_rng(20).poisson(1.0, (p.size, 30))
+    counts = np.random.default_rng(20).poisson(1.0, (p.size, 2 * BASIS_ROWS))
     weights = (counts * w[:, None]).astype(dtype)  # small integers: exact in float32
     loop = [smooth_ece(p, y, column.astype(np.float64)).value for column in weights.T]
     values = SmoothEceResampler(p, y, w).values(weights)
     # 4000 rows, fewer than the finest grid's points: split onto each width's grid directly
     # (test_resampler_below_sigma_0_01_equals_a_loop has more, split onto the finest and split
-    # again); float32 ones are split and smoothed in float32 (the service's path)
+    # again); float32 ones are split and smoothed in float32 and, BASIS_ROWS or more at one
+    # width, read through its mesh basis (the service's path)
     np.testing.assert_allclose(values, loop, rtol=RESAMPLED_RTOL, atol=0)
 
 
@@ -176,26 +175,31 @@ def test_resampler_below_sigma_0_01_equals_a_loop() -> None:
 
 
 @pytest.mark.parametrize("rows", [200, BASIS_ROWS - 1])
-@pytest.mark.parametrize("sigma", [1.0, 0.5, 0.25, 0.1, 0.0625, 0.03, 0.0125, 0.006])
+@pytest.mark.parametrize(
+    "sigma",
+    # 20 / 2002.5: a grid of 1002 points, even, whose kernel is half a step off centre
+    [1.0, 0.5, 0.25, 0.1, 0.0625, 0.03, 0.0125, 20 / 2002.5, 0.006],
+)
 def test_single_precision_mesh_reading_equals_the_whole_transform(sigma: float, rows: int) -> None:
-    """The float32 reading, through :func:`mesh_basis` (the kept frequencies only; from
-    BASIS_ROWS rows) or the transform, against the float64 inverse transform of the whole
+    """The float32 reading, through the width's :func:`mesh_basis` (the kept frequencies only;
+    from BASIS_ROWS rows) or the transform, against the float64 inverse transform of the whole
     period, on the grids of resamples' residuals: within 1e-5 of the largest smoothed value,
-    float32's own noise; no basis past MAX_BASIS."""
+    float32's own noise; the basis itself too, where there is one."""
     p, y, w = weighted_batch(29, 2000, 1.2)
     kernel = reflected_gaussian(sigma)
     counts = np.random.default_rng(30).poisson(1.0, (p.size, rows)) * w[:, None]
     residual = split_onto_grid(p, (counts * (p - y)[:, None]).T, kernel.size).astype(np.float32)
     spectra = reflected_spectra(residual)
-    basis = mesh_basis(sigma)
-    if basis is None:
-        assert kernel.size * kernel.mesh > MAX_BASIS  # its kept frequencies are too many
-        return
-    assert basis.shape[1] == kernel.mesh
     whole = np.fft.irfft(spectra.astype(np.float64) * kernel.spectrum, 2 * kernel.size - 2)
     exact = whole[:, kernel.cell] * (1 - kernel.frac) + whole[:, kernel.cell + 1] * kernel.frac
-    read = kernel.on_mesh(spectra)
-    np.testing.assert_allclose(read, exact, rtol=0, atol=1e-5 * np.abs(exact).max())
+    tolerance = 1e-5 * np.abs(exact).max()
+    np.testing.assert_allclose(kernel.on_mesh(spectra), exact, rtol=0, atol=tolerance)
+    basis = mesh_basis(kernel)
+    assert (basis is None) == (sigma == 0.006)  # 0.006 keeps too many frequencies: the transform
+    if basis is not None:
+        assert basis.shape[1] == kernel.mesh
+        product = spectra[:, : basis.shape[0]] @ basis
+        np.testing.assert_allclose(product, exact, rtol=0, atol=tolerance)
 
 
 @pytest.mark.parametrize("k", range(2, 11))
