@@ -19,7 +19,8 @@ the statement timeout:
   S; the client gives up a little later, when the server did not even do that).
 
 A connection that timed out on the client is closed (its protocol state is unknown), which
-SQLAlchemy takes for a disconnect: it is discarded, and the pool with it.
+SQLAlchemy takes for a disconnect: it is discarded, and the pool with it. Those bounds are
+:mod:`app.store.postgres_bounds`'s.
 """
 
 from __future__ import annotations
@@ -29,14 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import psycopg
-from psycopg.abc import RV, PQGen
-from psycopg.errors import _WaitTimeout
-from psycopg.rows import TupleRow
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.engine.interfaces import Dialect
-from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolProxiedConnection
+from sqlalchemy.pool import ConnectionPoolEntry, NullPool
 
 from app.settings import Settings
 from app.store.models import dump_json
@@ -63,69 +59,6 @@ def normalize_url(url: str) -> str:
 
 CLIENT_GRACE_SECONDS = 1.0
 """How long after the server's statement timeout the client stops waiting for an answer."""
-
-_WAIT_INTERVAL_SECONDS = 0.1
-"""psycopg's polling interval while it waits for the server (its own default)."""
-
-
-class BoundedConnection(psycopg.Connection[TupleRow]):
-    """A psycopg connection that stops waiting for a server that does not answer.
-
-    :attr:`wait_timeout` bounds every wait of the connection for its server (sending a
-    statement and reading its result, commit, rollback). When it expires the connection is
-    closed, since the server may still be in the middle of the statement, and a
-    :class:`psycopg.OperationalError` is raised, which SQLAlchemy treats as a disconnect.
-    """
-
-    wait_timeout: float | None = None
-
-    def wait(
-        self,
-        gen: PQGen[RV],
-        interval: float = _WAIT_INTERVAL_SECONDS,
-        timeout: float | None = None,
-    ) -> RV:
-        bound = self.wait_timeout if timeout is None else None
-        try:
-            return super().wait(gen, interval, timeout if bound is None else bound)
-        except _WaitTimeout:
-            if bound is None:
-                raise  # the caller's own timeout (e.g. notifies): theirs to handle
-            self.pgconn.finish()
-            raise psycopg.OperationalError(
-                f"the database did not answer within {bound:g} s; connection closed"
-            ) from None
-
-
-def _set_postgres_bounds(engine: Engine, settings: Settings) -> None:
-    """Bound every wait of the engine's connections (see the module docstring)."""
-    statement_seconds = settings.db_statement_timeout_seconds + CLIENT_GRACE_SECONDS
-    ping_seconds = max(2.0, settings.db_connect_timeout_seconds)
-
-    def connect(
-        _dialect: Dialect,
-        _record: ConnectionPoolEntry,
-        cargs: tuple[Any, ...],
-        cparams: dict[str, Any],
-    ) -> BoundedConnection:
-        connection = BoundedConnection.connect(*cargs, **cparams)
-        connection.wait_timeout = statement_seconds
-        return connection
-
-    def checkin(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
-        # The next use of an idle pooled connection is the pre-ping: bound it like a connect.
-        if isinstance(dbapi_connection, BoundedConnection):
-            dbapi_connection.wait_timeout = ping_seconds
-
-    def checkout(
-        dbapi_connection: Any, _record: ConnectionPoolEntry, _proxy: PoolProxiedConnection
-    ) -> None:
-        if isinstance(dbapi_connection, BoundedConnection):
-            dbapi_connection.wait_timeout = statement_seconds
-
-    event.listen(engine, "do_connect", connect)
-    event.listen(engine, "checkin", checkin)
-    event.listen(engine, "checkout", checkout)
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
@@ -190,5 +123,8 @@ def make_engine(url: str, settings: Settings, *, pooled: bool = True) -> Engine:
         event.listen(engine, "connect", _set_sqlite_pragmas)
         event.listen(engine, "begin", _begin_sqlite)
     elif backend == "postgresql":
-        _set_postgres_bounds(engine, settings)
+        # psycopg only here: a server on SQLite never imports it (0.4 s of CPU a process)
+        from app.store.postgres_bounds import set_postgres_bounds
+
+        set_postgres_bounds(engine, settings)
     return engine
