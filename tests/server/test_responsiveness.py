@@ -17,11 +17,11 @@ processes at once, the watchdog's own C thread included) now and then: processes
 fits keep freed memory (:data:`app.service.workers.ALLOCATOR_TUNABLES`). About one run in
 twelve still had one poll of 100 to 170 ms while the server's heap grew for the first time,
 until the fit itself moved to a worker process (issue 25): the server now only reads the
-bodies. One poll still took 104 to 133 ms now and then (in CI too), as the third request started: the
-test's own sender threads held its GIL as they started (the polls now come from a process of
-their own), and the server joined the 64 MiB it had read on its event loop (~70 ms; now in a
-thread, :func:`app.api.deps.read_body`). Worst polls since: 28 to 43 ms. The figures are
-printed (``pytest -s``). Everything is bounded: the test takes ~30 s.
+bodies. One poll still took 104 to 133 ms now and then (in CI too), as the third request
+started: the test's own sender threads held its GIL as they started (the polls now come from
+a process of their own), and the server joined the 64 MiB it had read on its event loop
+(~70 ms; now in a thread, :func:`app.api.deps.read_body`). Worst polls since: 28 to 43 ms. The
+figures are printed (``pytest -s``). Everything is bounded: the test takes ~30 s.
 """
 
 from __future__ import annotations
