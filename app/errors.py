@@ -24,6 +24,7 @@ Exception tree::
     ├── Busy                   503  the queued work holds its memory budget (Retry-After)
     ├── OverBudget             503  a job ran past CALIBRATION_FIT_TIMEOUT_SECONDS (Retry-After)
     ├── WorkerLost             503  the worker process running the job died (Retry-After)
+    ├── ShuttingDown           503  the server stopped before the request finished (Retry-After)
     ├── OverMemory             413  a job needed more than CALIBRATION_JOB_MEMORY_MB
     ├── SignInUnavailable      503  the web view has keys but no CALIBRATION_UI_SECRET to sign with
     ├── StoredDataCorrupt      500  a stored artifact or batch failed its sha256 check
@@ -170,6 +171,16 @@ class WorkerLost(ServiceError):
     title = "Worker lost"
     slug = "worker-lost"
     retry_after_seconds = 5
+
+
+class ShuttingDown(ServiceError):
+    """The server was stopping (SIGTERM) and the request was still running when its grace
+    period ended: another replica, or this one restarted, takes it again."""
+
+    status = 503
+    title = "Shutting down"
+    slug = "shutting-down"
+    retry_after_seconds = 1
 
 
 class OverMemory(PayloadTooLarge):

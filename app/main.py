@@ -28,6 +28,7 @@ from app.api.routes import (
 )
 from app.api.routes.docs import docs_routes
 from app.api.security import install_authentication
+from app.api.shutdown import AnswerCancelled
 from app.observability import configure_logging
 from app.server.supervisor import end_with_supervisor
 from app.service.traffic.live import start_live_metrics
@@ -126,6 +127,7 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     install_problem_handlers(app)
     app.add_middleware(FastPredict, service=lambda: getattr(app.state, "service", None))
     install_authentication(app, settings)  # added after the hot path, so it runs before it
+    app.add_middleware(AnswerCancelled)  # inside the request id, which its 503 carries too
     app.add_middleware(RequestIdMiddleware)
     install_observability(app)  # last added, so outermost: it sees every response
     install_error_pages(app)  # after the problem handlers, which it wraps for /ui

@@ -11,14 +11,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.access.api_keys import ApiKey, check_unique, is_loopback, parse_api_keys
+from app.access.ui_secret import check_ui_secret
 
 DEFAULT_SQLITE_PATH = Path("data") / "calibration.db"
-MIN_UI_SECRET_CHARACTERS = 32
-MIN_UI_SECRET_DISTINCT = 10
-"""Different characters a UI secret holds at least (``'a' * 32`` has one; a
-``secrets.token_urlsafe(32)`` about 30)."""
-PLACEHOLDER_MARK = "change-me"
-"""What .env.example's placeholders hold; a secret that holds it is refused."""
 
 UiSignIn = Literal["open", "shared-secret", "process-secret", "off"]
 
@@ -182,6 +177,14 @@ class Settings(BaseSettings):
         description="A request body that sends nothing for this long is answered 408; a "
         "response the client reads none of for this long is abandoned.",
     )
+    shutdown_grace_seconds: int = Field(
+        default=30,
+        ge=1,
+        le=3600,
+        description="After SIGTERM, "
+        "requests in flight may run this long, then are answered 503 shutting-down; keep it "
+        "below the orchestrator's grace period (docker's stop_grace_period).",
+    )
     body_min_rate_bytes: int = Field(
         default=10_000,
         ge=0,
@@ -202,7 +205,6 @@ class Settings(BaseSettings):
         default="enabled",
         description="`disabled` serves everything without keys, on any host: say so explicitly.",
     )
-
     ui_secret: SecretStr | None = Field(
         default=None,
         description="Signs the web view's session cookies (/ui): at least 32 characters of "
@@ -215,23 +217,8 @@ class Settings(BaseSettings):
     @field_validator("ui_secret")
     @classmethod
     def _check_ui_secret(cls, value: SecretStr | None) -> SecretStr | None:
-        # A short or repetitive secret can be guessed offline from one cookie, and then
-        # forges sessions; the placeholder of .env.example is public.
-        if value is None:
-            return None
-        secret = value.get_secret_value()
-        generate = "(`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
-        if len(secret) < MIN_UI_SECRET_CHARACTERS:
-            raise ValueError(
-                f"ui_secret must have at least {MIN_UI_SECRET_CHARACTERS} characters {generate}"
-            )
-        if PLACEHOLDER_MARK in secret.lower():
-            raise ValueError(f"ui_secret is still the placeholder of .env.example {generate}")
-        if len(set(secret)) < MIN_UI_SECRET_DISTINCT:
-            raise ValueError(
-                f"ui_secret must hold at least {MIN_UI_SECRET_DISTINCT} different characters, "
-                f"not a repeated pattern {generate}"
-            )
+        if value is not None:
+            check_ui_secret(value.get_secret_value())
         return value
 
     @property

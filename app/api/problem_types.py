@@ -148,6 +148,15 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "send a smaller batch.",
         ),
         _of(
+            errors.ShuttingDown,
+            "The server was stopping and this request was still running when its grace "
+            "period for requests in flight (CALIBRATION_SHUTDOWN_GRACE_SECONDS) ended. Its job "
+            "was stopped; a fit that had already reached its commit may have been stored.",
+            "Retry after the `Retry-After` seconds (another replica, or this one restarted, "
+            "answers); before retrying a fit, list the calibrator's versions to see whether it "
+            "was stored.",
+        ),
+        _of(
             errors.OverMemory,
             "The job needed more memory than one job may take (CALIBRATION_JOB_MEMORY_MB), so "
             "it was stopped; nothing was stored. The same request would fail again.",

@@ -15,8 +15,9 @@ serve.
    headers and bodies (:mod:`app.server.protocol`), and idle keep-alive connections are
    closed after ``CALIBRATION_KEEP_ALIVE_SECONDS``.
    SIGTERM (``docker stop``) closes the listening sockets and lets requests in flight finish
-   for up to :data:`GRACEFUL_SHUTDOWN_SECONDS` before the workers exit; the process exits 0,
-   with one worker as with several (:func:`exit_zero_on_sigterm`).
+   for up to ``CALIBRATION_SHUTDOWN_GRACE_SECONDS`` before the workers exit (those still
+   running are then answered 503 ``shutting-down``: :mod:`app.api.shutdown`); the process
+   exits 0, with one worker as with several (:func:`exit_zero_on_sigterm`).
    The workers' metrics meet in ``PROMETHEUS_MULTIPROC_DIR`` (:func:`metrics_directory`), and
    uvicorn's access log is off: the app writes its own JSON line per request.
 """
@@ -43,10 +44,6 @@ from app.observability import configure_logging
 from app.settings import get_settings
 
 logger = logging.getLogger("app.startup")
-
-GRACEFUL_SHUTDOWN_SECONDS = 30
-"""How long requests in flight may run after SIGTERM. Keep it below the orchestrator's grace
-period (``stop_grace_period`` in docker-compose.yml), or they are killed mid-way."""
 
 PROTOCOL = "app.server.protocol:DeadlineProtocol"
 """uvicorn's HTTP protocol (:class:`app.server.protocol.DeadlineProtocol`), named, not imported.
@@ -168,5 +165,5 @@ def serve() -> None:
             timeout_keep_alive=settings.keep_alive_seconds,
             proxy_headers=True,
             forwarded_allow_ips=settings.forwarded_allow_ips,
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            timeout_graceful_shutdown=settings.shutdown_grace_seconds,
         )

@@ -27,7 +27,6 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.server.startup import GRACEFUL_SHUTDOWN_SECONDS
 from app.service.workers import ALLOCATOR_TUNABLES, allocator_tunables, glibc_version
 from app.settings import Settings
 from app.store.migrate import MIGRATION_LOCK_ID, migrate_when_ready
@@ -37,6 +36,8 @@ from tests.ports import free_port
 from tests.processes import marked
 
 ROOT = Path(__file__).resolve().parents[2]
+GRACE_SECONDS = Settings.model_fields["shutdown_grace_seconds"].default
+"""How long requests in flight may run after SIGTERM, by default."""
 POSTGRES_ONLY = pytest.mark.parametrize(
     "backend", [pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -92,7 +93,7 @@ def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, se
                 f"{served.base_url}/v1/calibrators/churn/fit",
                 content=body,
                 headers={"Content-Type": "application/json", "X-Request-ID": "drain-check"},
-                timeout=GRACEFUL_SHUTDOWN_SECONDS,
+                timeout=GRACE_SECONDS,
             )
         except httpx.HTTPError as exc:  # reported by the assertion below
             results["error"] = exc
@@ -103,8 +104,8 @@ def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, se
     assert client.is_alive(), "the large fit finished before SIGTERM: make it larger"
     started = time.monotonic()
     served.process.send_signal(signal.SIGTERM)  # docker stop signals PID 1 only
-    client.join(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
-    code = served.process.wait(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
+    client.join(timeout=GRACE_SECONDS + 5)
+    code = served.process.wait(timeout=GRACE_SECONDS + 5)
 
     assert "error" not in results, f"{results.get('error')!r}\n{served.output()}"
     response: httpx.Response = results["response"]
@@ -112,7 +113,7 @@ def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, se
     assert response.json()["version"] == 2
     assert response.headers["x-request-id"] == "drain-check"
     assert code == 0, served.output()
-    assert time.monotonic() - started < GRACEFUL_SHUTDOWN_SECONDS
+    assert time.monotonic() - started < GRACE_SECONDS
     # The answer was sent after the shutdown began: drained, not finished before the signal.
     log = served.output()
     assert log.index("Received SIGTERM") < log.rindex(
@@ -125,11 +126,15 @@ def test_serve_with_one_worker_exits_0_on_sigterm(
 ) -> None:
     """``make run``'s one worker is served in the process itself, where uvicorn raises the
     SIGTERM again once it has shut down: the process still exits 0 (not 143, ``Error 143``).
-    Before that, under glibc, the same server shows where the allocator tunables apply
-    (:func:`_assert_only_the_workers_run_under_the_tunables`: one start serves both checks,
-    and each start takes seconds)."""
+    A fit still running when the grace period (1 s here) ends is answered 503
+    ``shutting-down`` with ``Retry-After``, not uvicorn's bare-text 500, and its job's end is
+    no error in the log. Before that, under glibc, the same server shows where the allocator
+    tunables apply (:func:`_assert_only_the_workers_run_under_the_tunables`: one start serves
+    every check, and each start takes seconds)."""
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)  # the server's start sets them alone
-    served: LocalService = serve(f"sqlite:///{tmp_path / 'one.db'}", workers=1)
+    served: LocalService = serve(
+        f"sqlite:///{tmp_path / 'one.db'}", workers=1, CALIBRATION_SHUTDOWN_GRACE_SECONDS="1"
+    )
     served.wait_until_ready()
     fit = httpx.post(
         f"{served.base_url}/v1/calibrators/churn/fit?method=platt", json=sigmoid_batch(), timeout=60
@@ -137,12 +142,40 @@ def test_serve_with_one_worker_exits_0_on_sigterm(
     assert fit.status_code == 201, fit.text
     if glibc_version() is not None:
         _assert_only_the_workers_run_under_the_tunables(served)
+    body = json.dumps({**sigmoid_batch(200_000, seed=3), **SLOW_FIT})  # ~3 s: see above
+    results: dict[str, Any] = {}
+
+    def fit_large() -> None:
+        try:
+            results["response"] = httpx.post(
+                f"{served.base_url}/v1/calibrators/churn/fit",
+                content=body,
+                headers={"Content-Type": "application/json", "X-Request-ID": "cut-short"},
+                timeout=30,
+            )
+        except httpx.HTTPError as exc:  # reported by the assertion below
+            results["error"] = exc
+
+    client = threading.Thread(target=fit_large)
+    client.start()
+    time.sleep(0.75)
+    assert client.is_alive(), "the large fit finished before SIGTERM: make it larger"
     served.process.send_signal(signal.SIGTERM)
-    code = served.process.wait(timeout=GRACEFUL_SHUTDOWN_SECONDS + 5)
+    client.join(timeout=30)
+    code = served.process.wait(timeout=30)
     assert code == 0, served.output()
+    assert "error" not in results, f"{results.get('error')!r}\n{served.output()}"
+    cut: httpx.Response = results["response"]
+    assert cut.status_code == 503, cut.text
+    assert cut.headers["content-type"] == "application/problem+json"
+    assert cut.json()["type"].endswith("/problems/shutting-down")
+    assert cut.headers["retry-after"] == "1"
+    assert cut.headers["x-request-id"] == "cut-short"
     log = served.output()
     assert log.index("Shutting down") < log.index("Finished server process")
+    assert '"msg":"POST /v1/calibrators/churn/fit 503","request_id":"cut-short"' in log
     assert "Traceback" not in log
+    assert "never retrieved" not in log
 
 
 @POSTGRES_ONLY
@@ -356,7 +389,9 @@ def test_compose_file_is_valid_and_matches_the_service() -> None:
     assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
     # docker kills a replica after stop_grace_period: it must outlast the graceful drain.
     grace = float(replica["stop_grace_period"].removesuffix("s"))
-    assert grace > GRACEFUL_SHUTDOWN_SECONDS
+    assert grace > float(
+        replica["environment"].get("CALIBRATION_SHUTDOWN_GRACE_SECONDS", GRACE_SECONDS)
+    )
     env = replica["environment"]
     assert env["CALIBRATION_DATABASE_URL"].startswith("postgresql://")
     assert "@postgres:5432/" in env["CALIBRATION_DATABASE_URL"]
