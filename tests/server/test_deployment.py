@@ -82,33 +82,10 @@ def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, se
     )
     assert small.status_code == 201, small.text
 
-    # A fit slow enough to be running when SIGTERM arrives: choosing among 5..50 bins by
-    # cross-validation on 200k points takes about 3 s here.
-    body = json.dumps({**sigmoid_batch(200_000, seed=3), **SLOW_FIT})
-    results: dict[str, Any] = {}
-
-    def fit_large() -> None:
-        try:
-            results["response"] = httpx.post(
-                f"{served.base_url}/v1/calibrators/churn/fit",
-                content=body,
-                headers={"Content-Type": "application/json", "X-Request-ID": "drain-check"},
-                timeout=GRACE_SECONDS,
-            )
-        except httpx.HTTPError as exc:  # reported by the assertion below
-            results["error"] = exc
-
-    client = threading.Thread(target=fit_large)
-    client.start()
-    time.sleep(0.75)
-    assert client.is_alive(), "the large fit finished before SIGTERM: make it larger"
     started = time.monotonic()
-    served.process.send_signal(signal.SIGTERM)  # docker stop signals PID 1 only
-    client.join(timeout=GRACE_SECONDS + 5)
+    response = _sigterm_during_a_slow_fit(served, "drain-check")
     code = served.process.wait(timeout=GRACE_SECONDS + 5)
 
-    assert "error" not in results, f"{results.get('error')!r}\n{served.output()}"
-    response: httpx.Response = results["response"]
     assert response.status_code == 201, response.text
     assert response.json()["version"] == 2
     assert response.headers["x-request-id"] == "drain-check"
@@ -142,30 +119,9 @@ def test_serve_with_one_worker_exits_0_on_sigterm(
     assert fit.status_code == 201, fit.text
     if glibc_version() is not None:
         _assert_only_the_workers_run_under_the_tunables(served)
-    body = json.dumps({**sigmoid_batch(200_000, seed=3), **SLOW_FIT})  # ~3 s: see above
-    results: dict[str, Any] = {}
-
-    def fit_large() -> None:
-        try:
-            results["response"] = httpx.post(
-                f"{served.base_url}/v1/calibrators/churn/fit",
-                content=body,
-                headers={"Content-Type": "application/json", "X-Request-ID": "cut-short"},
-                timeout=30,
-            )
-        except httpx.HTTPError as exc:  # reported by the assertion below
-            results["error"] = exc
-
-    client = threading.Thread(target=fit_large)
-    client.start()
-    time.sleep(0.75)
-    assert client.is_alive(), "the large fit finished before SIGTERM: make it larger"
-    served.process.send_signal(signal.SIGTERM)
-    client.join(timeout=30)
+    cut = _sigterm_during_a_slow_fit(served, "cut-short")
     code = served.process.wait(timeout=30)
     assert code == 0, served.output()
-    assert "error" not in results, f"{results.get('error')!r}\n{served.output()}"
-    cut: httpx.Response = results["response"]
     assert cut.status_code == 503, cut.text
     assert cut.headers["content-type"] == "application/problem+json"
     assert cut.json()["type"].endswith("/problems/shutting-down")
@@ -176,6 +132,34 @@ def test_serve_with_one_worker_exits_0_on_sigterm(
     assert '"msg":"POST /v1/calibrators/churn/fit 503","request_id":"cut-short"' in log
     assert "Traceback" not in log
     assert "never retrieved" not in log
+
+
+def _sigterm_during_a_slow_fit(served: LocalService, request_id: str) -> httpx.Response:
+    """SIGTERM ``served`` while it runs a fit slow enough to be running then (choosing among
+    5..50 bins by cross-validation on 200k points takes about 3 s here): its answer."""
+    body = json.dumps({**sigmoid_batch(200_000, seed=3), **SLOW_FIT})
+    results: dict[str, Any] = {}
+
+    def fit_large() -> None:
+        try:
+            results["response"] = httpx.post(
+                f"{served.base_url}/v1/calibrators/churn/fit",
+                content=body,
+                headers={"Content-Type": "application/json", "X-Request-ID": request_id},
+                timeout=GRACE_SECONDS,
+            )
+        except httpx.HTTPError as exc:  # reported by the assertion below
+            results["error"] = exc
+
+    client = threading.Thread(target=fit_large)
+    client.start()
+    time.sleep(0.75)
+    assert client.is_alive(), "the large fit finished before SIGTERM: make it larger"
+    served.process.send_signal(signal.SIGTERM)  # docker stop signals PID 1 only
+    client.join(timeout=GRACE_SECONDS + 5)
+    assert "error" not in results, f"{results.get('error')!r}\n{served.output()}"
+    response: httpx.Response = results["response"]
+    return response
 
 
 @POSTGRES_ONLY
