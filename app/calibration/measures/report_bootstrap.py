@@ -22,22 +22,17 @@ from app.calibration.kernels.budget import checkpoint, in_context
 from app.calibration.measures.block_resampled import BlockResampler
 from app.calibration.measures.block_sums import BLOCKS, Blocks, block_tables
 from app.calibration.measures.bootstrap import (
-    LEVEL,
     SEED,
     Float32Array,
     Interval,
     Resamples,
-    calibration_error_interval,
     consistent_labels,
-    percentile_interval,
 )
+from app.calibration.measures.intervals import curve_band, measure_intervals
 from app.calibration.measures.report import Band
 from app.calibration.measures.resampled import View, ViewResampler
 from app.calibration.measures.smooth_ece import SmoothEceResampler
 
-CALIBRATION_ERRORS = ("ece", "smooth_ece")
-"""Measures whose interval is
-:func:`~app.calibration.measures.bootstrap.calibration_error_interval`."""
 VIEWS_AT_ONCE = 2
 """Views resampled together (a version's calibrated and raw reports)."""
 THREADED_ENTRIES = 5 * 10**5
@@ -61,8 +56,6 @@ reports, 1000 resamples, a busy machine), the headline reports' bootstrap 0.49 s
 0.035 s by blocks at 2 x 10^4 rows (0.43 s and 0.057 s at 10^4, 1.46 s and 0.08 s at 10^5),
 the diagnostics' 2.9 s and 1.2 s (most of it the smooth ECE's width searches, the same for
 both; 4.1 s and 1.6 s at 10^5)."""
-PERCENTILE = ("log_loss", "brier", "accuracy", "auc", "calibration_slope", "calibration_intercept")
-"""Measures whose interval is the percentile interval."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +195,7 @@ def _resampled(
             found["smooth_ece"] = found["smooth_ece"][:smoothed]
         curves = found.pop("smooth_curve", None)
         curves = None if curves is None else curves[:smoothed]
-        out.append(Resampled(_intervals(point, found, drawn), found, _band(curves)))
+        out.append(Resampled(measure_intervals(point, found, drawn), found, curve_band(curves)))
     return out
 
 
@@ -249,39 +242,6 @@ def _block_sampler(
         smooth_sigma=sigma,
         seed=seed,
     )
-
-
-def _band(curves: FloatArray | None) -> Band | None:
-    """The pointwise 2.5% and 97.5% quantiles of the resampled curves (resamples x mesh),
-    relplot's band; None without curves. numpy's nanquantile, a column at a time, for NaNs only."""
-    if curves is None:
-        return None
-    levels = [(1.0 - LEVEL) / 2.0, (1.0 + LEVEL) / 2.0]
-    quantile = np.nanquantile if np.isnan(curves).any() else np.quantile
-    with np.errstate(invalid="ignore"):
-        low, high = quantile(curves, levels, axis=0)
-    return low, high
-
-
-def _intervals(
-    point: dict[str, float | None],
-    resampled: dict[str, FloatArray],
-    consistent: dict[str, FloatArray],
-) -> dict[str, Interval]:
-    """Each measured headline measure's interval from its values on the resamples."""
-    found: dict[str, Interval] = {}
-    for name, values in resampled.items():
-        value = point.get(name)
-        interval: Interval | None = None
-        if value is None:
-            continue
-        if name in CALIBRATION_ERRORS:
-            interval = calibration_error_interval(value, values, consistent[name])
-        elif name in PERCENTILE:
-            interval = percentile_interval(values)
-        if interval is not None:
-            found[name] = interval
-    return found
 
 
 def _append(
