@@ -39,5 +39,6 @@ EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ.get('CALIBRATION_PORT', '8000')}/healthz\", timeout=2)"]
 
-# Exec form: python is PID 1 and receives docker stop's SIGTERM (graceful shutdown, 30 s).
+# Exec form: python is PID 1 and receives docker stop's SIGTERM (graceful shutdown for up to
+# CALIBRATION_SHUTDOWN_GRACE_SECONDS, 30 s by default).
 ENTRYPOINT ["python", "-m", "app.serve"]

@@ -124,6 +124,13 @@ class Settings(BaseSettings):
         description="uvicorn's keep-alive: an idle connection is closed this long after a "
         "response (header_timeout_seconds closes it sooner when smaller).",
     )
+    shutdown_grace_seconds: int = Field(
+        default=30,
+        ge=1,
+        le=3600,
+        description="After SIGTERM, requests in flight may run this long, then are answered "
+        "503 shutting-down; keep it below the orchestrator's grace period.",
+    )
     traffic_buffer_rows: int = Field(
         default=100_000,
         ge=1,
@@ -177,14 +184,6 @@ class Settings(BaseSettings):
         description="A request body that sends nothing for this long is answered 408; a "
         "response the client reads none of for this long is abandoned.",
     )
-    shutdown_grace_seconds: int = Field(
-        default=30,
-        ge=1,
-        le=3600,
-        description="After SIGTERM, "
-        "requests in flight may run this long, then are answered 503 shutting-down; keep it "
-        "below the orchestrator's grace period (docker's stop_grace_period).",
-    )
     body_min_rate_bytes: int = Field(
         default=10_000,
         ge=0,
@@ -205,6 +204,7 @@ class Settings(BaseSettings):
         default="enabled",
         description="`disabled` serves everything without keys, on any host: say so explicitly.",
     )
+
     ui_secret: SecretStr | None = Field(
         default=None,
         description="Signs the web view's session cookies (/ui): at least 32 characters of "

@@ -10,19 +10,19 @@ MIN_UI_SECRET_DISTINCT = 10
 ``secrets.token_urlsafe(32)`` about 30)."""
 PLACEHOLDER_MARK = "change-me"
 """What .env.example's placeholders hold; a secret that holds it is refused."""
-GENERATE = "(`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+_HOW_TO_MAKE_ONE = "(`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
 
 
 def check_ui_secret(secret: str) -> None:
     """Raise ValueError, saying how to make a good one, unless ``secret`` is fit to sign."""
     if len(secret) < MIN_UI_SECRET_CHARACTERS:
         raise ValueError(
-            f"ui_secret must have at least {MIN_UI_SECRET_CHARACTERS} characters {GENERATE}"
+            f"ui_secret must have at least {MIN_UI_SECRET_CHARACTERS} characters {_HOW_TO_MAKE_ONE}"
         )
     if PLACEHOLDER_MARK in secret.lower():
-        raise ValueError(f"ui_secret is still the placeholder of .env.example {GENERATE}")
+        raise ValueError(f"ui_secret is still the placeholder of .env.example {_HOW_TO_MAKE_ONE}")
     if len(set(secret)) < MIN_UI_SECRET_DISTINCT:
         raise ValueError(
             f"ui_secret must hold at least {MIN_UI_SECRET_DISTINCT} different characters, "
-            f"not a repeated pattern {GENERATE}"
+            f"not a repeated pattern {_HOW_TO_MAKE_ONE}"
         )

@@ -156,7 +156,7 @@ async def read_body(request: Request, limit: int | None = None) -> bytes:
             raise error(f"answered {answered} by the server after {size} bytes") from None
         raise ClientGone(f"the client disconnected after sending {size} bytes") from None
     # A join of 64 MiB takes ~70 ms (a fresh mapping, faulted in page by page): in a thread,
-    # where CPython lets the GIL go over its copy of more than a MiB, not on the event loop.
+    # where CPython lets the GIL go over a copy of a MiB or more, not on the event loop.
     body = (
         b"".join(chunks)
         if size <= JOIN_ON_LOOP_BYTES

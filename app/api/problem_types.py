@@ -150,8 +150,8 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         _of(
             errors.ShuttingDown,
             "The server was stopping and this request was still running when its grace "
-            "period for requests in flight (CALIBRATION_SHUTDOWN_GRACE_SECONDS) ended. Its job "
-            "was stopped; a fit that had already reached its commit may have been stored.",
+            "period for requests in flight (CALIBRATION_SHUTDOWN_GRACE_SECONDS) ended. Any job "
+            "it started was stopped; a change that had already reached its commit was stored.",
             "Retry after the `Retry-After` seconds (another replica, or this one restarted, "
             "answers); before retrying a fit, list the calibrator's versions to see whether it "
             "was stored.",

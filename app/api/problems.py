@@ -104,6 +104,12 @@ def error_response(
 
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
+    return service_error_response(request, exc)
+
+
+def service_error_response(request: Request, exc: ServiceError) -> Response:
+    """The answer to ``exc`` for ``request``: its problem (or the protocol's error under
+    ``/v2``), with ``Retry-After`` where the error sets one."""
     if isinstance(exc, InvalidInput):  # what a route did not place is where its method puts it
         exc = placed(exc, lambda _: default_place(request.method))
     headers = None

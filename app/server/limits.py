@@ -124,3 +124,9 @@ def drop(transport: asyncio.Transport) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
+
+
+def cancel_timer(timer: asyncio.TimerHandle | None) -> None:
+    """Cancel ``timer`` unless there is none."""
+    if timer is not None:
+        timer.cancel()

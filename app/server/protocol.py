@@ -28,6 +28,7 @@ task for as long as it likes. :class:`DeadlineProtocol` closes those gaps where 
 - **Upgrades** (websocket, h2c) are ordinary requests: the service speaks neither.
 - **A pipelined client that leaves** is a client gone for the request being served too
   (uvicorn tells only the latest parsed one).
+- **A stop** marks the request being served, for :mod:`app.api.shutdown` to answer.
 
 Limits in the protocol cost a small predict nothing (an ASGI middleware wrapping ``receive``
 and ``send`` cost ~7 us of ~40). httptools, which ``uvicorn[standard]`` installs, takes half
@@ -46,12 +47,14 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 
 from app.api.problem_types import LARGE_HEADERS, MALFORMED_REQUEST
 from app.api.problems import ANSWERED
+from app.api.shutdown import STOPPING
 from app.errors import PayloadTooLarge, RequestTimeout, ServiceError
 from app.server.limits import (
     FRAMING_TOO_LARGE,
     HEADERS_TOO_LARGE,
     HeaderScan,
     SendWatch,
+    cancel_timer,
     framing_allowed,
     problem_bytes,
 )
@@ -159,6 +162,13 @@ class DeadlineProtocol(HttpToolsProtocol):
             self._await_headers()
         self._watch_body()
 
+    def shutdown(self) -> None:
+        # Stopping: a request unanswered when the grace period ends is answered 503 (STOPPING)
+        for cycle in (self._running, self.cycle):
+            if cycle is not None and not cycle.response_complete:
+                cycle.scope.setdefault("state", {})[STOPPING] = True
+        super().shutdown()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
         self._stop_body_deadline()
@@ -190,7 +200,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._header_deadline = self.loop.call_later(self.header_timeout, self._headers_overdue)
 
     def _stop_waiting(self) -> None:
-        _cancel(self._header_deadline)
+        cancel_timer(self._header_deadline)
         self._header_deadline = None
 
     def _headers_overdue(self) -> None:
@@ -221,7 +231,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._body_deadline = self.loop.call_later(self.body_timeout, self._body_due)
 
     def _stop_body_deadline(self) -> None:
-        _cancel(self._body_deadline)
+        cancel_timer(self._body_deadline)
         self._body_deadline = None
         self._body_cycle = None
 
@@ -288,8 +298,3 @@ class DeadlineProtocol(HttpToolsProtocol):
         logger.info("answered %d to %s and closed the connection: %s", status, self.client, detail)
         self.transport.write(problem_bytes(status, slug, title, detail))
         self.transport.close()
-
-
-def _cancel(timer: asyncio.TimerHandle | None) -> None:
-    if timer is not None:
-        timer.cancel()

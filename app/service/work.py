@@ -192,7 +192,7 @@ class WorkPool:
             return await future
         except asyncio.CancelledError:
             budget.cancelled.set()  # the request itself was cancelled (shutdown): stop the job
-            future.add_done_callback(outcome_seen)  # its Abandoned is of no interest
+            future.add_done_callback(outcome_seen)  # nobody waits for its outcome now
             raise
         except Abandoned as exc:
             if budget.cancelled.is_set():

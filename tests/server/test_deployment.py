@@ -27,7 +27,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.service.workers import ALLOCATOR_TUNABLES, allocator_tunables, glibc_version
+from app.service.workers import ALLOCATOR_TUNABLES, allocator_tunables, glibc_version, slots
 from app.settings import Settings
 from app.store.migrate import MIGRATION_LOCK_ID, migrate_when_ready
 from demo.server import LocalService
@@ -36,8 +36,10 @@ from tests.ports import free_port
 from tests.processes import marked
 
 ROOT = Path(__file__).resolve().parents[2]
-GRACE_SECONDS = Settings.model_fields["shutdown_grace_seconds"].default
+SHUTDOWN_GRACE_SECONDS = Settings.model_fields["shutdown_grace_seconds"].default
 """How long requests in flight may run after SIGTERM, by default."""
+CUT_GRACE_SECONDS = 1
+"""The grace period of the server whose fit outlasts it."""
 POSTGRES_ONLY = pytest.mark.parametrize(
     "backend", [pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -84,13 +86,13 @@ def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, se
 
     started = time.monotonic()
     response = _sigterm_during_a_slow_fit(served, "drain-check")
-    code = served.process.wait(timeout=GRACE_SECONDS + 5)
+    code = served.process.wait(timeout=SHUTDOWN_GRACE_SECONDS + 5)
 
     assert response.status_code == 201, response.text
     assert response.json()["version"] == 2
     assert response.headers["x-request-id"] == "drain-check"
     assert code == 0, served.output()
-    assert time.monotonic() - started < GRACE_SECONDS
+    assert time.monotonic() - started < SHUTDOWN_GRACE_SECONDS
     # The answer was sent after the shutdown began: drained, not finished before the signal.
     log = served.output()
     assert log.index("Received SIGTERM") < log.rindex(
@@ -98,19 +100,23 @@ def test_serve_migrates_serves_and_drains_on_sigterm(empty_database_url: str, se
     )
 
 
-def test_serve_with_one_worker_exits_0_on_sigterm(
+def test_serve_with_one_worker_answers_what_outlives_the_grace_and_exits_0_on_sigterm(
     tmp_path: Path, serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``make run``'s one worker is served in the process itself, where uvicorn raises the
     SIGTERM again once it has shut down: the process still exits 0 (not 143, ``Error 143``).
-    A fit still running when the grace period (1 s here) ends is answered 503
-    ``shutting-down`` with ``Retry-After``, not uvicorn's bare-text 500, and its job's end is
-    no error in the log. Before that, under glibc, the same server shows where the allocator
-    tunables apply (:func:`_assert_only_the_workers_run_under_the_tunables`: one start serves
-    every check, and each start takes seconds)."""
+    A fit still running when the grace period (:data:`CUT_GRACE_SECONDS`) ends is answered
+    503 ``shutting-down`` with ``Retry-After``, not uvicorn's bare-text 500; its job is
+    stopped (no version 2) and its end is no error in the log. Before that, under glibc, the
+    same server shows where the allocator tunables apply
+    (:func:`_assert_only_the_workers_run_under_the_tunables`: one start serves every check,
+    and each start takes seconds)."""
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)  # the server's start sets them alone
+    database = tmp_path / "one.db"
     served: LocalService = serve(
-        f"sqlite:///{tmp_path / 'one.db'}", workers=1, CALIBRATION_SHUTDOWN_GRACE_SECONDS="1"
+        f"sqlite:///{database}",
+        workers=1,
+        CALIBRATION_SHUTDOWN_GRACE_SECONDS=str(CUT_GRACE_SECONDS),
     )
     served.wait_until_ready()
     fit = httpx.post(
@@ -119,8 +125,9 @@ def test_serve_with_one_worker_exits_0_on_sigterm(
     assert fit.status_code == 201, fit.text
     if glibc_version() is not None:
         _assert_only_the_workers_run_under_the_tunables(served)
-    cut = _sigterm_during_a_slow_fit(served, "cut-short")
-    code = served.process.wait(timeout=30)
+    # ~2.5 times the drain test's fit: it must outlast the signal's 0.75 s and the grace
+    cut = _sigterm_during_a_slow_fit(served, "cut-short", rows=500_000)
+    code = served.process.wait(timeout=SHUTDOWN_GRACE_SECONDS)
     assert code == 0, served.output()
     assert cut.status_code == 503, cut.text
     assert cut.headers["content-type"] == "application/problem+json"
@@ -132,12 +139,21 @@ def test_serve_with_one_worker_exits_0_on_sigterm(
     assert '"msg":"POST /v1/calibrators/churn/fit 503","request_id":"cut-short"' in log
     assert "Traceback" not in log
     assert "never retrieved" not in log
+    engine = create_engine(f"sqlite:///{database}")
+    try:
+        with engine.connect() as connection:
+            stored = connection.execute(text("SELECT version FROM versions")).scalars().all()
+    finally:
+        engine.dispose()
+    assert stored == [1]  # the cut fit's job stopped before its commit
 
 
-def _sigterm_during_a_slow_fit(served: LocalService, request_id: str) -> httpx.Response:
+def _sigterm_during_a_slow_fit(
+    served: LocalService, request_id: str, rows: int = 200_000
+) -> httpx.Response:
     """SIGTERM ``served`` while it runs a fit slow enough to be running then (choosing among
     5..50 bins by cross-validation on 200k points takes about 3 s here): its answer."""
-    body = json.dumps({**sigmoid_batch(200_000, seed=3), **SLOW_FIT})
+    body = json.dumps({**sigmoid_batch(rows, seed=3), **SLOW_FIT})
     results: dict[str, Any] = {}
 
     def fit_large() -> None:
@@ -146,7 +162,7 @@ def _sigterm_during_a_slow_fit(served: LocalService, request_id: str) -> httpx.R
                 f"{served.base_url}/v1/calibrators/churn/fit",
                 content=body,
                 headers={"Content-Type": "application/json", "X-Request-ID": request_id},
-                timeout=GRACE_SECONDS,
+                timeout=SHUTDOWN_GRACE_SECONDS,
             )
         except httpx.HTTPError as exc:  # reported by the assertion below
             results["error"] = exc
@@ -156,7 +172,7 @@ def _sigterm_during_a_slow_fit(served: LocalService, request_id: str) -> httpx.R
     time.sleep(0.75)
     assert client.is_alive(), "the large fit finished before SIGTERM: make it larger"
     served.process.send_signal(signal.SIGTERM)  # docker stop signals PID 1 only
-    client.join(timeout=GRACE_SECONDS + 5)
+    client.join(timeout=SHUTDOWN_GRACE_SECONDS + 5)
     assert "error" not in results, f"{results.get('error')!r}\n{served.output()}"
     response: httpx.Response = results["response"]
     return response
@@ -371,12 +387,12 @@ def test_compose_file_is_valid_and_matches_the_service() -> None:
     assert replica["deploy"]["replicas"] == 2
     assert replica["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
-    # docker kills a replica after stop_grace_period: it must outlast the graceful drain.
-    grace = float(replica["stop_grace_period"].removesuffix("s"))
-    assert grace > float(
-        replica["environment"].get("CALIBRATION_SHUTDOWN_GRACE_SECONDS", GRACE_SECONDS)
-    )
     env = replica["environment"]
+    # docker kills a replica after stop_grace_period: it must outlast the graceful drain and
+    # the stop of the jobs cut short by its end.
+    grace = float(replica["stop_grace_period"].removesuffix("s"))
+    shutdown = float(env.get("CALIBRATION_SHUTDOWN_GRACE_SECONDS", SHUTDOWN_GRACE_SECONDS))
+    assert grace >= shutdown + slots.GRACE_SECONDS + slots.STOP_SECONDS
     assert env["CALIBRATION_DATABASE_URL"].startswith("postgresql://")
     assert "@postgres:5432/" in env["CALIBRATION_DATABASE_URL"]
     assert "CALIBRATION_API_KEYS" not in services["postgres"].get("environment", {})
