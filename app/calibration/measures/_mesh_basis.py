@@ -83,10 +83,11 @@ def _basis(kernel: ReflectedGaussian) -> Basis | None:
     size, period = kernel.size, 2 * kernel.size - 2
     k = np.arange(kept)[:, None]
     angles = 2.0 * np.pi * np.arange(period) / period  # the angle of k i, taken mod the period
+    cos, sin = np.cos(angles), np.sin(angles)
     low, high = k * kernel.cell % period, k * (kernel.cell + 1) % period
     shares = 1.0 - kernel.frac, kernel.frac
-    cosines = np.cos(angles)[low] * shares[0] + np.cos(angles)[high] * shares[1]
-    sines = np.sin(angles)[low] * shares[0] + np.sin(angles)[high] * shares[1]
+    cosines = cos[low] * shares[0] + cos[high] * shares[1]
+    sines = sin[low] * shares[0] + sin[high] * shares[1]
     weights = np.where((k == 0) | (k == size - 1), 1.0, 2.0) / period
     head = coefficients[:kept, None]
     basis: Basis = (weights * (head.real * cosines - head.imag * sines)).astype(np.float32)
