@@ -214,30 +214,10 @@ only the files that say it (``grep``), not the whole suite (~15 s of imports to 
 tests)."""
 
 
-BACKEND_PARAMETERS = ("backend", "shared_app")
-"""The fixtures whose parameter is the backend: ``backend`` and ``tests/api``'s ``shared_app``."""
-
-
-def on_postgres_unasked(item: pytest.Item) -> bool:
-    """Whether ``item`` is the PostgreSQL run of a test marked ``sqlite_only``: one whose
-    subject never reaches the database (parsing a body, drawing, exporting, routing), so
-    that its PostgreSQL run would repeat its SQLite run. What the database does is tested on
-    both backends by the tests of the store, the API's storing and reading, and the races."""
-    callspec = getattr(item, "callspec", None)
-    if callspec is None or item.get_closest_marker("sqlite_only") is None:
-        return False
-    return any(callspec.params.get(name) == "postgres" for name in BACKEND_PARAMETERS)
-
-
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: the serial tests of every file
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Refuse a test marked ``serial`` in a file that does not say :data:`SERIAL_MARK` (marked
-    by a hook, or by an alias of the mark): the serial run would never collect it. Deselect
-    the PostgreSQL runs of the tests marked ``sqlite_only`` (:func:`on_postgres_unasked`)."""
-    unasked = [item for item in items if on_postgres_unasked(item)]
-    if unasked:
-        config.hook.pytest_deselected(items=unasked)
-        items[:] = [item for item in items if not on_postgres_unasked(item)]
+    by a hook, or by an alias of the mark): the serial run would never collect it."""
     said: dict[Path, bool] = {}
     unsaid = set()
     for item in items:

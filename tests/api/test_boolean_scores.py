@@ -14,9 +14,6 @@ from tests.client import TestClient
 from .helpers import assert_problem, sigmoid_batch
 from .test_columnar_batches import ENCODINGS
 
-# Its subject never reaches the database (tests/conftest.py): reading scores.
-pytestmark = pytest.mark.sqlite_only
-
 BASE = "/v1/calibrators/churn"
 
 

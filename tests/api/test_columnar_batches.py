@@ -17,10 +17,6 @@ from tests.client import TestClient
 from .helpers import assert_problem, sigmoid_batch
 from .test_multiclass import logits_batch
 
-# Its subject never reaches the database (tests/conftest.py):
-# reading Parquet files and Arrow streams.
-pytestmark = pytest.mark.sqlite_only
-
 PARQUET = "application/vnd.apache.parquet"
 ARROW = "application/vnd.apache.arrow.stream"
 

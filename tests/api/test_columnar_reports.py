@@ -24,10 +24,6 @@ from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 from .test_columnar_batches import ARROW, ENCODINGS, PARQUET, arrow, parquet, table_of
 from .test_multiclass import logits_batch
 
-# Its subject never reaches the database (tests/conftest.py):
-# reading a report's batch, which is never stored.
-pytestmark = pytest.mark.sqlite_only
-
 BASE = "/v1/calibrators/churn"
 DIAGNOSTICS = f"{BASE}/versions/latest/diagnostics"
 COMPARE = f"{BASE}/compare"

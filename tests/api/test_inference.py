@@ -18,10 +18,6 @@ from .helpers import sigmoid_batch, spy_on_regular_predict
 from .test_every_method import batches_for
 from .test_multiclass import logits_batch
 
-# Its subject never reaches the database (tests/conftest.py):
-# the Open Inference Protocol's bodies, answers and errors.
-pytestmark = pytest.mark.sqlite_only
-
 SCORES = [-3.2, -0.5, 0.0, 0.25, 1.75, 40.0]
 
 

@@ -32,9 +32,7 @@ from .lying_files import Lie, lying_arrow, lying_parquet
 from .test_columnar_batches import ARROW, ENCODINGS, PARQUET, table_of
 from .test_multiclass import logits_batch
 
-# It patches the decoders jobs call, and a limit; its subject, reading Parquet files and Arrow
-# streams, never reaches the database (tests/conftest.py).
-pytestmark = [pytest.mark.in_threads, pytest.mark.sqlite_only]
+pytestmark = pytest.mark.in_threads  # it patches the decoders jobs call, and a limit
 
 ROWS = 2_000_000
 """Rows a lying body holds in the HTTP tests: 32 MB as arrays, past the limit they set."""

@@ -12,9 +12,6 @@ from tests.client import TestClient
 
 from .helpers import assert_problem
 
-# Its subject never reaches the database (tests/conftest.py): routing (HEAD, 405, Allow).
-pytestmark = pytest.mark.sqlite_only
-
 BASE = "/v1/calibrators/churn"
 
 

@@ -20,10 +20,6 @@ from tests.client import TestClient
 from .helpers import assert_problem, sigmoid_batch
 from .test_every_method import batches_for
 
-# Its subject never reaches the database (tests/conftest.py):
-# the ONNX graphs and what onnxruntime answers with them.
-pytestmark = pytest.mark.sqlite_only
-
 PARITY = 1e-12
 
 

@@ -6,15 +6,11 @@ import io
 import xml.etree.ElementTree as ET
 
 import matplotlib.image
-import pytest
 
 from tests.client import TestClient
 
 from .helpers import FEW_RESAMPLES, assert_problem, sigmoid_batch
 from .test_multiclass import logits_batch
-
-# Its subject never reaches the database (tests/conftest.py): drawing.
-pytestmark = pytest.mark.sqlite_only
 
 BASE = "/v1/calibrators/churn"
 

@@ -15,9 +15,6 @@ from tests.client import TestClient
 from .helpers import as_csv, assert_problem, sigmoid_batch
 from .test_columnar_batches import arrow, fitted_state, parquet, table_of
 
-# Its subject never reaches the database (tests/conftest.py): reading multipart uploads.
-pytestmark = pytest.mark.sqlite_only
-
 BATCH = sigmoid_batch(300, seed=8)
 OCTETS = "application/octet-stream"
 
