@@ -51,6 +51,7 @@ from app.calibration.measures.diagnostics import (
     fit_resamples,
     headline_resampled,
     raw_as_probabilities,
+    reliability_bin_free,
     reliability_reports,
     with_intervals,
 )
@@ -157,6 +158,7 @@ __all__ = [
     "params_markdown",
     "percentile_interval",
     "raw_as_probabilities",
+    "reliability_bin_free",
     "reliability_reports",
     "require_open_unit_interval",
     "squared_errors",
