@@ -51,7 +51,6 @@ from app.calibration.measures.diagnostics import (
     fit_resamples,
     headline_resampled,
     raw_as_probabilities,
-    reliability_bin_free,
     reliability_reports,
     with_intervals,
 )
@@ -158,7 +157,6 @@ __all__ = [
     "params_markdown",
     "percentile_interval",
     "raw_as_probabilities",
-    "reliability_bin_free",
     "reliability_reports",
     "require_open_unit_interval",
     "squared_errors",

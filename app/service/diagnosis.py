@@ -23,7 +23,6 @@ from app.calibration import (
     CalibrationError,
     Report,
     raw_as_probabilities,
-    reliability_bin_free,
     reliability_reports,
 )
 from app.errors import NotFound, StoredDataCorrupt, invalid
@@ -49,8 +48,6 @@ REPORTS_KEPT = 512
 """Reliability reports kept (a few kilobytes each)."""
 PICTURES_KEPT = 128
 """Rendered diagrams kept (tens of kilobytes each)."""
-BIN_FREE_KEPT = 512
-"""Sets of a version's measures that no bins change, per class asked (a dozen numbers each)."""
 
 
 DEFAULT_BINS = 10
@@ -93,9 +90,6 @@ class Diagnosis:
         self.versions = versions
         self.reports: Memo[Reports] = Memo(REPORTS_KEPT)
         self.pictures: Memo[bytes] = Memo(PICTURES_KEPT)
-        # Per version and class: what every report of the version for other bins, another
-        # strategy or other resamples reads again (17 s of 28 at 6 x 10^6 rows).
-        self.bin_free: Memo[list[dict[str, float | None]]] = Memo(BIN_FREE_KEPT)
         # Decoded batches (~250 MB for 10^7 rows) are shared while in use, never kept.
         self.batches: Memo[StoredBatch] = Memo(0, weak=True)
 
@@ -189,12 +183,8 @@ class Diagnosis:
     ) -> Reports:
         def compute() -> Reports:
             stored = self.batches.get_or_compute(_key(record), lambda: self._decoded(record, data))
-            bin_free = self.bin_free.get_or_compute(
-                (*_key(record), query.class_index),
-                lambda: _bin_free(stored, query.class_index),
-            )
             calibrated, raw = labelled_reports(
-                stored.out_of_fold, stored.scores, stored.labels, stored.weights, query, bin_free
+                stored.out_of_fold, stored.scores, stored.labels, stored.weights, query
             )
             return Reports(
                 record.name, record.version, record.method, record.n_samples, calibrated, raw
@@ -277,12 +267,10 @@ def labelled_reports(
     labels: NDArray[np.int64],
     weights: NDArray[np.float64] | None,
     query: ReportOptions,
-    bin_free: list[dict[str, float | None]] | None = None,
 ) -> tuple[Report, Report]:
     """The calibrated and the raw reliability reports of one labelled batch (a stored
     version's, a posted one, the logged traffic's), their intervals from the same resamples;
-    errors name the option, wherever the request gave it. ``bin_free``: both sets' measures
-    that no bins change, kept from another report of the batch (:func:`_bin_free`)."""
+    errors name the option, wherever the request gave it."""
     try:
         calibrated, raw = reliability_reports(
             [probabilities, raw_as_probabilities(scores)],
@@ -292,19 +280,7 @@ def labelled_reports(
             strategy=query.strategy,
             class_index=query.class_index,
             resamples=query.bootstrap,
-            bin_free=bin_free,
         )
     except CalibrationError as exc:
         raise invalid(exc.loc, exc.reason) from None
     return calibrated, raw
-
-
-def _bin_free(stored: StoredBatch, class_index: int | None) -> list[dict[str, float | None]]:
-    """:func:`~app.calibration.reliability_bin_free` of a stored version's out-of-fold and
-    raw probabilities, its errors named as :func:`labelled_reports` names them (a class the
-    version does not have)."""
-    sets = [stored.out_of_fold, raw_as_probabilities(stored.scores)]
-    try:
-        return reliability_bin_free(sets, stored.labels, stored.weights, class_index=class_index)
-    except CalibrationError as exc:
-        raise invalid(exc.loc, exc.reason) from None

@@ -34,13 +34,7 @@ from app.calibration.measures.multiclass_metrics import (
     summarize_multiclass,
 )
 from app.calibration.measures.reliability import MAX_BINS, MIN_BINS
-from app.calibration.measures.report import (
-    Report,
-    SmoothCurve,
-    bin_free_measures,
-    smooth_curve_of,
-    view_measures,
-)
+from app.calibration.measures.report import Report, SmoothCurve, smooth_curve_of, view_measures
 from app.calibration.measures.report_bootstrap import Resampled, bootstrap
 from app.calibration.measures.resampled import View
 
@@ -92,23 +86,19 @@ def reliability_reports(
     strategy: str,
     class_index: int | None = None,
     resamples: int = RESAMPLES,
-    bin_free: Sequence[dict[str, float | None]] | None = None,
 ) -> list[Report]:
     """The reports of several sets of probabilities for one labelled batch (a version's and
     the raw scores', say), with intervals from one set of ``resamples`` bootstrap resamples
-    shared by all (0: no intervals). ``n_bins`` may be ``"auto"`` (:func:`auto_bins`).
-    ``bin_free``: each set's :func:`reliability_bin_free` for this ``class_index``, when the
-    caller kept them from another report of the batch (else computed here)."""
+    shared by all (0: no intervals). ``n_bins`` may be ``"auto"`` (:func:`auto_bins`)."""
     check_resamples(resamples)
     prepared = [_report_and_view(p, labels, weights, class_index) for p in probability_sets]
     bins = _bins(n_bins, prepared[0][1].w) if prepared else MIN_BINS
-    kept = [None] * len(prepared) if bin_free is None else list(bin_free)
     out: list[Report] = []
     views: list[View] = []
     edges: list[FloatArray] = []
-    for (summarise, view), known in zip(prepared, kept, strict=True):
+    for summarise, view in prepared:
         report = summarise(bins, strategy)
-        report.metrics.update(view_measures(view, bins, known))
+        report.metrics.update(view_measures(view, bins))
         out.append(report)
         views.append(view)
         edges.append(report.bins.upper[:-1])
@@ -116,22 +106,6 @@ def reliability_reports(
     return [
         replace(r, intervals=s.intervals, smooth=_smooth(view, r.metrics, s))
         for r, view, s in zip(out, views, resampled, strict=True)
-    ]
-
-
-def reliability_bin_free(
-    probability_sets: Sequence[FloatArray],
-    labels: NDArray[np.int64],
-    weights: FloatArray | None,
-    *,
-    class_index: int | None = None,
-) -> list[dict[str, float | None]]:
-    """Each set's measures of :func:`reliability_reports` that neither the bins, the strategy
-    nor the resamples change (:func:`~app.calibration.measures.report.bin_free_measures`),
-    for ``class_index``'s view: what a caller keeps to report the batch for other bins."""
-    return [
-        bin_free_measures(_report_and_view(p, labels, weights, class_index)[1])
-        for p in probability_sets
     ]
 
 

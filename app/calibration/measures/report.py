@@ -82,35 +82,21 @@ class Report:
         return out
 
 
-def view_measures(
-    view: View, n_bins: int, bin_free: dict[str, float | None] | None = None
-) -> dict[str, float | None]:
+def view_measures(view: View, n_bins: int) -> dict[str, float | None]:
     """The measures beyond the binned ones, for one view: the debiased L2 error on ``n_bins``
-    equal-mass bins (unweighted batches only: Kumar et al.'s estimator counts rows), and
-    :func:`bin_free_measures` (``bin_free`` if the caller kept them for this view)."""
-    p, y, w = view.p, view.y, view.w
-    unweighted = bool(w.min() == w.max())
-    return {
-        "ece_debiased": ece_debiased(p, y, n_bins) if unweighted else None,
-        **(bin_free_measures(view) if bin_free is None else bin_free),
-    }
-
-
-def bin_free_measures(view: View) -> dict[str, float | None]:
-    """The measures of :func:`view_measures` that no bins change: the smooth ECE
-    (:mod:`app.calibration.measures.smooth_ece`, at its own width), the calibration slope
+    equal-mass bins (unweighted batches only: Kumar et al.'s estimator counts rows), the
+    smooth ECE (:mod:`app.calibration.measures.smooth_ece`, at its own width), the calibration slope
     and intercept, Spiegelhalter's test, and the integrated calibration index with its
-    quantiles (:mod:`app.calibration.measures.ici`). Weights are the view's relative ones
-    (equal weights count as 1), so no measure depends on the weights' unit beyond the smooth
-    ECE's density floor and the LOWESS span's rounding to whole rows. At 6 x 10^6 rows they
-    are 17 s of a report's 28 s (one core): a caller that reports one batch for several bins
-    keeps them (:func:`~app.calibration.measures.diagnostics.reliability_reports`)."""
+    quantiles (:mod:`app.calibration.measures.ici`). Weights are the view's relative ones (equal
+    weights count as 1), so no measure depends on the weights' unit beyond the smooth ECE's
+    density floor and the LOWESS span's rounding to whole rows."""
     p, y, w = view.p, view.y, view.w
     unweighted = bool(w.min() == w.max())
     test = spiegelhalter(p, y, w)
     smooth = smooth_ece(p, y, w)
     index = ici(p, y, None if unweighted else w)
     return {
+        "ece_debiased": ece_debiased(p, y, n_bins) if unweighted else None,
         "smooth_ece": smooth.value,
         "smooth_ece_sigma": smooth.sigma,
         "calibration_slope": None if (line := view.line()) is None else line.slope,
