@@ -21,15 +21,16 @@ examples is what differs here. What runs where, and why:
 - on PostgreSQL, every operation but the four that answer a picture, :data:`POSTGRES_EXAMPLES`
   (25) fuzzed examples each, beside the coverage phase's valid cases. What differs there is the
   database's own refusals (a NUL byte in a text column, an integer beyond BIGINT, a timestamp
-  out of range), which must answer 4xx, never 500. The coverage phase's valid cases store every
-  field at its schema bounds (the longest name, tag and description); its invalid cases are refused
-  before any query, as on SQLite, where they all run. The NUL bytes and the integers beyond 2^63
-  come from the fuzzing phase, whose 25 examples per operation send a few of each on this seed (NUL
-  bytes to ``fit``, ``outcomes`` and POST diagnostics; integers beyond 2^63 to the calibrators'
-  list, ``outcomes``, ``predict``, a version's DELETE and monitoring): fewer than 100 would, the
-  price of this run's length, and ``FUZZ_EXAMPLES`` raises it. The pictures (``diagnostics.png`` and
-  ``.svg``, ``monitoring.png`` and ``.svg``) make the same reads as their JSON twins, which run
-  there, and are drawn by matplotlib, which no database touches;
+  out of range), which must answer 4xx, never 500. The coverage phase's valid cases send values
+  at their schema bounds (a fit's description of 9,999 and of 10,000 characters, the longest
+  allowed); its invalid cases are refused before any query, as on SQLite, where they all run.
+  The NUL bytes and the integers beyond 2^63 come from the fuzzing phase, whose 25 examples per
+  operation send a few of each on this seed (NUL bytes to ``fit``, ``outcomes`` and POST
+  diagnostics; integers beyond 2^63 to the calibrators' list, ``outcomes``, ``predict``, a
+  version's DELETE and monitoring): fewer than 100 would, the price of this run's length, and
+  ``FUZZ_EXAMPLES`` raises it. The pictures (``diagnostics.png`` and ``.svg``,
+  ``monitoring.png`` and ``.svg``) make the same reads as their JSON twins, which run there, and
+  are drawn by matplotlib, which no database touches;
 - POST diagnostics with an ``Accept`` that asks for a PNG or an SVG, on SQLite only,
   :data:`PICTURE_EXAMPLES` (20) fuzzed examples per ``Accept`` value beside the coverage
   phase's valid cases: for the same reason, and since its fuzzed bodies are almost all
