@@ -1,12 +1,14 @@
 """The Newton solver over many blocks of points (:data:`~app.calibration.kernels.newton.
-BLOCK`): the same minimiser as statsmodels' weighted logistic GLM, and, up to one block, the
-same bits as a single pass (the order of the sums is the only thing blocks change)."""
+BLOCK`): the same minimiser as statsmodels' weighted logistic GLM, a vanishing gradient with a
+ridge and fractional targets, and the same steps as one pass over all the points (the order of
+the sums is the only thing blocks change)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import statsmodels.api as sm
+from scipy.special import expit
 
 from app.calibration.kernels.newton import BLOCK, fit_logistic
 
@@ -25,19 +27,41 @@ def test_a_fit_over_blocks_is_statsmodels_weighted_glm(n: int) -> None:
     fit = fit_logistic([x, z], weight, target, np.zeros(3))
     design = np.column_stack([x, z, np.ones(n)])
     glm = sm.GLM(target / weight, design, family=sm.families.Binomial(), var_weights=weight)
-    reference = glm.fit(tol=1e-14, maxiter=100).params
-    np.testing.assert_allclose(fit.theta, reference, rtol=1e-9, atol=1e-11)
+    result = glm.fit(tol=1e-12, tol_criterion="params", maxiter=100)
+    assert result.converged
+    np.testing.assert_allclose(fit.theta, result.params, rtol=1e-9, atol=1e-11)
+
+
+def test_with_a_ridge_and_fractional_targets_the_gradient_vanishes() -> None:
+    """Pooled points carry fractional targets (0 <= t <= w) and beta a ridge: at the fit, the
+    penalised loss's gradient, computed here from its formula, is zero to rounding."""
+    n = 2 * BLOCK + 999
+    x, z, weight, _ = _batch(n, seed=9)
+    target = weight * np.random.default_rng(10).random(n)
+    ridge = np.array([0.5, 2.0, 0.0])
+    theta = fit_logistic([x, z], weight, target, np.zeros(3), ridge=ridge).theta
+    design = np.column_stack([x, z, np.ones(n)])
+    gradient = design.T @ (weight * expit(design @ theta) - target) + ridge * theta
+    assert np.max(np.abs(gradient)) < 1e-8 * weight.sum()
 
 
 def test_blocks_change_only_the_order_of_the_sums() -> None:
-    """The points of several blocks, fitted in one block (a larger BLOCK), give the same
-    coefficients to a few ulps; the same points in another order too."""
+    """The points of several blocks, fitted in one block (a larger BLOCK), take the same
+    Newton steps to the same coefficients up to rounding (rtol 1e-13); the same points in
+    another order too."""
     x, z, weight, target = _batch(2 * BLOCK + 5, seed=3)
-    blocked = fit_logistic([x, z], weight, target, np.zeros(3)).theta
+    blocked = fit_logistic([x, z], weight, target, np.zeros(3))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("app.calibration.kernels.newton.BLOCK", 4 * BLOCK)
-        whole = fit_logistic([x, z], weight, target, np.zeros(3)).theta
-    np.testing.assert_allclose(blocked, whole, rtol=1e-13)
+        whole = fit_logistic([x, z], weight, target, np.zeros(3))
+    assert blocked.n_iter == whole.n_iter
+    np.testing.assert_allclose(blocked.theta, whole.theta, rtol=1e-13)
     order = np.random.default_rng(4).permutation(x.size)
     shuffled = fit_logistic([x[order], z[order]], weight[order], target[order], np.zeros(3))
-    np.testing.assert_allclose(shuffled.theta, blocked, rtol=1e-12)
+    np.testing.assert_allclose(shuffled.theta, blocked.theta, rtol=1e-12)
+
+
+def test_inputs_of_different_lengths_are_refused() -> None:
+    x, z, weight, target = _batch(BLOCK + 3, seed=1)
+    with pytest.raises(ValueError, match="one length"):
+        fit_logistic([x, z[:-1]], weight, target, np.zeros(3))
