@@ -100,8 +100,8 @@ def fit_logistic(
     def evaluate(
         theta: FloatArray, derivatives: bool = True
     ) -> tuple[float, FloatArray, FloatArray]:
-        """L(theta), its gradient and its Hessian (zeros unless ``derivatives``), one block
-        of points at a time."""
+        """L(theta), its gradient and its Hessian, one block of points at a time; without
+        ``derivatives`` the loss alone (the two others then hold only the penalty's terms)."""
         total = 0.0
         gradient = penalty * theta
         hessian = np.zeros((p + 1, p + 1))
