@@ -56,8 +56,29 @@ def alembic_config(url: str) -> Config:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    """Migrate the database at ``url`` up to ``revision``."""
+    """Migrate the database at ``url`` up to ``revision``; an SQLite file is left in WAL mode
+    (:func:`write_ahead_log`)."""
     command.upgrade(alembic_config(url), revision)
+    write_ahead_log(url)
+
+
+def write_ahead_log(url: str) -> None:
+    """Switch the SQLite file at ``url`` to WAL mode, which the file keeps (nothing for other
+    backends, or a database in memory). Every connection the service opens asks for WAL too
+    (:mod:`app.store.engines`), but switching needs the file to itself: while the first
+    requests of a fresh file raced to switch it, SQLite refused some of them at once ("database
+    is locked", without waiting out the busy timeout), which became 503s. Migrated here, the
+    file is in WAL mode before anything serves it, and those requests find nothing to switch."""
+    url = normalize_url(url)
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA journal_mode=WAL")
+    finally:
+        engine.dispose()
 
 
 def downgrade(url: str, revision: str = "base") -> None:

@@ -41,8 +41,9 @@ def test_curl_walk_through(make_run: str) -> None:
 
 
 def test_the_readme_fit_and_predict_run_as_written(make_run: str) -> None:
-    """Each ``sh`` block of the README's "Fit and predict" prints what its ``# `` line shows
-    (up to a closing ``…``)."""
+    """Each ``sh`` block of the README's "Fit and predict" prints what its ``# `` line shows,
+    an ``…`` standing for what it leaves out (the digits of a probability past the 14th, which
+    move by an ulp between numpy and scipy releases; the rest of a long line)."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme[readme.index("## Fit and predict") :].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
@@ -57,4 +58,5 @@ def test_the_readme_fit_and_predict_run_as_written(make_run: str) -> None:
         )
         assert run.returncode == 0, run.stderr
         assert len(shown) == 1, block
-        assert run.stdout.startswith(shown[0].removesuffix("…")), (run.stdout, shown[0])
+        pattern = ".*?".join(re.escape(part) for part in shown[0].split("…"))
+        assert re.match(pattern, run.stdout), (run.stdout, shown[0])

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -10,6 +14,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
 from app.settings import get_settings
+from app.store.engines import SQLITE_BEGIN, make_engine
 from app.store.migrate import downgrade, main, upgrade
 from app.store.models import Base
 from app.store.traffic.partitions import not_a_partition
@@ -87,5 +92,37 @@ def test_0002_backfills_class_counts_of_binary_versions(empty_database_url: str)
         assert (counts if isinstance(counts, list) else json.loads(counts)) == [7, 3]
         downgrade(empty_database_url, "0001")
         upgrade(empty_database_url)
+    finally:
+        engine.dispose()
+
+
+def test_a_migrated_sqlite_file_is_in_wal_mode_before_anything_serves_it(tmp_path: Path) -> None:
+    """Switching a file to WAL needs it to itself: the first connections of a file migrated in
+    rollback-journal mode raced to switch it, and SQLite refused some at once ("database is
+    locked", a 503 to the first fits of a fresh service). A plain connection, which asks for
+    no mode, finds WAL; and 16 service connections writing at once from a barrier all commit."""
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    upgrade(url)
+    plain = sqlite3.connect(tmp_path / "fresh.db")
+    try:
+        assert plain.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        plain.close()
+    engine = make_engine(url, get_settings())
+    barrier = threading.Barrier(16)
+
+    def write(i: int) -> None:
+        barrier.wait(timeout=30)
+        with engine.connect() as connection:
+            writer = connection.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
+            with writer.begin():
+                writer.exec_driver_sql("CREATE TABLE IF NOT EXISTS probe (i INTEGER)")
+                writer.exec_driver_sql(f"INSERT INTO probe VALUES ({i})")
+
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(write, range(16)))
+        with engine.connect() as connection:
+            assert connection.exec_driver_sql("SELECT count(*) FROM probe").scalar() == 16
     finally:
         engine.dispose()
