@@ -82,10 +82,11 @@ class Settings(BaseSettings):
         "needs more stops with 413 and stores nothing.",
     )
     worker_memory_mb: int = Field(
-        default=1024,
+        default=512,
         ge=64,
         description="A worker process whose resident memory is above this after a job is "
-        "replaced, so the memory of a large job goes back to the system.",
+        "replaced, so the memory of a large job goes back to the system (a worker that ran a "
+        "large job and ran another would hold the first's heap, fragmented, plus the second's).",
     )
     worker_max_jobs: int = Field(
         default=1000, ge=1, description="A worker process is replaced after this many jobs."

@@ -46,7 +46,6 @@ them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,7 +177,7 @@ class _Summer:
     ) -> None:
         self.view, self.blocks, self.bins = view, blocks, bins
         self.unit = bool(view.w.min() == view.w.max() == 1.0)
-        self.terms: Mapping[str, FloatArray] = view.terms()
+        self.terms = list(view.terms(slice(0, 0)))  # their names: each chunk makes its own
         self.columns: dict[str, int] = {}
         self.sums: dict[str, FloatArray] = {}
         self.gaps = np.zeros(BLOCKS * bins)
@@ -233,8 +232,8 @@ class _Summer:
         block = self.blocks.of_row[rows].astype(np.intp)
         self._add("weight", block, None if self.unit else w)
         self._add("positive", block, weighted(y))
-        for name, terms in self.terms.items():  # a loop over the (two or three) terms
-            self._add(name, block, weighted(terms[rows]))
+        for name, terms in self.view.terms(rows).items():  # a loop over the (2 or 3) terms
+            self._add(name, block, weighted(terms))
         cells = cells.astype(np.intp)
         self._add("auc", block, weighted(placements[cells]))
         if line is not None or offset_intercept is not None:
@@ -289,7 +288,7 @@ class _Summer:
         return BlockTables(
             sums=np.column_stack(list(self.sums.values())),
             columns=self.columns,
-            terms=list(self.terms),
+            terms=self.terms,
             gaps=self.gaps.reshape(BLOCKS, self.bins),
             auc=auc,
             auc_atoms=auc_atoms,

@@ -29,7 +29,9 @@ from scipy.optimize import brentq
 from scipy.special import expit, logit, ndtr
 
 from app.calibration.base import FloatArray
+from app.calibration.kernels.budget import checkpoint
 from app.calibration.kernels.newton import fit_logistic
+from app.calibration.kernels.weights import BLOCK
 
 EPS = 1e-15
 """Probabilities are clipped to [EPS, 1 - EPS] before their logits are taken."""
@@ -96,12 +98,19 @@ def spiegelhalter(
     the variance of the weighted sum: the textbook z for equal weights, and unchanged by the
     weights' unit, as every measure of a report is (sample weights are relative)."""
     q = np.asarray(p, dtype=np.float64)  # no clip: the closed form is finite at 0 and 1
-    weights = np.ones_like(q) if w is None else np.asarray(w, dtype=np.float64)
-    spread = 1.0 - 2.0 * q
-    variance = float(np.dot(weights * weights, spread * spread * q * (1.0 - q)))
+    labels = np.asarray(y, dtype=np.float64)
+    weights = np.broadcast_to(1.0, q.shape) if w is None else np.asarray(w, dtype=np.float64)
+    variance = score = 0.0
+    for start in range(0, q.size, BLOCK):  # a loop over blocks of rows: no n-sized temporary
+        checkpoint()
+        rows = slice(start, start + BLOCK)
+        qb, wb = q[rows], weights[rows]
+        spread = 1.0 - 2.0 * qb
+        variance += float(np.dot(wb * wb, spread * spread * qb * (1.0 - qb)))
+        score += float(np.dot(wb, (labels[rows] - qb) * spread))
     if not variance > 0.0:
         return None
-    z = float(np.dot(weights, (np.asarray(y, dtype=np.float64) - q) * spread)) / math.sqrt(variance)
+    z = score / math.sqrt(variance)
     return SpiegelhalterTest(z, float(2.0 * ndtr(-abs(z))))  # norm.sf(|z|) = ndtr(-|z|)
 
 

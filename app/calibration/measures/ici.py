@@ -40,7 +40,9 @@ def ici(p: FloatArray, y: FloatArray, w: FloatArray | None = None) -> Ici | None
     distance -= rows.p
     np.abs(distance, out=distance)
     e50, e90 = _weighted_quantiles(distance, rows.w, (0.5, 0.9))
-    return Ici(float(np.dot(distance, rows.w) / rows.cum[-1]), e50, e90, float(distance.max()))
+    # equal weights are a broadcast 1, which a dot product would copy out whole
+    total = distance.sum() if rows.w.strides == (0,) else np.dot(distance, rows.w)
+    return Ici(float(total / rows.cum[-1]), e50, e90, float(distance.max()))
 
 
 def _weighted_quantiles(

@@ -51,13 +51,14 @@ VAR_FLOOR = 1e-12
 
 
 class Rows(NamedTuple):
-    """Rows of positive weight sorted by p, with what every radius is read from."""
+    """Rows of positive weight sorted by p, with what every radius is read from; ``w`` a
+    broadcast 1 for equal weights (no array of its own)."""
 
     p: FloatArray
     y: FloatArray
     w: FloatArray
     cum: FloatArray  # cum[i]: the weight of the rows before row i; cum[-1] the total
-    starts: NDArray[np.intp]  # the first row of each distinct p
+    starts: NDArray[np.intp] | None  # the first row of each distinct p; None past MAX_CELLS
     ends: NDArray[np.intp]  # ends[i]: the last row of the window of weight k from row i
     turns: FloatArray  # (p[i] + p[ends[i]]) / 2: past it, the window starting at row i is too far
 
@@ -87,17 +88,27 @@ def sorted_rows(p: FloatArray, y: FloatArray, w: FloatArray | None) -> Rows | No
     ps = p[order]
     if ps[0] == ps[-1]:
         return None
-    ws = np.ones_like(ps) if w is None else w[order]
-    cum = np.zeros(ps.size + 1)
-    np.cumsum(ws, out=cum[1:])
+    ys = y[order]
+    if w is None:  # equal weights: no array of ones, and their running sums are exact counts
+        ws: FloatArray = np.broadcast_to(1.0, ps.shape)
+        del order
+        cum = np.arange(ps.size + 1, dtype=np.float64)
+    else:
+        ws = w[order]
+        del order
+        cum = np.zeros(ps.size + 1)
+        np.cumsum(ws, out=cum[1:])
     total = float(cum[-1])
     k = min(total, max(2.0, math.floor(FRAC * total + 1e-10)))  # statsmodels' k
     # windows start at rows whose weight before them is at most total - k
     last = int(np.searchsorted(cum, total - k, side="right"))
     ends = np.searchsorted(cum, cum[:last] + k, side="left") - 1
     np.minimum(ends, ps.size - 1, out=ends)  # real weights: the sum's rounding
-    starts = np.concatenate(([0], np.flatnonzero(ps[1:] != ps[:-1]) + 1))
-    return Rows(ps, y[order], ws, cum, starts, ends, (ps[:last] + ps[ends]) / 2.0)
+    changes = ps[1:] != ps[:-1]
+    starts = None
+    if np.count_nonzero(changes) < MAX_CELLS:  # an index of every change only when few
+        starts = np.concatenate(([0], np.flatnonzero(changes) + 1))
+    return Rows(ps, ys, ws, cum, starts, ends, (ps[:last] + ps[ends]) / 2.0)
 
 
 def radius(rows: Rows, x0: FloatArray) -> FloatArray:
@@ -142,8 +153,8 @@ def cells(rows: Rows) -> Cells:
     """Cut the sorted rows into cells, the distinct values of p when there are at most
     MAX_CELLS, else runs between :func:`knots` CELL_SPACING of the radius apart, and sum each."""
     p, y, w = rows.p, rows.y, rows.w
-    exact = rows.starts.size <= MAX_CELLS
-    if exact:
+    exact = rows.starts is not None
+    if rows.starts is not None:
         starts = rows.starts
     else:
         starts = np.unique(np.searchsorted(p, knots(rows, CELL_SPACING)[:-1], side="left"))

@@ -56,7 +56,7 @@ class Nodes(NamedTuple):
 def fitted(rows: Rows) -> FloatArray:
     """The fit at every sorted row, unclipped."""
     table = cells(rows)
-    if rows.starts.size <= MAX_POINTS:
+    if rows.starts is not None and rows.starts.size <= MAX_POINTS:
         x0 = rows.p[rows.starts]
         at_values = fit_at(rows, table, x0, radius(rows, x0))
         return np.repeat(at_values, np.diff(np.append(rows.starts, rows.p.size)))

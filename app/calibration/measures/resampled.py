@@ -70,13 +70,13 @@ class SmoothResampler(Protocol):
 class View:
     """A batch as one report reads it: ``p`` binned and smoothed against outcomes ``y`` (0/1)
     with weights ``w`` (relative, largest in [0.5, 1)), and ``terms``, which makes the per-row
-    values whose weighted means are measures (``log_loss``, ``brier``, ``accuracy``) when a
-    bootstrap needs them."""
+    values whose weighted means are measures (``log_loss``, ``brier``, ``accuracy``) of the
+    rows in a slice (``slice(None)``: all) when a bootstrap needs them."""
 
     p: FloatArray
     y: FloatArray
     w: FloatArray
-    terms: Callable[[], Mapping[str, FloatArray]] = dict
+    terms: Callable[[slice], Mapping[str, FloatArray]] = lambda rows: {}
     fitted: dict[str, Line | None] = field(default_factory=dict, compare=False, repr=False)
     """What :meth:`line` fitted, kept: a report's measures and its bootstrap both read it."""
 
@@ -119,7 +119,7 @@ class ViewResampler:
         self.p, self.y, self.w = p, y, w
         self.unit_weights = bool(w.min() == w.max() == 1.0)
         self.smooth, self.smooth_sigma = smooth, smooth_sigma
-        terms = view.terms()
+        terms = view.terms(slice(None))
         self.names = list(terms)
         self.n_atoms = atoms.size
         # each atom's negative and positive weight: a sparse product with the rows' (atom,

@@ -84,8 +84,18 @@ def smooth_ece_at(p: FloatArray, y: FloatArray, w: FloatArray | None, sigma: flo
 
 def _point_grids(p: FloatArray, y: FloatArray, w: FloatArray, size: int) -> _SizeGrids:
     """One batch's weight grid and the spectrum of its residual grid (1 x G each)."""
-    ones, residual = split_onto_grid(p, np.stack([w, w * (p - y)]), size)
+    ones, residual = split_onto_grid(p, lambda rows: _residuals(p, y, w, rows), size)
     return ones[None], reflected_spectra(residual[None])
+
+
+def _residuals(p: FloatArray, y: FloatArray, w: FloatArray, rows: slice) -> list[FloatArray]:
+    """The rows' weights and weighted residuals w (p - y), which the smooth ECE smooths."""
+    return [w[rows], w[rows] * (p[rows] - y[rows])]
+
+
+def _positives(y: FloatArray, w: FloatArray, rows: slice) -> list[FloatArray]:
+    """The rows' weights and weighted labels w y, whose smoothed ratio is the curve."""
+    return [w[rows], w[rows] * y[rows]]
 
 
 def smooth_curve(
@@ -99,7 +109,7 @@ def smooth_curve(
     if isinstance(mesh, bool) or not isinstance(mesh, int) or mesh < 2:
         raise CalibrationError(f"must be an integer >= 2, not {mesh!r}", loc=("mesh",))
     matrix = mesh_matrix(_check_sigma(sigma), mesh)
-    ones, positives = split_onto_grid(p, np.stack([w, w * y]), grid_size(sigma))
+    ones, positives = split_onto_grid(p, lambda rows: _positives(y, w, rows), grid_size(sigma))
     density = matrix @ ones
     t = np.linspace(0.0, 1.0, mesh)
     return SmoothCurve(t, matrix @ positives / (density + DENSITY_EPS), density / w.sum())

@@ -33,7 +33,12 @@ def _batch(seed: int, n: int, *, distinct: int | None = None) -> tuple[np.ndarra
 
 def _resampler(p: np.ndarray, y: np.ndarray, w: np.ndarray) -> ViewResampler:
     relative, _ = relative_weights(w)
-    view = View(p, y, relative, lambda: {"log_loss": _losses(p, y), "brier": (p - y) ** 2})
+    view = View(
+        p,
+        y,
+        relative,
+        lambda rows: {"log_loss": _losses(p[rows], y[rows]), "brier": (p[rows] - y[rows]) ** 2},
+    )
     edges = np.linspace(0.0, 1.0, 11)[1:-1]
     line = calibration_line(p, y, relative)
     return ViewResampler(

@@ -102,7 +102,12 @@ def intervals(n: int, seed: int, large: bool) -> dict[str, tuple[float, float]]:
     p = rng.beta(2.0, 3.0, n)
     y = (rng.random(n) < truth(p)).astype(np.float64)
     losses, errors = log_losses(p, y), squared_errors(p, y)
-    view = View(p, y, np.broadcast_to(1.0, n), lambda: {"log_loss": losses, "brier": errors})
+    view = View(
+        p,
+        y,
+        np.broadcast_to(1.0, n),
+        lambda rows: {"log_loss": losses[rows], "brier": errors[rows]},
+    )
     point: dict[str, float | None] = {
         "log_loss": float(losses.mean()),
         "brier": float(errors.mean()),
@@ -143,7 +148,7 @@ def test_a_calibrated_models_errors_reach_0_at_the_tests_level(n: int, large: bo
         p = rng.beta(2.0, 3.0, n)
         y = (rng.random(n) < p).astype(np.float64)
         losses = log_losses(p, y)
-        view = View(p, y, np.broadcast_to(1.0, n), lambda: {"log_loss": losses})  # noqa: B023
+        view = View(p, y, np.broadcast_to(1.0, n), lambda rows: {"log_loss": losses[rows]})  # noqa: B023
         ece = expected_calibration_error(bin_table(p, y, np.ones(n), 10, "uniform"))
         point: dict[str, float | None] = {"log_loss": float(losses.mean()), "ece": ece}
         threshold = 1 if large else n + 1
