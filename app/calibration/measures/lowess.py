@@ -84,20 +84,18 @@ def sorted_rows(p: FloatArray, y: FloatArray, w: FloatArray | None) -> Rows | No
         p, y, w = p[keep], y[keep], w[keep]
     if p.size < 3:
         return None
-    order = np.argsort(p)
-    ps = p[order]
-    if ps[0] == ps[-1]:
-        return None
-    ys = y[order]
     if w is None:  # equal weights: no array of ones, and their running sums are exact counts
+        ps, ys = _sorted_by_class(p, y)
         ws: FloatArray = np.broadcast_to(1.0, ps.shape)
-        del order
         cum = np.arange(ps.size + 1, dtype=np.float64)
     else:
-        ws = w[order]
+        order = np.argsort(p)
+        ps, ys, ws = p[order], y[order], w[order]
         del order
         cum = np.zeros(ps.size + 1)
         np.cumsum(ws, out=cum[1:])
+    if ps[0] == ps[-1]:
+        return None
     total = float(cum[-1])
     k = min(total, max(2.0, math.floor(FRAC * total + 1e-10)))  # statsmodels' k
     # windows start at rows whose weight before them is at most total - k
@@ -109,6 +107,22 @@ def sorted_rows(p: FloatArray, y: FloatArray, w: FloatArray | None) -> Rows | No
     if np.count_nonzero(changes) < MAX_CELLS:  # an index of every change only when few
         starts = np.concatenate(([0], np.flatnonzero(changes) + 1))
     return Rows(ps, ys, ws, cum, starts, ends, (ps[:last] + ps[ends]) / 2.0)
+
+
+def _sorted_by_class(p: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """p sorted, and the 0/1 labels y in the same order (tied rows in any order): each class
+    sorted by value, then the two runs merged by a stable argsort, which finds them and merges
+    in one pass. An argsort of p itself costs 1.5 s on 6 x 10^6 rows of 3000 distinct
+    values (isotonic predictions), where this costs 0.4 s; 0.74 s on distinct values, 0.5 s."""
+    positive = y > 0.0
+    negatives = np.sort(np.compress(~positive, p))
+    merged = np.concatenate((negatives, np.sort(np.compress(positive, p))))
+    del positive
+    order = np.argsort(merged, kind="stable")
+    ps = merged[order]
+    del merged
+    ys = (order >= negatives.size).astype(np.float64)
+    return ps, ys
 
 
 def radius(rows: Rows, x0: FloatArray) -> FloatArray:
