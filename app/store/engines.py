@@ -71,8 +71,8 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry) -> 
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()

@@ -24,7 +24,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.pool import NullPool
 
 from app.settings import Settings, get_settings
-from app.store.engines import normalize_url
+from app.store.engines import make_engine, normalize_url
 
 logger = logging.getLogger("app.startup")
 
@@ -73,10 +73,10 @@ def write_ahead_log(url: str) -> None:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return
-    engine = create_engine(url, poolclass=NullPool)
+    engine = make_engine(url, get_settings(), pooled=False)  # its connections ask for WAL
     try:
-        with engine.connect() as connection:
-            connection.exec_driver_sql("PRAGMA journal_mode=WAL")
+        with engine.connect():
+            pass
     finally:
         engine.dispose()
 

@@ -59,4 +59,4 @@ def test_the_readme_fit_and_predict_run_as_written(make_run: str) -> None:
         assert run.returncode == 0, run.stderr
         assert len(shown) == 1, block
         pattern = ".*?".join(re.escape(part) for part in shown[0].split("…"))
-        assert re.match(pattern, run.stdout), (run.stdout, shown[0])
+        assert re.fullmatch(pattern, run.stdout.strip()), (run.stdout, shown[0])

@@ -358,7 +358,7 @@ def test_an_idle_worker_exits_unless_it_is_the_last_used_and_small(tmp_path: Pat
     try:
         first, last = (pid for pid, _ in asyncio.run(two()))
         assert first != last
-        # the one used last stays warm (small: under half of worker_memory_mb), the other exits
+        # the one used last stays warm (it was kept: under worker_memory_mb), the other exits
         assert _wait_until(lambda: not _alive(first), 10)
         time.sleep(1.0)
         assert _alive(last)

@@ -91,6 +91,16 @@ def blockwise_mean(values: Callable[[slice], FloatArray], w: FloatArray) -> floa
     return total / weight
 
 
+def row_blocks(n: int) -> Iterator[slice]:
+    """The rows 0..n, :data:`BLOCK` at a time, each block starting at a
+    :func:`~app.calibration.kernels.budget.checkpoint`: so that a computation over a large
+    batch holds no temporary of its size, and stops within a block once its job is over
+    budget or unwanted."""
+    for start in range(0, n, BLOCK):
+        checkpoint()
+        yield slice(start, start + BLOCK)
+
+
 def relative_blocks(
     w: FloatArray, order: NDArray[np.intp] | None = None
 ) -> Iterator[tuple[slice, FloatArray]]:
@@ -101,9 +111,7 @@ def relative_blocks(
     works through a large batch stops within a block once its job is over budget or unwanted.
     """
     _, exponent = relative_weights(w.max(keepdims=True))
-    for start in range(0, w.size, BLOCK):
-        checkpoint()
-        block = slice(start, start + BLOCK)
+    for block in row_blocks(w.size):
         with np.errstate(under="ignore"):
             relative = np.ldexp(w[block] if order is None else w[order[block]], -exponent)
         yield block, relative

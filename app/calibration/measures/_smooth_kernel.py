@@ -39,7 +39,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
 from app.calibration.base import FloatArray
-from app.calibration.kernels.budget import checkpoint
+from app.calibration.kernels.weights import row_blocks
 from app.calibration.measures._mesh_basis import BASIS_ROWS, mesh_basis
 
 IntArray = NDArray[np.intp]
@@ -53,8 +53,6 @@ MESH = 200
 """The least mesh of the smooth ECE (``config.smECE_mesh_pts``) and the curves' mesh."""
 REFINE = 10
 """Bisection steps of the width search (``search_param(start=1, refine=10)``)."""
-ROW_BLOCK = 1 << 16
-"""Rows split onto a grid at a time: temporaries of 512 KiB, in cache."""
 
 
 def grid_size(sigma: float) -> int:
@@ -82,37 +80,27 @@ def grid_cells(x: FloatArray, size: int) -> tuple[IntArray, FloatArray]:
 
 
 def split_onto_grid(
-    p: FloatArray,
-    values: FloatArray | Callable[[slice], Sequence[FloatArray]],
-    size: int,
+    p: FloatArray, values: Callable[[slice], Sequence[FloatArray]], size: int
 ) -> FloatArray:
-    """Each row of ``values`` (k x n), or each of the k quantities ``values(rows)`` gives for
-    a slice of rows, split onto the grid at p: a k x G array. The rows are split
-    :data:`ROW_BLOCK` at a time, with a checkpoint per block, so that given a function no
-    temporary holds a value per row of a large batch (whole, a 6 x 10^6-row batch's grids
-    took ~300 MB of them)."""
-    of_rows: Callable[[slice], Sequence[FloatArray]]
-    if callable(values):
-        of_rows = values
-    else:
-        given = values
-        of_rows = lambda rows: list(given[:, rows])  # noqa: E731
-    grids = np.zeros((0, size))
-    for start in range(0, max(p.size, 1), ROW_BLOCK):  # a loop over blocks of rows
-        checkpoint()
-        rows = slice(start, start + ROW_BLOCK)
+    """Each of the k quantities ``values(rows)`` gives for a block of rows, split onto the
+    grid at p: a k x G array. The rows go a block at a time
+    (:func:`~app.calibration.kernels.weights.row_blocks`), so no temporary holds a value per
+    row of a large batch (whole, a 6 x 10^6-row batch's grids took ~300 MB of them)."""
+    grids: FloatArray | None = None
+    for rows in row_blocks(max(p.size, 1)):  # a loop over blocks of rows
         cell, frac = grid_cells(p[rows], size)
         found = np.stack(
             [  # a loop over the k quantities, not over rows
                 np.bincount(cell, row * (1.0 - frac), size)
                 + np.bincount(cell + 1, row * frac, size)
-                for row in of_rows(rows)
+                for row in values(rows)
             ]
-        ).astype(np.float64, copy=False)
-        if grids.shape[0] == 0:
+        )
+        if grids is None:
             grids = found
         else:
             grids += found
+    assert grids is not None  # one block at least
     return grids
 
 

@@ -177,7 +177,7 @@ class _Summer:
     ) -> None:
         self.view, self.blocks, self.bins = view, blocks, bins
         self.unit = bool(view.w.min() == view.w.max() == 1.0)
-        self.terms = list(view.terms(slice(0, 0)))  # their names: each chunk makes its own
+        self.term_names = list(view.terms(slice(0, 0)))  # each chunk makes its own terms
         self.columns: dict[str, int] = {}
         self.sums: dict[str, FloatArray] = {}
         self.gaps = np.zeros(BLOCKS * bins)
@@ -288,7 +288,7 @@ class _Summer:
         return BlockTables(
             sums=np.column_stack(list(self.sums.values())),
             columns=self.columns,
-            terms=self.terms,
+            terms=self.term_names,
             gaps=self.gaps.reshape(BLOCKS, self.bins),
             auc=auc,
             auc_atoms=auc_atoms,

@@ -29,9 +29,8 @@ from scipy.optimize import brentq
 from scipy.special import expit, logit, ndtr
 
 from app.calibration.base import FloatArray
-from app.calibration.kernels.budget import checkpoint
 from app.calibration.kernels.newton import fit_logistic
-from app.calibration.kernels.weights import BLOCK
+from app.calibration.kernels.weights import relative_blocks
 
 EPS = 1e-15
 """Probabilities are clipped to [EPS, 1 - EPS] before their logits are taken."""
@@ -101,10 +100,8 @@ def spiegelhalter(
     labels = np.asarray(y, dtype=np.float64)
     weights = np.broadcast_to(1.0, q.shape) if w is None else np.asarray(w, dtype=np.float64)
     variance = score = 0.0
-    for start in range(0, q.size, BLOCK):  # a loop over blocks of rows: no n-sized temporary
-        checkpoint()
-        rows = slice(start, start + BLOCK)
-        qb, wb = q[rows], weights[rows]
+    for rows, wb in relative_blocks(weights):  # z is the same for the weights' powers of two
+        qb = q[rows]
         spread = 1.0 - 2.0 * qb
         variance += float(np.dot(wb * wb, spread * spread * qb * (1.0 - qb)))
         score += float(np.dot(wb, (labels[rows] - qb) * spread))

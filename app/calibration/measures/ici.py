@@ -41,7 +41,7 @@ def ici(p: FloatArray, y: FloatArray, w: FloatArray | None = None) -> Ici | None
     np.abs(distance, out=distance)
     e50, e90 = _weighted_quantiles(distance, rows.w, (0.5, 0.9))
     # equal weights are a broadcast 1, which a dot product would copy out whole
-    total = distance.sum() if rows.w.strides == (0,) else np.dot(distance, rows.w)
+    total = distance.sum() if rows.unit else np.dot(distance, rows.w)
     return Ici(float(total / rows.cum[-1]), e50, e90, float(distance.max()))
 
 

@@ -12,7 +12,8 @@ h exactly and weigh 0, so which of them the window holds does not matter.
 
 Exact LOWESS costs O(n k). Here it costs O(n) plus (points x cells):
 
-- Rows are sorted once; weights are frequency weights (a weight of 3 counts as three copies of
+- Rows are sorted once (equal weights: each class, then the two runs merged); weights are
+  frequency weights (a weight of 3 counts as three copies of
   its row), so n above is the total weight; rows of zero weight drop out.
 - The radius at x0 is exact, found on the sorted rows by bisection over the window's left end.
 - The weighted sums of the regression, sum K, sum K p, sum K p^2, sum K y, sum K p y, are taken
@@ -52,11 +53,12 @@ VAR_FLOOR = 1e-12
 
 class Rows(NamedTuple):
     """Rows of positive weight sorted by p, with what every radius is read from; ``w`` a
-    broadcast 1 for equal weights (no array of its own)."""
+    broadcast 1 for equal weights (``unit``: no array of its own)."""
 
     p: FloatArray
     y: FloatArray
     w: FloatArray
+    unit: bool  # equal weights, w a broadcast 1
     cum: FloatArray  # cum[i]: the weight of the rows before row i; cum[-1] the total
     starts: NDArray[np.intp] | None  # the first row of each distinct p; None past MAX_CELLS
     ends: NDArray[np.intp]  # ends[i]: the last row of the window of weight k from row i
@@ -77,7 +79,8 @@ class Cells(NamedTuple):
 
 
 def sorted_rows(p: FloatArray, y: FloatArray, w: FloatArray | None) -> Rows | None:
-    """The rows of positive weight sorted by p; None when LOWESS is undefined (fewer than 3
+    """The rows of positive weight sorted by p, their labels ``y`` 0/1 (checked by the
+    caller) and weights ``w`` (None: equal); None when LOWESS is undefined (fewer than 3
     such rows, or a single distinct p)."""
     if w is not None and w.min() <= 0.0:  # copies only when some rows drop out
         keep = w > 0
@@ -106,7 +109,7 @@ def sorted_rows(p: FloatArray, y: FloatArray, w: FloatArray | None) -> Rows | No
     starts = None
     if np.count_nonzero(changes) < MAX_CELLS:  # an index of every change only when few
         starts = np.concatenate(([0], np.flatnonzero(changes) + 1))
-    return Rows(ps, ys, ws, cum, starts, ends, (ps[:last] + ps[ends]) / 2.0)
+    return Rows(ps, ys, ws, w is None, cum, starts, ends, (ps[:last] + ps[ends]) / 2.0)
 
 
 def _sorted_by_class(p: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -167,10 +170,9 @@ def cells(rows: Rows) -> Cells:
     """Cut the sorted rows into cells, the distinct values of p when there are at most
     MAX_CELLS, else runs between :func:`knots` CELL_SPACING of the radius apart, and sum each."""
     p, y, w = rows.p, rows.y, rows.w
-    exact = rows.starts is not None
-    if rows.starts is not None:
-        starts = rows.starts
-    else:
+    starts = rows.starts
+    exact = starts is not None
+    if starts is None:
         starts = np.unique(np.searchsorted(p, knots(rows, CELL_SPACING)[:-1], side="left"))
     sizes = np.diff(np.append(starts, p.size))
     # three batch-sized temporaries at most, each product made in place once summed

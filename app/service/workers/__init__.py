@@ -20,7 +20,7 @@ processes of its own:
 - **Recycling.** After its job a worker reports its resident memory: past
   ``worker_memory_mb``, or after ``worker_max_jobs`` jobs, it is replaced, which is how a
   large job's memory goes back to the system; idle ``worker_idle_seconds``, it exits (but
-  the last one used, while small: it keeps the reports the web view shows again). Each
+  the last one used, while no job runs: it keeps the reports the web view shows again). Each
   has a data limit (``RLIMIT_DATA``, ``job_memory_mb`` beyond what it holds at its start):
   a job that asks for more stops with :class:`~app.errors.OverMemory` (413) instead of taking
   the machine's memory.

@@ -45,7 +45,6 @@ class _Slot:
     cancel: EventType
     jobs: int = 0
     idle_since: float = field(default_factory=time.monotonic)
-    resident_bytes: int = 0
 
     def pids(self) -> list[int]:
         return list((self.executor._processes or {}).keys())
@@ -61,7 +60,6 @@ class WorkerProcesses:
         self._closed = False
         self._reaper: threading.Thread | None = None
         self._idle_seconds = 10.0
-        self._warm_bytes = 0
 
     def call(
         self,
@@ -173,10 +171,8 @@ class WorkerProcesses:
     def _give_back(self, slot: _Slot, resident_bytes: int, settings: Settings) -> None:
         with self._lock:
             self._running.remove(slot)
-            self._warm_bytes = settings.worker_memory_mb * 1024 * 1024 // 2
         slot.jobs += 1
         slot.idle_since = time.monotonic()
-        slot.resident_bytes = resident_bytes
         large = resident_bytes > settings.worker_memory_mb * 1024 * 1024
         if large or slot.jobs >= settings.worker_max_jobs:
             logger.info(
@@ -202,19 +198,16 @@ class WorkerProcesses:
 
     def _reap(self) -> None:
         """Stop the workers idle past ``worker_idle_seconds`` (a daemon thread), but the most
-        recently used while it holds under half of ``worker_memory_mb``: it stays warm, with
-        what its service keeps (the reports and diagrams the web view shows again)."""
+        recently used, while no job runs: it stays warm, with what its service keeps (the
+        reports and diagrams the web view shows again). It holds under ``worker_memory_mb``,
+        or it would have been replaced after its job."""
         while True:
             time.sleep(min(1.0, self._idle_seconds / 2))
             now = time.monotonic()
             with self._lock:
                 expired = [s for s in self._idle if now - s.idle_since >= self._idle_seconds]
                 warm = max(self._idle, key=lambda s: s.idle_since, default=None)
-                if (
-                    warm is not None
-                    and warm.resident_bytes < self._warm_bytes
-                    and not self._running
-                ):
+                if warm is not None and not self._running:
                     expired = [s for s in expired if s is not warm]
                 self._idle = [s for s in self._idle if s not in expired]
             for slot in expired:

@@ -95,3 +95,17 @@ def test_a_score_holding_most_of_the_weight_gives_its_mean_label_there() -> None
     tied = p == 0.5
     smoothed[tied] = y[tied].mean()
     assert result.ici == pytest.approx(np.abs(p - smoothed).mean(), abs=1e-4)
+
+
+def test_many_tied_scores_equal_statsmodels_and_the_weighted_path() -> None:
+    """Over MAX_CELLS distinct scores with ties among them (isotonic predictions look so): the
+    equal-weight path, which sorts each class and merges the two, gives statsmodels' numbers
+    and, to rounding, those of explicit weights of 1, which sort by one argsort."""
+    p, y = batch(9, 6000, 1.2)
+    rounded = np.round(p, 4)
+    assert 1024 < np.unique(rounded).size < rounded.size
+    equal, ones = ici(rounded, y), ici(rounded, y, np.ones(rounded.size))
+    assert equal is not None
+    assert ones is not None
+    np.testing.assert_allclose(tuple(equal), reference(rounded, y), rtol=0, atol=1e-4)
+    np.testing.assert_allclose(tuple(equal), tuple(ones), rtol=1e-9, atol=1e-12)

@@ -59,13 +59,20 @@ def test_frequency_weights_count_as_copies() -> None:
     assert equal.z == pytest.approx(spiegelhalter(p, y).z, rel=1e-12)  # type: ignore[union-attr]
 
 
-def test_spiegelhalter_equals_its_closed_form() -> None:
-    p, y = predictions(4, 2000, 1.3, 0.1)
+@pytest.mark.parametrize("n", [2000, 200_000])  # one block of rows, and several
+def test_spiegelhalter_equals_its_closed_form(n: int) -> None:
+    p, y = predictions(4, n, 1.3, 0.1)
     test = spiegelhalter(p, y)
     assert test is not None
     z = np.sum((y - p) * (1 - 2 * p)) / np.sqrt(np.sum((1 - 2 * p) ** 2 * p * (1 - p)))
     assert test.z == pytest.approx(z, rel=1e-12)
     assert test.p_value == pytest.approx(2 * (1 - norm.cdf(abs(z))), rel=1e-9)
+    w = np.random.default_rng(5).uniform(0.1, 4.0, n)
+    weighted = spiegelhalter(p, y, w)
+    assert weighted is not None
+    spread = 1 - 2 * p
+    expected = np.sum(w * (y - p) * spread) / np.sqrt(np.sum(w**2 * spread**2 * p * (1 - p)))
+    assert weighted.z == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -188,7 +188,9 @@ def test_single_precision_mesh_reading_equals_the_whole_transform(sigma: float, 
     p, y, w = weighted_batch(29, 2000, 1.2)
     kernel = reflected_gaussian(sigma)
     counts = np.random.default_rng(30).poisson(1.0, (p.size, rows)) * w[:, None]
-    residual = split_onto_grid(p, (counts * (p - y)[:, None]).T, kernel.size).astype(np.float32)
+    residuals = (counts * (p - y)[:, None]).T
+    residual = split_onto_grid(p, lambda r: list(residuals[:, r]), kernel.size)
+    residual = residual.astype(np.float32)
     spectra = reflected_spectra(residual)
     whole = np.fft.irfft(spectra.astype(np.float64) * kernel.spectrum, 2 * kernel.size - 2)
     exact = whole[:, kernel.cell] * (1 - kernel.frac) + whole[:, kernel.cell + 1] * kernel.frac
@@ -210,7 +212,10 @@ def test_finest_grid_split_again_approximates_each_widths_own(k: int) -> None:
     p, y, w = weighted_batch(27, 50_000, 1.0)
     sigma = k / 1024
     size = grid_size(sigma)
-    values = np.stack([w, w * (p - y)])
+
+    def values(rows: slice) -> list[np.ndarray]:
+        return [w[rows], w[rows] * (p[rows] - y[rows])]
+
     ones, residual = _coarsened(tuple(split_onto_grid(p, values, FINEST_GRID)[:, None]), size)
     direct = split_onto_grid(p, values, size)
     points = np.linspace(0.0, 1.0, size)
