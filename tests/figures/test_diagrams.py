@@ -83,7 +83,15 @@ def _emptied(report: Report) -> Report:
     nan = np.full(bins.lower.size, np.nan)
     return Report(
         Bins(
-            bins.lower, bins.upper, np.zeros_like(bins.count), 0 * bins.weight, nan, nan, nan, nan
+            bins.lower,
+            bins.upper,
+            np.zeros_like(bins.count),
+            0 * bins.weight,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
         ),
         {},
     )
@@ -113,7 +121,9 @@ def test_all_empty_bins_render() -> None:
 def test_no_bins_at_all_render() -> None:
     calibrated, _ = _reports()
     none = np.zeros(0)
-    nothing = Report(Bins(none, none, np.zeros(0, np.int64), none, none, none, none, none), {})
+    nothing = Report(
+        Bins(none, none, np.zeros(0, np.int64), none, none, none, none, none, none), {}
+    )
     assert _render(calibrated, nothing).startswith(PNG_SIGNATURE)
     assert _render(nothing, nothing, "svg").lstrip().startswith(b"<?xml")
 

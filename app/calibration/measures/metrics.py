@@ -24,7 +24,7 @@ import numpy as np
 
 from app.calibration.base import CalibrationError, FloatArray, JSONValue
 from app.calibration.kernels.checks import check_probabilities
-from app.calibration.kernels.weights import blockwise_mean, relative_weights, weighted_mean
+from app.calibration.kernels.weights import blockwise_mean, weighted_mean
 from app.calibration.measures.auc import roc_auc_checked
 from app.calibration.measures.reliability import (
     Bins,
@@ -166,6 +166,6 @@ def _bin_arrays(bins: Bins) -> tuple[FloatArray, FloatArray, FloatArray, FloatAr
     filled = bins.filled
     if not filled.any():
         raise CalibrationError("no bin holds any weight")
-    weight, _ = relative_weights(bins.weight[filled])
+    share = bins.share[filled]
     mean, frac = bins.mean_predicted[filled], bins.fraction_positive[filled]
-    return weight / weight.sum(), np.abs(frac - mean), mean, frac
+    return share / share.sum(), np.abs(frac - mean), mean, frac

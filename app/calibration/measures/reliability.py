@@ -62,6 +62,10 @@ class Bins:
     fraction_positive: FloatArray
     ci_low: FloatArray
     ci_high: FloatArray
+    share: FloatArray
+    """Each bin's share of the batch's weight, taken on relative weights: ``weight`` is in the
+    caller's units, capped at the largest float where its sum overflows (weights of 1e308),
+    so the measures read the shares, not ``weight``."""
 
     @property
     def filled(self) -> NDArray[np.bool_]:
@@ -175,6 +179,7 @@ def bin_table(p: FloatArray, y: FloatArray, w: FloatArray, n_bins: int, strategy
         frac * empty,
         low * empty,
         high * empty,
+        weight / weight.sum(),
     )
 
 

@@ -158,6 +158,18 @@ def test_ece_and_mce_against_a_reference_loop(weighted: bool) -> None:
     assert maximum_calibration_error(bins) == pytest.approx(mce, rel=1e-12)
 
 
+@pytest.mark.parametrize("scale", [1e-300, 1e300, 1e308, np.finfo(np.float64).max])
+def test_binned_measures_do_not_move_with_the_weights_unit(scale: float) -> None:
+    """The ECE, MCE and Murphy's terms are the same for the weights times any constant, also
+    where a bin's weight in the caller's units overflows (50 weights of 1e308: the reported
+    weight is capped at the largest float, and the measures once read it, weighing the bins
+    equally; a hostile client found it)."""
+    p, y, w = _batch(8, 500, weighted=True)
+    unit, scaled = summarize(p, y, w).metrics, summarize(p, y, w * (scale / w.max())).metrics
+    for name in ("ece", "mce", "reliability", "resolution", "uncertainty", "brier", "log_loss"):
+        assert scaled[name] == pytest.approx(unit[name], rel=1e-12), name
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_murphy_decomposition_is_exact_for_binned_predictions(weighted: bool) -> None:
     rng = np.random.default_rng(6)
