@@ -25,6 +25,7 @@ from app.observability import current_request_id
 from app.service.use_cases import CalibrationService
 from app.service.work import WorkPool
 from app.service.workers import processes, slots
+from app.service.workers.inside import NICENESS
 from app.settings import Settings
 from tests.processes import marked
 
@@ -53,6 +54,10 @@ def spin_with_checkpoints(service: CalibrationService) -> str:
 def sleep_then_whoami(service: CalibrationService, seconds: float) -> tuple[int, str]:
     time.sleep(seconds)
     return whoami(service)
+
+
+def niceness(service: CalibrationService) -> int:
+    return os.getpriority(os.PRIO_PROCESS, 0)
 
 
 def die(service: CalibrationService) -> None:
@@ -151,6 +156,16 @@ def test_a_job_runs_in_another_process_with_a_service_of_the_servers_settings(
         assert url == pool.settings.database_url
         again, _ = _run(pool, whoami)
         assert again == pid  # the idle worker took the next job
+    finally:
+        pool.close()
+
+
+def test_a_worker_runs_below_its_server_s_priority(tmp_path: Path) -> None:
+    """The kernel runs the serving process before busy workers (``/healthz`` while jobs
+    crunch): a worker's nice value is its server's plus NICENESS."""
+    pool = _pool(tmp_path)
+    try:
+        assert _run(pool, niceness) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + NICENESS)
     finally:
         pool.close()
 

@@ -30,6 +30,10 @@ SERVICES = 4
 """Services a worker keeps, one per settings (tests run many apps in one process)."""
 WATCH_SECONDS = 1.0
 """How often a worker looks whether its server is still alive."""
+NICENESS = 5
+"""Added to a worker's nice value: where the cores are busy, the kernel runs the serving
+process first, so that ``/healthz`` and predict answer while jobs crunch (with 8 reports of
+6 x 10^6 rows on 2 cores, the slowest ``/healthz`` of a run took 232 ms at equal priority)."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ def is_worker_process() -> bool:
 
 def start_worker(server: int, data_limit: int | None, cancel: Flag | None = None) -> None:
     """A new worker's set-up (a process pool's initializer): SIGINT left to the server (a
-    terminal's Ctrl-C reaches the whole process group); a watch that ends it once
+    terminal's Ctrl-C reaches the whole process group); :data:`NICENESS`; a watch that ends it once
     ``server``, a process id, is gone; its data limit, ``data_limit`` bytes beyond what it
     holds already (None: none); and ``cancel``, the flag its server sets to stop the running
     job at its next checkpoint."""
@@ -61,6 +65,7 @@ def start_worker(server: int, data_limit: int | None, cancel: Flag | None = None
     _worker_process = True
     _cancel = cancel
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(NICENESS)
     if data_limit is not None:
         limit = _data_bytes() + data_limit
         _, hard = resource.getrlimit(resource.RLIMIT_DATA)
