@@ -25,12 +25,11 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import expit, logit, ndtr
 
 from app.calibration.base import FloatArray
 from app.calibration.kernels.newton import fit_logistic
-from app.calibration.kernels.weights import relative_blocks
+from app.calibration.kernels.weights import relative_blocks, row_blocks
 
 EPS = 1e-15
 """Probabilities are clipped to [EPS, 1 - EPS] before their logits are taken."""
@@ -72,21 +71,45 @@ def calibration_intercept(
     p: FloatArray, y: FloatArray, w: FloatArray | None = None
 ) -> float | None:
     """alpha of logit P(y = 1) = alpha + logit(p) with logit(p) an offset: the root of the
-    score sum w (expit(alpha + logit p) - y), increasing in alpha; None for one class."""
+    score sum w (expit(alpha + logit p) - y), increasing in alpha; None for one class.
+
+    Newton's method from 0, each step one pass over the rows for the score and its
+    derivative sum w mu (1 - mu) together, a step that would leave the bracket the signs of
+    the scores so far give becoming a bisection of it (or a doubling while it is open): 4-6
+    passes where Brent's method without the derivative took ~10."""
     z, y, w = _logits(p, y, w)
     if not _two_classes(y, w):
         return None
     observed = float(np.dot(w, y))
 
-    def score(alpha: float) -> float:
-        return float(np.dot(w, expit(alpha + z))) - observed
+    def score(alpha: float) -> tuple[float, float]:
+        value = slope = 0.0
+        for rows in row_blocks(z.size):  # a loop over blocks of rows
+            mu = expit(alpha + z[rows])
+            value += float(np.dot(w[rows], mu))
+            mu *= 1.0 - mu
+            slope += float(np.dot(w[rows], mu))
+        return value - observed, slope
 
-    low, high = -1.0, 1.0
-    while score(low) > 0.0:  # a loop over bracket doublings (at most ~70), not samples
-        low *= 2.0
-    while score(high) < 0.0:
-        high *= 2.0
-    return float(brentq(score, low, high, xtol=1e-14, rtol=4 * np.finfo(float).eps))
+    alpha, low, high = 0.0, -math.inf, math.inf
+    for _ in range(MAX_ITER):  # a loop over Newton steps, not samples
+        value, slope = score(alpha)
+        if value == 0.0:
+            return alpha
+        if value > 0.0:
+            high = alpha
+        else:
+            low = alpha
+        step = alpha - value / slope if slope > 0.0 else math.nan
+        if not low < step < high:  # outside the bracket, or no slope: bisect, or widen
+            if math.isinf(low) or math.isinf(high):
+                step = alpha + math.copysign(max(1.0, 2.0 * abs(alpha)), -value)
+            else:
+                step = 0.5 * (low + high)
+        if abs(step - alpha) <= 1e-14 * max(1.0, abs(alpha)):  # brentq's xtol before
+            return step
+        alpha = step
+    return alpha
 
 
 def spiegelhalter(
@@ -159,5 +182,8 @@ def _separated(z: FloatArray, y: FloatArray, w: FloatArray) -> bool:
 
 
 def _two_classes(y: FloatArray, w: FloatArray) -> bool:
-    positive = float(np.dot(w, y))
-    return 0.0 < positive < float(w.sum())
+    """Whether rows of positive weight hold both labels: read from the rows, not from
+    comparing sums (the positives' dot product with the weights can round below the weights'
+    sum when every negative weighs 0, and the slope then failed on no negatives at all)."""
+    counted = w > 0
+    return bool(np.any(counted & (y > 0)) and np.any(counted & (y == 0)))

@@ -30,7 +30,9 @@ def predictions(
     return expit(z), y
 
 
-@pytest.mark.parametrize(("slope", "shift"), [(1.0, 0.0), (0.5, 0.3), (2.0, -0.7)])
+@pytest.mark.parametrize(
+    ("slope", "shift"), [(1.0, 0.0), (0.5, 0.3), (2.0, -0.7), (1.0, 6.0), (1.0, -6.0)]
+)
 def test_slope_and_intercept_equal_statsmodels(slope: float, shift: float) -> None:
     p, y = predictions(1, 3000, slope, shift)
     z = logit(np.clip(p, EPS, 1 - EPS))
@@ -38,6 +40,18 @@ def test_slope_and_intercept_equal_statsmodels(slope: float, shift: float) -> No
     assert calibration_slope(p, y) == pytest.approx(glm.params[1], abs=1e-8)
     citl = sm.GLM(y, np.ones((y.size, 1)), family=sm.families.Binomial(), offset=z).fit(tol=1e-14)
     assert calibration_intercept(p, y) == pytest.approx(citl.params[0], abs=1e-8)
+
+
+def test_one_class_of_positive_weight_has_no_line() -> None:
+    """Every negative weighs 0: one class, so no slope and no intercept (hypothesis found
+    weights whose dot product with the labels rounded below their sum, and the slope then
+    looked for the least negative of none)."""
+    w = np.array([0.0, 2.4664627220906783, 7.428045600666894, 0.0, 7.212089544707162])
+    w = np.concatenate([w, [3.321754648046626, 0.0, 9.90699211810189, 2.6110510968048213]])
+    y = np.array([0, 1, 1, 1, 1, 1, 0, 1, 1], dtype=np.float64)
+    p = np.array([0.9018, 0.4333, 0.9570, 0.7807, 0.9950, 0.5456, 0.7622, 0.3220, 0.5143])
+    assert calibration_slope(p, y, w) is None
+    assert calibration_intercept(p, y, w) is None
 
 
 def test_frequency_weights_count_as_copies() -> None:
