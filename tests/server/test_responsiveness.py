@@ -21,7 +21,11 @@ bodies. One poll still took 104 to 133 ms now and then (in CI too), as the third
 started: the test's own sender threads held its GIL as they started (the polls now come from
 a process of their own, :mod:`tests.server.polling`), and the server joined the 64 MiB it
 had read on its event loop (~70 ms; now in a thread, :func:`app.api.deps.read_body`). Worst
-polls since: 28 to 57 ms in 50 runs in a row. The figures are printed (``pytest -s``). Everything is
+polls since: 28 to 57 ms in 50 runs in a row. In CI one poll took 150 ms 0.3 s after the fit
+had answered, while the server had nothing to do; it never happened here, with the other core
+busy or not. A process of the test's that only sleeps a millisecond at a time now notes every
+stall of the whole machine (:mod:`tests.server.polling`), and a poll is judged on its time
+less any such stall within it. The figures are printed (``pytest -s``). Everything is
 bounded: the test takes ~35 s.
 """
 
@@ -173,9 +177,10 @@ def test_healthz_answers_while_ten_million_rows_are_fitted_and_64_mib_bodies_ref
         assert_problem(refused, 413, "limit")
 
     assert not poller.failures, poller.failures
-    latencies = np.array([seconds for _, seconds in poller.polls])
-    assert len(latencies) > 100, "too few polls to judge"
-    worst = latencies.max()
+    assert len(poller.polls) > 100, "too few polls to judge"
+    # What the server took: a poll's time, less any stall of the whole machine within it
+    served_in = [seconds - poller.stalled(started, seconds) for started, seconds in poller.polls]
+    worst = max(served_in)
     assert worst < POLL_SECONDS, f"a /healthz took {worst * 1000:.0f} ms"
 
 
@@ -197,4 +202,10 @@ def report(poller: Poller, results: dict[str, object]) -> None:
             print(f"  {name}: {span[0] - origin:.2f} s to {span[1] - origin:.2f} s, {status}")
     for started, seconds in poller.polls:
         if seconds > 0.050:
-            print(f"  /healthz at {started - origin:.2f} s took {seconds * 1000:.0f} ms")
+            stalled = poller.stalled(started, seconds)
+            print(
+                f"  /healthz at {started - origin:.2f} s took {seconds * 1000:.0f} ms"
+                + (f", {stalled * 1000:.0f} ms of them a stall of the machine" if stalled else "")
+            )
+    for started, seconds in poller.stalls:
+        print(f"  the machine stalled at {started - origin:.2f} s for {seconds * 1000:.0f} ms")
