@@ -2,8 +2,8 @@
 
 The rest of ``app`` imports this module only: the service fits a batch it has checked with
 :func:`fit_checked_batch` (:func:`fit_calibrator` checks arrays as they come first), rebuilds a
-stored version with :func:`load_calibrator`, and measures with
-:func:`reliability_reports` and :func:`headline_resampled`. Methods follow the papers in
+stored version with :func:`load_calibrator`, and measures with :func:`reliability_reports`
+and :func:`headline_resampled` (:class:`HeadlineReports`). Methods follow the papers in
 docs/methods.md: Niculescu-Mizil & Caruana (*Predicting Good Probabilities With
 Supervised Learning*; *Obtaining Calibrated Probabilities from Boosting*), Rüping (*Robust
 Probabilistic Calibration*), Kull et al. (beta), Zadrozny & Elkan (binning, one-vs-rest),
@@ -48,6 +48,7 @@ from app.calibration.measures.bootstrap import (
     SEED as BOOTSTRAP_SEED,
 )
 from app.calibration.measures.diagnostics import (
+    HeadlineReports,
     fit_resamples,
     headline_resampled,
     raw_as_probabilities,
@@ -121,6 +122,7 @@ __all__ = [
     "FitOutcome",
     "Flag",
     "FloatArray",
+    "HeadlineReports",
     "HistogramBinning",
     "IntervalCalibrator",
     "IsotonicCalibrator",

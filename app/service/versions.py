@@ -19,10 +19,10 @@ import numpy as np
 
 from app.calibration import (
     CalibrationError,
+    HeadlineReports,
     checkpoint,
     fit_checked_batch,
     fit_resamples,
-    headline_resampled,
     raw_as_probabilities,
     with_intervals,
 )
@@ -77,26 +77,26 @@ class Versions:
         n_jobs = (
             self.settings.cv_jobs if batch.n_samples >= self.settings.cv_parallel_min_samples else 1
         )
-        try:
-            outcome = fit_checked_batch(
-                method,
-                params,
-                batch.scores,
-                batch.labels,
-                batch.weights,
-                n_folds=self.settings.cv_folds,
-                n_jobs=n_jobs,
-            )
-        except CalibrationError as exc:  # ParamError included: loc is ("params", name)
-            raise invalid(exc.loc, exc.reason) from None
-        state = outcome.calibrator.state()
         resamples = fit_resamples(batch.n_samples)
-        (cv, raw), (cv_resampled, raw_resampled) = headline_resampled(
-            [outcome.out_of_fold, raw_as_probabilities(batch.scores)],
-            batch.labels,
-            batch.weights,
-            resamples,
-        )
+        # the raw scores' report is made while the calibrator is fitted (a thread of its own
+        # on a large batch), the calibrated probabilities' once they are known
+        with HeadlineReports(batch.labels, batch.weights, resamples) as reports:
+            reports.add(raw_as_probabilities(batch.scores), background=True)
+            try:
+                outcome = fit_checked_batch(
+                    method,
+                    params,
+                    batch.scores,
+                    batch.labels,
+                    batch.weights,
+                    n_folds=self.settings.cv_folds,
+                    n_jobs=n_jobs,
+                )
+            except CalibrationError as exc:  # ParamError included: loc is ("params", name)
+                raise invalid(exc.loc, exc.reason) from None
+            reports.add(outcome.out_of_fold)
+            (raw, cv), (raw_resampled, cv_resampled) = reports.results()
+        state = outcome.calibrator.state()
         metrics = {
             "cv": with_intervals(cv, cv_resampled),
             "raw": with_intervals(raw, raw_resampled),

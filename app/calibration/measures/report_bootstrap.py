@@ -94,23 +94,55 @@ def bootstrap(
     chunks again: a comparison of 50 versions holds two views' matrices, not fifty."""
     if resamples == 0 or not views:
         return [Resampled({}, {}) for _ in views]
-    n = views[0].p.size
-    seed = SEED if seed is None else seed
-    blocks = Blocks.draw(n, seed) if n >= (large_rows or LARGE_ROWS) else None
-    draws = Resamples(n if blocks is None else BLOCKS, resamples, seed)
+    shared = SharedResamples(views[0].p.size, resamples, seed, large_rows)
     out: list[Resampled] = []
     for first in range(0, len(views), VIEWS_AT_ONCE):  # a loop over groups of views
         group = slice(first, first + VIEWS_AT_ONCE)
         trio = zip(views[group], inner_edges[group], points[group], strict=True)
-        samplers: Sequence[Sampler]
-        if blocks is None:
-            row_samplers = [_sampler(view, edges, point) for view, edges, point in trio]
-            samplers, null = row_samplers, _row_consistency(row_samplers, views[group], draws)
-        else:
-            block_samplers = [_block_sampler(*each, blocks, seed) for each in trio]
-            samplers, null = block_samplers, _block_consistency(block_samplers)
-        out += _resampled(samplers, points[group], draws, n_jobs, null)
+        samplers = [shared.sampler(view, edges, point) for view, edges, point in trio]
+        out += shared.resampled(samplers, views[group], points[group], n_jobs)
     return out
+
+
+class SharedResamples:
+    """The resamples of one batch of ``n`` rows, shared by every view of it: :func:`bootstrap`
+    for callers that prepare their views' samplers one at a time, or in threads of their own
+    (a fit knows its raw scores before its calibrated probabilities). Rows are resampled below
+    ``large_rows`` (default :data:`LARGE_ROWS`), blocks from there (:attr:`blocks`)."""
+
+    def __init__(
+        self, n: int, resamples: int, seed: int | None = None, large_rows: int | None = None
+    ) -> None:
+        self.seed = SEED if seed is None else seed
+        self.blocks = Blocks.draw(n, self.seed) if n >= (large_rows or LARGE_ROWS) else None
+        self.draws = Resamples(n if self.blocks is None else BLOCKS, resamples, self.seed)
+
+    def sampler(
+        self, view: View, edges: FloatArray, point: dict[str, float | None]
+    ) -> ViewResampler | BlockResampler:
+        """The view's sampler, of rows or of blocks, for the measures ``point`` has."""
+        if self.blocks is None:
+            return _sampler(view, edges, point)
+        return _block_sampler(view, edges, point, self.blocks, self.seed)
+
+    def resampled(
+        self,
+        samplers: Sequence[ViewResampler | BlockResampler],
+        views: Sequence[View],
+        points: Sequence[dict[str, float | None]],
+        n_jobs: int = 2,
+    ) -> list[Resampled]:
+        """Each view's :class:`Resampled` on these resamples, from the samplers
+        :meth:`sampler` made (all of rows or all of blocks, as :attr:`blocks` says)."""
+        if not samplers:
+            return []
+        null: Consistency
+        if self.blocks is None:
+            rows = [s for s in samplers if isinstance(s, ViewResampler)]
+            null = _row_consistency(rows, views, self.draws)
+        else:
+            null = _block_consistency([s for s in samplers if isinstance(s, BlockResampler)])
+        return _resampled(samplers, points, self.draws, n_jobs, null)
 
 
 class Sampler(Protocol):
