@@ -204,17 +204,24 @@ def _fit(
     k = effective_class_folds(classes, spec.cv if spec else n_folds)
     folds = stratified_class_folds(classes, k, sample_weight=w)
     batch = (s, y, w)  # the final fit sees the batch as sent, as a direct fit would
-    order = None if matrix else _score_order(s)
+    order, distinct = (None, False) if matrix else _score_order(s)
     if order is not None:
         # Sorted once here, every fold's training part is sorted too (a subsequence of a
         # sorted array), so no fold or candidate sorts again (pool_ties checks in one pass).
         s, y, w, folds = s[order], y[order], w[order], folds[order]
+
+    def final(method: str, params: Mapping[str, object]) -> tuple[FloatArray, ...]:
+        """What the final fit reads: the sorted batch where that is the batch as sent to the
+        last bit (:data:`ORDER_FREE`, distinct scores), saving its sort; else as sent."""
+        free = distinct and method in ORDER_FREE and "trim" not in params
+        return (s, y, w) if free else batch
+
     if spec is None:
         out_of_fold = predict_folds(
             lambda: _build(method, effective, matrix), s, y, w, folds, n_jobs
         )
         out_of_fold = _in_input_order(out_of_fold, order)
-        calibrator = _build(method, effective, matrix).fit(*batch)
+        calibrator = _build(method, effective, matrix).fit(*final(method, effective))
         return FitOutcome(calibrator, method, effective, out_of_fold, None)
     candidates, skipped = eligible_candidates(spec, s)
     if not candidates:
@@ -235,7 +242,8 @@ def _fit(
         n_jobs=n_jobs,
     )
     chosen: Candidate = selection.chosen
-    calibrator = _build(chosen.method, chosen.params, matrix).fit(*batch)
+    calibrator = _build(chosen.method, chosen.params, matrix)
+    calibrator.fit(*final(chosen.method, chosen.params))
     return FitOutcome(
         calibrator,
         chosen.method,
@@ -245,20 +253,27 @@ def _fit(
     )
 
 
-def _score_order(scores: FloatArray) -> NDArray[np.intp] | None:
-    """The permutation that sorts a binary batch, or None when it is sorted already.
+ORDER_FREE = frozenset({"isotonic", "platt"})
+"""Methods whose fit, untrimmed, reads a batch of distinct scores only through its sorted
+(score, label, weight) triples, so that the batch sorted is the batch as sent to the last bit
+(trimming's internal folds pick rows by position: not those)."""
+
+
+def _score_order(scores: FloatArray) -> tuple[NDArray[np.intp] | None, bool]:
+    """The permutation that sorts a binary batch (None when it is sorted already), and
+    whether its scores are distinct.
 
     Introsort is five times faster than a stable sort on distinct scores; with ties the stable
     order is taken, so that tied points keep their input order: methods that pick among tied
     points by position (trimming's cut, internal folds) then see them as a direct fit would.
     """
     if is_sorted(scores):
-        return None
+        return None, not bool(np.any(scores[1:] == scores[:-1]))
     order: NDArray[np.intp] = np.argsort(scores)
     ordered = scores[order]
     if np.any(ordered[1:] == ordered[:-1]):
-        order = np.argsort(scores, kind="stable")
-    return order
+        return np.argsort(scores, kind="stable"), False
+    return order, True
 
 
 def _in_input_order(values: FloatArray, order: NDArray[np.intp] | None) -> FloatArray:

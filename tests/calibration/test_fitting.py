@@ -210,3 +210,49 @@ def test_a_checked_batch_fits_as_the_arrays_it_came_from(method: str) -> None:
     assert trusted.selection == direct.selection
     np.testing.assert_array_equal(trusted.out_of_fold, direct.out_of_fold)
     assert orjson.dumps(trusted.calibrator.state()) == orjson.dumps(direct.calibrator.state())
+
+
+@pytest.mark.parametrize(
+    ("method", "weighted", "sorted_fit"),
+    [
+        ("platt", True, True),
+        ("platt", False, True),
+        ("isotonic", True, True),
+        ("isotonic", False, True),
+        ("beta", True, False),  # not ORDER_FREE: fitted on the batch as sent
+    ],
+)
+def test_the_final_fit_of_distinct_scores_reads_the_sorted_batch_and_is_the_direct_fit(
+    method: str, weighted: bool, sorted_fit: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On distinct scores an untrimmed Platt or isotonic fit reads the batch the folds sorted
+    (no sort of its own), and keeps exactly what a direct fit of the batch as sent keeps, with
+    any weights (some zero). Tied scores or other methods read the batch as sent."""
+    seen: list[bool] = []
+    kind = type(make_calibrator(method, {}))
+    real_fit = kind.fit
+
+    def spy(self: object, scores: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> object:
+        if scores.size == 5_000:  # the final fit (each fold's is smaller)
+            seen.append(bool(np.all(scores[1:] > scores[:-1])))
+        return real_fit(self, scores, labels, weights)
+
+    monkeypatch.setattr(kind, "fit", spy)
+    rng = np.random.default_rng(3)
+    f = rng.normal(size=5_000)
+    if method == "beta":
+        f = expit(f)
+    y = (rng.random(f.size) < expit(2 * f)).astype(np.float64)
+    w = random_weights(rng, f.size) if weighted else np.ones(f.size)
+    if weighted:
+        w[:50] = 0.0
+    outcome = fit_checked_batch(method, {}, f, y.astype(np.int64), w)
+    assert seen == [sorted_fit]
+    monkeypatch.undo()
+    direct = make_calibrator(method, {}).fit(f, y, w)
+    assert orjson.dumps(outcome.calibrator.state()) == orjson.dumps(direct.state())
+    tied = np.clip(np.round(f, 2), 0.01, 0.99) if method == "beta" else np.round(f, 1)
+    seen.clear()
+    monkeypatch.setattr(kind, "fit", spy)
+    fit_checked_batch(method, {}, tied, y.astype(np.int64), w)
+    assert seen == [False]
