@@ -2,21 +2,30 @@
 
 ``auto``, ``isotonic`` and ``platt`` fits, the stored cross-validated diagnostics included,
 each posted as JSON (the method in the body) and as a Parquet file (the method in the query),
-against scikit-learn's 5-fold ``cross_val_predict`` of ``IsotonicRegression`` plus its final
-fit on the same pairs, in this process. Each is the median of three fits after one unmeasured
-one; the client's time, upload to answer.
+against the library each replaces, in this process, on the same pairs: scikit-learn's 5-fold
+``cross_val_predict`` plus the final fit of ``IsotonicRegression`` for ``isotonic``, of its
+sigmoid (``_SigmoidCalibration``, what ``CalibratedClassifierCV(method="sigmoid")`` fits) for
+``platt``, and of both for ``auto``, refitting the one of lower cross-validated log loss
+(:func:`bench.protocol.sklearn_cv_choice`). The targets apply to those; each method against
+the isotonic reference (the only one before) is listed too, without a target. Each time is
+the median of three after one unmeasured run; ours the client's, upload to answer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 import numpy as np
 import orjson
+from sklearn.base import BaseEstimator
+from sklearn.calibration import _SigmoidCalibration
 from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import cross_val_predict
 
 from bench.columnar import PARQUET, parquet
 from bench.fits import batch
+from bench.protocol import sklearn_cv_choice
 from bench.table import Row, Target, median_seconds, progress, size_label
 
 AUTO_VS_SKLEARN = Target(1.0)
@@ -29,17 +38,30 @@ TIMEOUT_SECONDS = 600.0
 
 def fits_over_http_rows(client: httpx.Client, n: int = N) -> list[Row]:
     """The fits of n pairs over ``client``'s service, JSON then Parquet, against the
-    scikit-learn reference; the targets apply at 10^6 pairs."""
+    scikit-learn references; the targets apply at 10^6 pairs."""
     f, y, _ = batch(n, tied=False, seed=6)
     labels = y.astype(np.int64)
+    X = f.reshape(-1, 1)
 
-    def sklearn_cv_and_fit() -> None:
-        X = f.reshape(-1, 1)
-        cross_val_predict(IsotonicRegression(out_of_bounds="clip"), X, labels, cv=5)
-        IsotonicRegression(out_of_bounds="clip").fit(X, labels)
+    def cv_and_fit(make: Callable[[], BaseEstimator]) -> Callable[[], None]:
+        def run() -> None:
+            cross_val_predict(make(), X, labels, cv=5)
+            make().fit(X, labels)
 
-    progress(f"fits over HTTP: scikit-learn's 5-fold cross_val_predict + fit, n={n}")
-    reference = 1e3 * median_seconds(sklearn_cv_and_fit, 3, warmup=0)
+        return run
+
+    def either() -> None:
+        sklearn_cv_choice(f, y, f, seed=0)
+
+    library = {
+        "isotonic": ("isotonic", cv_and_fit(lambda: IsotonicRegression(out_of_bounds="clip"))),
+        "platt": ("sigmoid", cv_and_fit(_SigmoidCalibration)),
+        "auto": ("sigmoid or isotonic", either),
+    }
+    references = {}
+    for method, (name, run) in library.items():
+        progress(f"fits over HTTP: scikit-learn's 5-fold CV + fit of {name}, n={n}")
+        references[method] = (name, 1e3 * median_seconds(run, 3, warmup=0))
     as_parquet = parquet(f, labels.astype(np.int8))
     rows = []
     for media in ("JSON", "Parquet"):
@@ -65,14 +87,25 @@ def fits_over_http_rows(client: httpx.Client, n: int = N) -> list[Row]:
                 answer.raise_for_status()
 
             ours = 1e3 * median_seconds(over_http, 3, warmup=1)
+            name, reference = references[method]
             rows.append(
                 Row(
                     "load",
-                    f"{method} fit ({media}) / sklearn 5-fold cross_val_predict + fit",
+                    f"{method} fit ({media}) / sklearn {name} 5-fold CV + fit",
                     size_label(n),
                     ours,
                     reference,
                     target=target if n == N else None,
                 )
             )
+            if method != "isotonic":
+                rows.append(
+                    Row(
+                        "load",
+                        f"{method} fit ({media}) / sklearn isotonic 5-fold CV + fit",
+                        size_label(n),
+                        ours,
+                        references["isotonic"][1],
+                    )
+                )
     return rows
