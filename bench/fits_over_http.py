@@ -51,7 +51,7 @@ def fits_over_http_rows(client: httpx.Client, n: int = N) -> list[Row]:
         return run
 
     def either() -> None:
-        sklearn_cv_choice(f, y, f, seed=0)
+        sklearn_cv_choice(f, y, f[:1], seed=0)  # one test score: the fit's cost alone
 
     library = {
         "isotonic": ("isotonic", cv_and_fit(lambda: IsotonicRegression(out_of_bounds="clip"))),

@@ -23,6 +23,7 @@ from app.calibration.base import (
 )
 from app.calibration.fitting import (
     FitOutcome,
+    Progress,
     fit_calibrator,
     fit_checked_batch,
     load_calibrator,
@@ -48,13 +49,12 @@ from app.calibration.measures.bootstrap import (
     SEED as BOOTSTRAP_SEED,
 )
 from app.calibration.measures.diagnostics import (
-    HeadlineReports,
     fit_resamples,
-    headline_resampled,
     raw_as_probabilities,
     reliability_reports,
     with_intervals,
 )
+from app.calibration.measures.headline_reports import HeadlineReports, headline_resampled
 from app.calibration.measures.metrics import log_losses, squared_errors
 from app.calibration.measures.multiclass_metrics import (
     MAX_CLASSES,
@@ -134,6 +134,7 @@ __all__ = [
     "OutputBound",
     "ParamError",
     "PlattCalibrator",
+    "Progress",
     "Report",
     "Resampled",
     "SmoothCurve",

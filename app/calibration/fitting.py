@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,13 +10,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration.base import CalibrationError, Calibrator, FloatArray, JSONValue, StateError
+from app.calibration.kernels.bounds import BOUND_KEY
 from app.calibration.kernels.checks import check_batch
 from app.calibration.kernels.crossval import (
     effective_class_folds,
     predict_folds,
     stratified_class_folds,
 )
-from app.calibration.kernels.pooling import is_sorted
+from app.calibration.kernels.pooling import score_order
 from app.calibration.measures.multiclass_metrics import check_multiclass_batch
 from app.calibration.methods.beta import require_open_unit_interval
 from app.calibration.methods.candidates import AutoSpec, Candidate, eligible_candidates
@@ -50,6 +51,17 @@ class FitOutcome:
     params: dict[str, JSONValue]
     out_of_fold: FloatArray
     selection: dict[str, JSONValue] | None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a fit tells its caller as it goes, so that work can start meanwhile (a service
+    measures the raw scores while it fits: :class:`~app.calibration.measures.headline_reports.
+    HeadlineReports`): the method and params checked, then the out-of-fold predictions (in
+    the batch's order), known before the final fit."""
+
+    checked: Callable[[], None] = lambda: None
+    out_of_fold: Callable[[FloatArray], None] = lambda out_of_fold: None
 
 
 def make_calibrator(method: str, params: Mapping[str, object]) -> Calibrator:
@@ -153,15 +165,20 @@ def fit_checked_batch(
     *,
     n_folds: int = 5,
     n_jobs: int = 1,
+    progress: Progress | None = None,
 ) -> FitOutcome:
     """:func:`fit_calibrator` on a batch its caller has checked already, as the service's edge
     does (:mod:`app.service.batches`: finite scores of a shape the method takes, integer labels
     in range with two classes present, weights finite, non-negative with a positive sum): the
-    batch is trusted, not checked again; the method and its params still are."""
+    batch is trusted, not checked again; the method and its params still are (then
+    ``progress.checked`` is called, and ``progress.out_of_fold`` before the final fit)."""
     matrix = scores.ndim == 2
     spec, effective = _method_for(method, params, scores, matrix)
+    progress = progress or Progress()
+    progress.checked()
     y: NDArray[Any] = labels if matrix else labels.astype(np.float64)
-    return _fit(method, spec, effective, scores, y, weights, labels, n_folds=n_folds, n_jobs=n_jobs)
+    batch = (scores, y, weights, labels)
+    return _fit(method, spec, effective, *batch, n_folds=n_folds, n_jobs=n_jobs, progress=progress)
 
 
 def _method_for(
@@ -197,23 +214,29 @@ def _fit(
     *,
     n_folds: int,
     n_jobs: int,
+    progress: Progress | None = None,
 ) -> FitOutcome:
     """The fit and its out-of-fold predictions, on a checked batch (``y`` float 0/1 for a
-    binary batch, the class indices for a k-class one)."""
+    binary batch, the class indices for a k-class one), telling ``progress`` of its out-of-fold
+    predictions before the final fit."""
+    known = (progress or Progress()).out_of_fold
     matrix = s.ndim == 2
     k = effective_class_folds(classes, spec.cv if spec else n_folds)
     folds = stratified_class_folds(classes, k, sample_weight=w)
-    batch = (s, y, w)  # the final fit sees the batch as sent, as a direct fit would
-    order, distinct = (None, False) if matrix else _score_order(s)
+    batch = (s, y, w)  # what a direct fit would see (but see final() below)
+    order, spread = (None, False) if matrix else score_order(s)
     if order is not None:
         # Sorted once here, every fold's training part is sorted too (a subsequence of a
         # sorted array), so no fold or candidate sorts again (pool_ties checks in one pass).
         s, y, w, folds = s[order], y[order], w[order], folds[order]
 
     def final(method: str, params: Mapping[str, object]) -> tuple[FloatArray, ...]:
-        """What the final fit reads: the sorted batch where that is the batch as sent to the
-        last bit (:data:`ORDER_FREE`, distinct scores), saving its sort; else as sent."""
-        free = distinct and method in ORDER_FREE and "trim" not in params
+        """What the final fit reads: the sorted batch where a fit of it is that of the batch
+        as sent to the last bit (:data:`ORDER_FREE`), saving its sort; else the batch as sent."""
+        free = spread and method in ORDER_FREE and "trim" not in params
+        # a bound's effective size sums the weights, in their order unless all are equal
+        if BOUND_KEY in params and not bool(np.all(w == w[0])):
+            free = False
         return (s, y, w) if free else batch
 
     if spec is None:
@@ -221,6 +244,7 @@ def _fit(
             lambda: _build(method, effective, matrix), s, y, w, folds, n_jobs
         )
         out_of_fold = _in_input_order(out_of_fold, order)
+        known(out_of_fold)
         calibrator = _build(method, effective, matrix).fit(*final(method, effective))
         return FitOutcome(calibrator, method, effective, out_of_fold, None)
     candidates, skipped = eligible_candidates(spec, s)
@@ -242,38 +266,20 @@ def _fit(
         n_jobs=n_jobs,
     )
     chosen: Candidate = selection.chosen
+    out_of_fold = _in_input_order(selection.out_of_fold[chosen.label], order)
+    known(out_of_fold)
     calibrator = _build(chosen.method, chosen.params, matrix)
     calibrator.fit(*final(chosen.method, chosen.params))
-    return FitOutcome(
-        calibrator,
-        chosen.method,
-        calibrator.params,
-        _in_input_order(selection.out_of_fold[chosen.label], order),
-        selection.record(),
-    )
+    return FitOutcome(calibrator, chosen.method, calibrator.params, out_of_fold, selection.record())
 
 
 ORDER_FREE = frozenset({"isotonic", "platt"})
-"""Methods whose fit, untrimmed, reads a batch of distinct scores only through its sorted
-(score, label, weight) triples, so that the batch sorted is the batch as sent to the last bit
-(trimming's internal folds pick rows by position: not those)."""
-
-
-def _score_order(scores: FloatArray) -> tuple[NDArray[np.intp] | None, bool]:
-    """The permutation that sorts a binary batch (None when it is sorted already), and
-    whether its scores are distinct.
-
-    Introsort is five times faster than a stable sort on distinct scores; with ties the stable
-    order is taken, so that tied points keep their input order: methods that pick among tied
-    points by position (trimming's cut, internal folds) then see them as a direct fit would.
-    """
-    if is_sorted(scores):
-        return None, not bool(np.any(scores[1:] == scores[:-1]))
-    order: NDArray[np.intp] = np.argsort(scores)
-    ordered = scores[order]
-    if np.any(ordered[1:] == ordered[:-1]):
-        return np.argsort(scores, kind="stable"), False
-    return order, True
+"""Methods whose fit, untrimmed, reads a batch of spread scores
+(:func:`~app.calibration.kernels.pooling.score_order`) only through its sorted (score, label,
+weight) triples, so that the batch sorted is the batch as sent to the last bit (trimming's
+internal folds pick rows by position: not those; nor a bound's sums of unequal weights, see
+:func:`_fit`).
+"""
 
 
 def _in_input_order(values: FloatArray, order: NDArray[np.intp] | None) -> FloatArray:

@@ -20,6 +20,7 @@ import numpy as np
 from app.calibration import (
     CalibrationError,
     HeadlineReports,
+    Progress,
     checkpoint,
     fit_checked_batch,
     fit_resamples,
@@ -78,10 +79,12 @@ class Versions:
             self.settings.cv_jobs if batch.n_samples >= self.settings.cv_parallel_min_samples else 1
         )
         resamples = fit_resamples(batch.n_samples)
-        # the raw scores' report is made while the calibrator is fitted (a thread of its own
-        # on a large batch), the calibrated probabilities' once they are known
+        # the raw scores' report is made while the calibrator is cross-validated (a thread
+        # of its own on a large batch), once its params are known good; the out-of-fold
+        # predictions' while it is fitted
         with HeadlineReports(batch.labels, batch.weights, resamples) as reports:
-            reports.add(raw_as_probabilities(batch.scores), background=True)
+            raw = raw_as_probabilities(batch.scores)
+            progress = Progress(lambda: reports.add(raw, background=True), reports.add)
             try:
                 outcome = fit_checked_batch(
                     method,
@@ -91,15 +94,15 @@ class Versions:
                     batch.weights,
                     n_folds=self.settings.cv_folds,
                     n_jobs=n_jobs,
+                    progress=progress,
                 )
             except CalibrationError as exc:  # ParamError included: loc is ("params", name)
                 raise invalid(exc.loc, exc.reason) from None
-            reports.add(outcome.out_of_fold)
-            (raw, cv), (raw_resampled, cv_resampled) = reports.results()
+            (raw_metrics, cv), (raw_resampled, cv_resampled) = reports.results()
         state = outcome.calibrator.state()
         metrics = {
             "cv": with_intervals(cv, cv_resampled),
-            "raw": with_intervals(raw, raw_resampled),
+            "raw": with_intervals(raw_metrics, raw_resampled),
         }
         new = NewVersion(
             method=outcome.method,

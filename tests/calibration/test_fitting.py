@@ -15,6 +15,7 @@ from app.calibration import (
     PROBABILITY_METHODS,
     CalibrationError,
     ParamError,
+    Progress,
     StateError,
     fit_calibrator,
     fit_checked_batch,
@@ -256,3 +257,73 @@ def test_the_final_fit_of_distinct_scores_reads_the_sorted_batch_and_is_the_dire
     monkeypatch.setattr(kind, "fit", spy)
     fit_checked_batch(method, {}, tied, y.astype(np.int64), w)
     assert seen == [False]
+
+
+@pytest.mark.parametrize("method", ["platt", "auto"])
+def test_the_fit_tells_its_progress_before_the_final_fit(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``progress`` hears that the params are good, then gets the outcome's out-of-fold
+    predictions in the batch's order, once each, before the final fit starts (a service
+    measures meanwhile); bad params are refused before it hears anything."""
+    rng = np.random.default_rng(8)
+    f, y, _ = sigmoid_batch(rng, 2_000)
+    events: list[str] = []
+    handed: list[np.ndarray] = []
+    kind = type(make_calibrator("platt", {}))
+    real_fit = kind.fit
+
+    def spy(self: object, scores: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> object:
+        if scores.size == f.size:
+            events.append("final fit")
+        return real_fit(self, scores, labels, weights)
+
+    def known(out_of_fold: np.ndarray) -> None:
+        events.append("out of fold")
+        handed.append(out_of_fold)
+
+    monkeypatch.setattr(kind, "fit", spy)
+    progress = Progress(lambda: events.append("checked"), known)
+    params = {"candidates": ["platt"]} if method == "auto" else {}
+    labels, ones = y.astype(np.int64), np.ones(f.size)
+    outcome = fit_checked_batch(method, params, f, labels, ones, progress=progress)
+    assert events == ["checked", "out of fold", "final fit"]
+    np.testing.assert_array_equal(handed[0], outcome.out_of_fold)
+    if method == "platt":  # (auto's folds are its own)
+        direct = out_of_fold_predictions(lambda: make_calibrator("platt", {}), f, y, ones, 5)
+        np.testing.assert_allclose(handed[0], direct, rtol=1e-12)
+    events.clear()
+    with pytest.raises(ParamError):
+        fit_checked_batch(method, {"max_iter": 0}, f, labels, ones, progress=progress)
+    assert events == []
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "kind"),
+    [
+        ("platt", {"bound": "laplace"}, "weighted"),
+        ("isotonic", {"bound": "laplace"}, "weighted"),
+        ("auto", {}, "weighted"),  # its candidates are bounded
+        ("isotonic", {}, "near ties"),
+        ("isotonic", {}, "near ties, equal weights"),
+    ],
+)
+def test_a_final_fit_whose_sums_follow_the_rows_order_reads_the_batch_as_sent(
+    method: str, params: dict[str, object], kind: str
+) -> None:
+    """Where the sorted batch could move a last bit, the final fit reads the batch as sent: a
+    bound sums unequal weights in their order, and isotonic regression pools scores closer
+    than float64's resolution, summing their weights as it meets them."""
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        f = rng.uniform(0.05, 0.95, 3_000)
+        if kind.startswith("near ties"):
+            # distinct (an ulp here is 2e-19), but closer than 1e-15 apart: one pool
+            f[:200] = rng.permutation(0.001 + np.arange(200) * 4e-17)
+            assert np.unique(f).size == f.size
+        y = (rng.random(f.size) < f).astype(np.float64)
+        w = np.full(f.size, 0.7) if kind.endswith("equal weights") else random_weights(rng, f.size)
+        outcome = fit_checked_batch(method, params, f, y.astype(np.int64), w)
+        chosen = outcome.method
+        direct = make_calibrator(chosen, outcome.params).fit(f, y, w)
+        assert orjson.dumps(outcome.calibrator.state()) == orjson.dumps(direct.state()), seed

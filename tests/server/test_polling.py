@@ -30,8 +30,8 @@ def test_stalled_is_the_overlap_of_the_stalls_with_the_poll(
 
 
 def test_a_stopped_watcher_reports_the_stall() -> None:
-    """The watcher, stopped for 200 ms by SIGSTOP, notes a stall of about that length, and
-    none of that size otherwise: a poll is not excused by a stall nobody had."""
+    """The watcher, stopped for 200 ms by SIGSTOP, notes one stall of about that length, and
+    no other of 100 ms or more: a poll is not excused by a long stall nobody had."""
     with Poller("http://127.0.0.1:9") as poller:  # the polls fail: only the stalls matter
         time.sleep(0.2)
         pid = poller._watcher.pid

@@ -53,6 +53,9 @@ MAX_BODY = 64 * 1024 * 1024
 POLL_SECONDS = 0.100
 """The issue's target for every ``/healthz`` under load (before the fix: 1 to 2 s)."""
 
+EXCUSED_SECONDS = 0.5
+"""The most time in all that polls may spend in stalls of the machine (seen in CI: 0.15 s)."""
+
 REQUEST_SECONDS = 45.0
 """The longest the three requests may take together."""
 
@@ -178,9 +181,11 @@ def test_healthz_answers_while_ten_million_rows_are_fitted_and_64_mib_bodies_ref
 
     assert not poller.failures, poller.failures
     assert len(poller.polls) > 100, "too few polls to judge"
-    # What the server took: a poll's time, less any stall of the whole machine within it
-    served_in = [seconds - poller.stalled(started, seconds) for started, seconds in poller.polls]
-    worst = max(served_in)
+    # What the server took: a poll's time, less any stall of the whole machine within it; a
+    # machine that stalled for more than EXCUSED_SECONDS in all cannot judge the server
+    stalled = [min(seconds, poller.stalled(started, seconds)) for started, seconds in poller.polls]
+    assert sum(stalled) < EXCUSED_SECONDS, f"the machine stalled for {sum(stalled):.2f} s"
+    worst = max(seconds - s for (_, seconds), s in zip(poller.polls, stalled, strict=True))
     assert worst < POLL_SECONDS, f"a /healthz took {worst * 1000:.0f} ms"
 
 

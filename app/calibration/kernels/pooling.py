@@ -68,6 +68,34 @@ def pool_ties(
     return np.compress(starts, f), weight, w_positive
 
 
+SPREAD = float(np.finfo(np.float64).resolution)
+"""Scores at least this far apart are pooled by no method: isotonic regression pools those
+closer (its ``_TIE_RESOLUTION``), summing their weights in the order it meets them."""
+
+
+def score_order(scores: FloatArray) -> tuple[NDArray[np.intp] | None, bool]:
+    """The permutation that sorts a binary batch (None when it is sorted already), and
+    whether its scores are spread (sorted, each at least :data:`SPREAD` above the last).
+
+    Introsort is five times faster than a stable sort on distinct scores; with ties the stable
+    order is taken, so that tied points keep their input order: methods that pick among tied
+    points by position (trimming's cut, internal folds) then see them as a direct fit would.
+    """
+    if is_sorted(scores):
+        return None, spread(scores)
+    order: NDArray[np.intp] = np.argsort(scores)
+    ordered = scores[order]
+    if np.any(ordered[1:] == ordered[:-1]):
+        return np.argsort(scores, kind="stable"), False
+    return order, spread(ordered)
+
+
+def spread(ordered: FloatArray) -> bool:
+    """Whether sorted scores are each at least :data:`SPREAD` above the last."""
+    with np.errstate(over="ignore"):  # a gap beyond 1.8e308 is inf: spread
+        return not bool(np.any(ordered[1:] - ordered[:-1] < SPREAD))
+
+
 def is_sorted(values: FloatArray) -> bool:
     """Whether ``values`` is non-decreasing (a linear check, far cheaper than a sort)."""
     return not bool(np.any(values[1:] < values[:-1]))

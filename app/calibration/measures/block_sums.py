@@ -117,18 +117,6 @@ class BlockTables:
     cell_spread: FloatArray | None
     """3 x cells of the finest grid: sum w^2 p (1 - p) times (1 - f)^2, f (1 - f), f^2."""
 
-    def mean(self, name: str) -> float:
-        """The batch's weighted mean of the term ``name`` (``log_loss``, ...): its blocks' sums
-        over their weight, the point every resample's mean varies around."""
-        column = self.sums[:, self.columns[name]]
-        return float(column.sum() / self.sums[:, self.columns["weight"]].sum())
-
-    def binned_ece(self) -> float:
-        """The batch's ECE over the tables' bins: sum over bins of |sum w (p - y)| / sum w,
-        which is each bin's weight share times |fraction positive - mean predicted|."""
-        gaps = np.abs(self.gaps.sum(axis=0))
-        return float(gaps.sum() / self.sums[:, self.columns["weight"]].sum())
-
 
 def block_tables(
     view: View,

@@ -8,20 +8,15 @@ many classes there are; this module picks :mod:`app.calibration.measures.metrics
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration.base import CalibrationError, FloatArray
-from app.calibration.kernels.budget import in_context
 from app.calibration.kernels.checks import check_probabilities
 from app.calibration.kernels.weights import relative_weights
-from app.calibration.measures.auc import roc_auc_checked
-from app.calibration.measures.block_resampled import BlockResampler
-from app.calibration.measures.block_sums import Blocks, BlockTables, block_tables
 from app.calibration.measures.bootstrap import RESAMPLES, check_resamples
 from app.calibration.measures.metrics import (
     headline_metrics,
@@ -40,8 +35,8 @@ from app.calibration.measures.multiclass_metrics import (
 )
 from app.calibration.measures.reliability import MAX_BINS, MIN_BINS
 from app.calibration.measures.report import Report, SmoothCurve, smooth_curve_of, view_measures
-from app.calibration.measures.report_bootstrap import Resampled, SharedResamples, bootstrap
-from app.calibration.measures.resampled import View, ViewResampler
+from app.calibration.measures.report_bootstrap import Resampled, bootstrap
+from app.calibration.measures.resampled import View
 
 
 def raw_as_probabilities(scores: FloatArray) -> FloatArray:
@@ -96,10 +91,8 @@ def reliability_reports(
     the raw scores', say), with intervals from one set of ``resamples`` bootstrap resamples
     shared by all (0: no intervals). ``n_bins`` may be ``"auto"`` (:func:`auto_bins`)."""
     check_resamples(resamples)
-    outcome = _outcome(probability_sets, labels)
-    prepared = [
-        _report_and_view(p, labels, weights, class_index, outcome) for p in probability_sets
-    ]
+    outcome = outcome_floats(probability_sets, labels)
+    prepared = [report_and_view(p, labels, weights, class_index, outcome) for p in probability_sets]
     bins = _bins(n_bins, prepared[0][1].w) if prepared else MIN_BINS
     out: list[Report] = []
     views: list[View] = []
@@ -120,162 +113,6 @@ def reliability_reports(
 def _smooth(view: View, metrics: dict[str, Any], resampled: Resampled) -> SmoothCurve | None:
     sigma = metrics.get("smooth_ece_sigma")
     return None if sigma is None else smooth_curve_of(view, sigma, resampled.band)
-
-
-THREADED_ROWS = 100_000
-"""Rows from which each set of :class:`HeadlineReports` is prepared in a thread of its own,
-whose sorts and sums release the GIL: two sets of 10^6 rows took 0.10 s instead of 0.18 s
-(measured), on a core the fit's worker would otherwise leave idle."""
-
-HEADLINE_EDGES = np.linspace(0.0, 1.0, 11)[1:-1]
-"""The headline ECE's bins: 10 of equal width."""
-
-T = TypeVar("T")
-
-Prepared = tuple[dict[str, Any], ViewResampler | BlockResampler | None, View | None]
-"""A set's headline metrics, its sampler and its view (None without resamples)."""
-
-
-class HeadlineReports:
-    """The :func:`headline` metrics of several sets of probabilities for one labelled batch,
-    with intervals from one set of shared resamples (:class:`SharedResamples`: paired, a
-    difference between two sets' values on a resample is the difference on that resample).
-
-    Each set is prepared as soon as the caller has it (:meth:`add`), in a thread of its own
-    from :data:`THREADED_ROWS` rows: a fit adds its raw scores before it fits, so their report
-    is made on the core the fit leaves idle. Used as a context manager, which waits for the
-    threads however it is left; :meth:`results` gives the metrics and intervals in the order
-    the sets were added.
-
-    From :data:`~app.calibration.measures.report_bootstrap.LARGE_ROWS` rows a binary set's log
-    loss, Brier score and ECE are read off the block sums its bootstrap needs anyway
-    (:meth:`~app.calibration.measures.block_sums.BlockTables.mean`), one pass over the rows
-    instead of two (they agree to the last few bits: the sums are taken in another order).
-    """
-
-    def __init__(
-        self, labels: NDArray[np.int64], weights: FloatArray | None, resamples: int = RESAMPLES
-    ) -> None:
-        check_resamples(resamples)
-        self.labels, self.weights = labels, weights
-        self.shared = SharedResamples(labels.size, resamples) if resamples else None
-        self._outcome: FloatArray | None = None
-        self._pool = ThreadPoolExecutor(2) if labels.size >= THREADED_ROWS else None
-        self._prepared: list[Callable[[], Prepared]] = []
-
-    def __enter__(self) -> HeadlineReports:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def add(self, probabilities: FloatArray, *, background: bool = False) -> None:
-        """Prepare the metrics of one more set, in threads from :data:`THREADED_ROWS` rows. A
-        large binary set is checked here (a :class:`CalibrationError` now), and its block sums
-        and its AUC's sort then run side by side, unless in the ``background`` of work the
-        caller goes on with (a fit), where they take one thread: beside a third they slowed
-        an isotonic fit of 10^6 rows by 0.1 s (measured). Any other set's error comes from
-        :meth:`results`."""
-        labels, weights, shared = self.labels, self.weights, self.shared
-        if probabilities.ndim == 1 and self._outcome is None:
-            self._outcome = _outcome([probabilities], labels)
-        if shared is None or shared.blocks is None or probabilities.ndim != 1:
-            whole = self._run(self._prepare, probabilities, self._outcome)
-            self._prepared.append(whole.result)
-            return
-        view = _report_and_view(probabilities, labels, weights, None, self._outcome)[1]
-        blocks, seed = shared.blocks, shared.seed
-        if background:
-            both = self._run(_from_view, view, blocks, seed)
-            self._prepared.append(both.result)
-            return
-        tables = self._run(_headline_tables, view, blocks)
-        auc = self._run(roc_auc_checked, view.p, view.y != 0.0, view.w)
-        self._prepared.append(lambda: _from_tables(tables.result(), auc.result(), view, seed))
-
-    def results(self) -> tuple[list[dict[str, Any]], list[Resampled]]:
-        """Every set's metrics and resamples, in the order of :meth:`add` (the first error of
-        any set's preparation raised here)."""
-        prepared = [result() for result in self._prepared]
-        points = [point for point, _, _ in prepared]
-        if self.shared is None:
-            return points, [Resampled({}, {}) for _ in prepared]
-        samplers = [sampler for _, sampler, _ in prepared if sampler is not None]
-        views = [view for _, _, view in prepared if view is not None]
-        return points, self.shared.resampled(samplers, views, points)
-
-    def _run(self, function: Callable[..., T], *args: Any) -> Future[T]:
-        """``function(*args)`` in the pool's threads, in the job's context (its budget), or
-        here and now below :data:`THREADED_ROWS` rows."""
-        task = in_context(function)
-        if self._pool is not None:
-            return self._pool.submit(task, *args)
-        done: Future[T] = Future()
-        try:
-            done.set_result(task(*args))
-        except BaseException as exc:  # raised by results(), as a thread's would be
-            done.set_exception(exc)
-        return done
-
-    def _prepare(self, probabilities: FloatArray, outcome: FloatArray | None) -> Prepared:
-        """A set's metrics, sampler and view, but for a large binary set's (:meth:`add`)."""
-        labels, weights, shared = self.labels, self.weights, self.shared
-        point = headline(probabilities, labels, weights)
-        if shared is None:
-            return point, None, None
-        view = _report_and_view(probabilities, labels, weights, None, outcome)[1]
-        return point, shared.sampler(view, HEADLINE_EDGES, point), view
-
-
-def _headline_tables(view: View, blocks: Blocks) -> BlockTables:
-    """The block sums of a binary view's headline measures (its AUC's exact value comes
-    later, from its own sort: :func:`_from_tables`)."""
-    return block_tables(
-        view,
-        HEADLINE_EDGES,
-        blocks,
-        auc=None,
-        line=None,
-        offset_intercept=None,
-        smooth=False,
-        smooth_sigma=None,
-    )
-
-
-def _from_view(view: View, blocks: Blocks, seed: int) -> Prepared:
-    """:func:`_from_tables` of a view, its block sums and then its AUC."""
-    tables = _headline_tables(view, blocks)
-    return _from_tables(tables, roc_auc_checked(view.p, view.y != 0.0, view.w), view, seed)
-
-
-def _from_tables(tables: BlockTables, auc: float | None, view: View, seed: int) -> Prepared:
-    """A large binary set's headline metrics read off its block sums, its exact AUC beside
-    them, and its sampler of blocks."""
-    point: dict[str, Any] = {
-        "brier": tables.mean("brier"),
-        "log_loss": tables.mean("log_loss"),
-        "ece": tables.binned_ece(),
-        "auc": auc,
-    }
-    tables = replace(tables, auc=np.nan if auc is None else auc)
-    sampler = BlockResampler(tables, line=None, offset_intercept=None, smooth_sigma=None, seed=seed)
-    return point, sampler, view
-
-
-def headline_resampled(
-    probability_sets: Sequence[FloatArray],
-    labels: NDArray[np.int64],
-    weights: FloatArray | None,
-    resamples: int = RESAMPLES,
-) -> tuple[list[dict[str, Any]], list[Resampled]]:
-    """The :func:`headline` metrics of several sets of probabilities for one labelled batch,
-    and their intervals and values on one set of shared resamples (:class:`HeadlineReports`,
-    every set known at once)."""
-    with HeadlineReports(labels, weights, resamples) as reports:
-        for probabilities in probability_sets:
-            reports.add(probabilities)
-        return reports.results()
 
 
 def fit_resamples(n: int) -> int:
@@ -322,7 +159,7 @@ def _bins(n_bins: int | str, weights: FloatArray) -> int:
 Summariser = Callable[[int, str], Report]
 
 
-def _outcome(
+def outcome_floats(
     probability_sets: Sequence[FloatArray], labels: NDArray[np.int64]
 ) -> FloatArray | None:
     """The labels as the 0/1 floats every binary view of the batch reads: one array for all
@@ -332,7 +169,7 @@ def _outcome(
     return labels.astype(np.float64)
 
 
-def _report_and_view(
+def report_and_view(
     probabilities: FloatArray,
     labels: NDArray[np.int64],
     weights: FloatArray | None,

@@ -20,7 +20,7 @@ from threadpoolctl import ThreadpoolController
 from app.calibration.base import FloatArray
 from app.calibration.kernels.budget import checkpoint, in_context
 from app.calibration.measures.block_resampled import BlockResampler
-from app.calibration.measures.block_sums import BLOCKS, Blocks, block_tables
+from app.calibration.measures.block_sums import BLOCKS, Blocks, BlockTables, block_tables
 from app.calibration.measures.bootstrap import (
     SEED,
     Float32Array,
@@ -28,6 +28,7 @@ from app.calibration.measures.bootstrap import (
     Resamples,
     consistent_labels,
 )
+from app.calibration.measures.clinical import Line
 from app.calibration.measures.intervals import curve_band, measure_intervals
 from app.calibration.measures.report import Band
 from app.calibration.measures.resampled import View, ViewResampler
@@ -123,7 +124,33 @@ class SharedResamples:
         """The view's sampler, of rows or of blocks, for the measures ``point`` has."""
         if self.blocks is None:
             return _sampler(view, edges, point)
-        return _block_sampler(view, edges, point, self.blocks, self.seed)
+        return self.block_sampler(self.tables(view, edges, point), view, point)
+
+    def tables(self, view: View, edges: FloatArray, point: dict[str, float | None]) -> BlockTables:
+        """The view's block sums for the measures ``point`` has (from ``large_rows`` rows)."""
+        assert self.blocks is not None, "rows are resampled below large_rows"
+        return block_tables(
+            view,
+            edges,
+            self.blocks,
+            auc=point.get("auc"),
+            line=_line(view, point),
+            offset_intercept=point.get("calibration_intercept"),
+            smooth=point.get("smooth_ece") is not None,
+            smooth_sigma=point.get("smooth_ece_sigma"),
+        )
+
+    def block_sampler(
+        self, tables: BlockTables, view: View, point: dict[str, float | None]
+    ) -> BlockResampler:
+        """The sampler of the view's :meth:`tables`, for the measures ``point`` has."""
+        return BlockResampler(
+            tables,
+            line=_line(view, point),
+            offset_intercept=point.get("calibration_intercept"),
+            smooth_sigma=point.get("smooth_ece_sigma"),
+            seed=self.seed,
+        )
 
     def resampled(
         self,
@@ -137,11 +164,14 @@ class SharedResamples:
         if not samplers:
             return []
         null: Consistency
+        rows = [s for s in samplers if isinstance(s, ViewResampler)]
+        blocks = [s for s in samplers if isinstance(s, BlockResampler)]
+        if len(rows if self.blocks is None else blocks) != len(samplers):
+            raise TypeError("the samplers must all be of rows, or all of blocks, as blocks says")
         if self.blocks is None:
-            rows = [s for s in samplers if isinstance(s, ViewResampler)]
             null = _row_consistency(rows, views, self.draws)
         else:
-            null = _block_consistency([s for s in samplers if isinstance(s, BlockResampler)])
+            null = _block_consistency(blocks)
         return _resampled(samplers, points, self.draws, n_jobs, null)
 
 
@@ -245,35 +275,9 @@ def _sampler(view: View, edges: FloatArray, point: dict[str, float | None]) -> V
     )
 
 
-def _block_sampler(
-    view: View,
-    edges: FloatArray,
-    point: dict[str, float | None],
-    blocks: Blocks,
-    seed: int,
-) -> BlockResampler:
-    """The view's resampler of blocks, for the measures ``point`` has."""
-    line = view.line() if point.get("calibration_slope") is not None else None
-    smooth = point.get("smooth_ece") is not None
-    sigma = point.get("smooth_ece_sigma")
-    auc = point.get("auc")
-    tables = block_tables(
-        view,
-        edges,
-        blocks,
-        auc=auc,
-        line=line,
-        offset_intercept=point.get("calibration_intercept"),
-        smooth=smooth,
-        smooth_sigma=sigma,
-    )
-    return BlockResampler(
-        tables,
-        line=line,
-        offset_intercept=point.get("calibration_intercept"),
-        smooth_sigma=sigma,
-        seed=seed,
-    )
+def _line(view: View, point: dict[str, float | None]) -> Line | None:
+    """The view's calibration line where ``point`` measured its slope (fitted once a view)."""
+    return view.line() if point.get("calibration_slope") is not None else None
 
 
 def _append(

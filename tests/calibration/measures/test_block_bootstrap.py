@@ -24,11 +24,8 @@ from scipy.special import expit, logit, softmax
 from app.calibration.kernels.searching import EdgeCounter
 from app.calibration.measures import block_sums, diagnostics, report_bootstrap
 from app.calibration.measures.block_resampled import BlockResampler
-from app.calibration.measures.diagnostics import (
-    headline_resampled,
-    raw_as_probabilities,
-    reliability_reports,
-)
+from app.calibration.measures.diagnostics import raw_as_probabilities, reliability_reports
+from app.calibration.measures.headline_reports import headline_resampled
 from app.calibration.measures.report import Report
 from app.calibration.measures.report_bootstrap import Resampled
 
@@ -194,56 +191,3 @@ def test_one_tied_prediction_keeps_an_auc_of_one_half() -> None:
         [np.full(y.size, 0.3)], y, None, n_bins=10, strategy="uniform", resamples=200
     )
     assert report.intervals["auc"] == (0.5, 0.5)
-
-
-@pytest.mark.parametrize("weighted", [False, True])
-def test_headline_metrics_read_off_the_block_sums_are_the_measures_of_the_rows(
-    weighted: bool,
-) -> None:
-    """From LARGE_ROWS rows a binary set's log loss, Brier score and ECE come from the sums
-    its bootstrap takes per block: they equal :func:`headline`'s, which reads the rows (and
-    scikit-learn's log loss and Brier score), p on the bins' edges, at 0 and at 1 included."""
-    from sklearn.metrics import brier_score_loss, log_loss
-
-    rng = np.random.default_rng(21)
-    p, y = _binary(report_bootstrap.LARGE_ROWS + 5_000, 21)
-    on_edges = rng.choice(p.size, 3_000, replace=False)
-    p[on_edges] = rng.choice(np.r_[0.0, EDGES, 1.0], on_edges.size)
-    w = rng.uniform(0.1, 3.0, p.size) if weighted else None
-    (point,), (resampled,) = headline_resampled([p], y, w)
-    expected = diagnostics.headline(p, y, w)
-    assert list(point) == list(expected)
-    for name in ("log_loss", "brier", "ece"):
-        assert point[name] == pytest.approx(expected[name], rel=1e-12), name
-    assert point["auc"] == expected["auc"]
-    clipped = np.clip(p, 1e-15, 1 - 1e-15)  # ours clips at 1e-15, scikit-learn at float's eps
-    assert point["log_loss"] == pytest.approx(log_loss(y, clipped, sample_weight=w), rel=1e-9)
-    assert point["brier"] == pytest.approx(brier_score_loss(y, p, sample_weight=w), rel=1e-12)
-    for name, (low, high) in resampled.intervals.items():
-        if name != "ece":  # the ECE's resamples are biased upwards: its point may lie below
-            assert low <= point[name] <= high, name
-
-
-def test_sets_added_one_at_a_time_get_what_one_call_gives() -> None:
-    """A fit adds its raw scores before it fits and its calibrated probabilities after: the
-    same metrics and intervals as one call with both, in the order they were added. A large
-    binary set is checked as it is added; a matrix, in its thread, by ``results``."""
-    p, y = _binary(120_000, 13)  # threads from THREADED_ROWS rows
-    raw = raw_as_probabilities(logit(np.clip(p, 1e-6, 1 - 1e-6)) * 2.0)
-    expected_points, expected = headline_resampled([raw, p], y, None)
-    with diagnostics.HeadlineReports(y, None) as reports:
-        reports.add(raw)
-        reports.add(p)
-        points, found = reports.results()
-    assert points == expected_points
-    assert [r.intervals for r in found] == [r.intervals for r in expected]
-    with diagnostics.HeadlineReports(y, None) as reports:
-        reports.add(raw)
-        with pytest.raises(diagnostics.CalibrationError, match="probabilit"):
-            reports.add(np.full(p.size, 2.0))
-    matrix, labels = _multiclass(120_000, 14)
-    matrix[7] = -matrix[7]
-    with diagnostics.HeadlineReports(labels, None) as reports:
-        reports.add(matrix)
-        with pytest.raises(diagnostics.CalibrationError):
-            reports.results()

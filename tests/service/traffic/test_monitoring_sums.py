@@ -112,10 +112,10 @@ def test_window_intervals_from_moments_match_the_poisson_bootstrap_of_its_rows(
     n: int, power: float
 ) -> None:
     """The Gaussian draws with the bootstrap's per-bin moments give the intervals the exact
-    Poisson bootstrap (:func:`app.calibration.measures.diagnostics.headline_resampled`, the same ten
-    bins) gives on the window's rows: each end within 10% of the interval's width, on a
-    calibrated and two miscalibrated windows."""
-    from app.calibration.measures.diagnostics import headline_resampled
+    Poisson bootstrap (:func:`app.calibration.measures.headline_reports.headline_resampled`,
+    the same ten bins) gives on the window's rows: each end within 10% of the interval's
+    width, on a calibrated and two miscalibrated windows."""
+    from app.calibration.measures.headline_reports import headline_resampled
     from app.calibration.measures.metrics import log_losses, squared_errors
     from app.service.traffic.sums import CalibrationSums
 
