@@ -112,10 +112,10 @@ def validate_batch(
     if require_both_classes:
         present = np.flatnonzero(np.bincount(int_labels, weights=w, minlength=k))
         if present.size < 2:
+            needed = "both positives and negatives" if k == 2 else "at least two classes"
             raise invalid(
                 ("labels",),
-                f"holds a single class ({int(present[0])}); calibration needs both "
-                "positives and negatives",
+                f"holds a single class ({int(present[0])}); calibration needs {needed}",
             )
     return Batch(scores=scores, labels=int_labels, weights=w)
 

@@ -31,7 +31,11 @@ def nothing_stored(client: TestClient) -> None:
         (b'{"scores": [0.1, 0.2, 1e999], "labels": [0, 1, 1]}', ["scores[2]", "infinite"]),
         ({"scores": [0.1, 0.2, 0.3], "labels": [0, 2, 1]}, ["labels[1]", "is 2"]),
         ({"scores": [0.1, 0.2, 0.3], "labels": [0, 0.5, 1]}, ["labels[1]", "0.5"]),
-        ({"scores": [0.1, 0.2, 0.3], "labels": [1, 1, 1]}, ["labels", "single class"]),
+        ({"scores": [0.1, 0.2, 0.3], "labels": [1, 1, 1]}, ["labels", "single class", "both"]),
+        (
+            {"scores": [[0.2, 0.5, 0.3], [0.1, 0.1, 0.8]], "labels": [2, 2], "method": "bostrom"},
+            ["labels", "single class (2)", "at least two classes"],
+        ),
         (
             {**GOOD, "sample_weight": [1, -1, 1, 1]},
             ["sample_weight[1]", ">= 0"],
