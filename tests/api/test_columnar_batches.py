@@ -170,3 +170,45 @@ def test_rows_past_the_limit_are_refused_before_they_are_read(
     extra = table_of(batch).append_column("extra", pa.array(range(300)))
     r = client.post("/v1/calibrators/big/fit", content=encode(extra), headers=headers)
     assert_problem(r, 422, "extra")  # the schema is checked first
+
+
+@pytest.mark.parametrize("compression", ["snappy", "zstd", "none"])
+def test_a_parquet_file_as_pyarrow_and_pandas_write_it_by_default_is_read(
+    client: TestClient, compression: str
+) -> None:
+    """pyarrow's defaults (what pandas' ``to_parquet`` uses) dictionary-encode a column until
+    its dictionary passes 1 MB: 10^5 distinct float scores make a dictionary page of 800 KB.
+    The limit on what a chunk decompresses to counts its pages' headers and uncompressed
+    bytes, as the file's own metadata does: it used to add the compressed bytes too and
+    refused this file as malformed. Several chunks, integer labels of every width: the
+    values come off Arrow's buffers as they are."""
+    rng = np.random.default_rng(4)
+    n = 100_000
+    scores = rng.normal(size=n)
+    labels = (rng.random(n) < 1 / (1 + np.exp(-2 * scores))).astype(np.int64)
+    sink = io.BytesIO()
+    pq.write_table(
+        pa.table({"score": scores, "label": labels}),
+        sink,
+        compression=compression,
+        row_group_size=40_000,
+    )
+    r = client.post(
+        "/v1/calibrators/defaults/fit?method=platt",
+        content=sink.getvalue(),
+        headers={"content-type": PARQUET},
+    )
+    assert r.status_code == 201, r.text
+    as_json = {"scores": scores.tolist(), "labels": labels.tolist(), "method": "platt"}
+    assert client.post("/v1/calibrators/json/fit", json=as_json).status_code == 201
+    assert fitted_state(client, "defaults") == fitted_state(client, "json")
+    for kind in (pa.int8(), pa.uint16(), pa.int32(), pa.float32()):
+        table = pa.table({"score": scores, "label": pa.array(labels).cast(kind)})
+        body = arrow(table)  # record batches of 97 rows: many chunks
+        r = client.post(
+            f"/v1/calibrators/{kind}/fit?method=platt",
+            content=body,
+            headers={"content-type": ARROW},
+        )
+        assert r.status_code == 201, (kind, r.text)
+        assert fitted_state(client, str(kind)) == fitted_state(client, "json")

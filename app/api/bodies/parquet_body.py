@@ -128,7 +128,7 @@ def _check_chunk(data: bytes, chunk: Any, rows: int, bits: int, field: str, name
             raise disagrees(field, f"{where} holds more pages than rows")
         if page.kind not in (DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE):
             continue  # pyarrow skips other pages (index pages) undecompressed
-        total += page.size + page.uncompressed
+        total += page.header + page.uncompressed  # as total_uncompressed_size counts
         if page.kind != DICTIONARY_PAGE:
             values += page.values
         if values > rows or page.values > rows:

@@ -42,6 +42,8 @@ class Page:
     size: int
     uncompressed: int
     values: int
+    header: int = 0
+    """The header's own bytes (``size`` less the compressed data that follows it)."""
 
 
 def pages(data: bytes, start: int, end: int) -> Iterator[Page]:
@@ -62,7 +64,7 @@ def pages(data: bytes, start: int, end: int) -> Iterator[Page]:
             raise ValueError("a page header with a negative number of values")
         header = position
         position = reader.within(after + compressed)
-        yield Page(kind, position - header, uncompressed, values)
+        yield Page(kind, position - header, uncompressed, values, after - header)
 
 
 class _Reader:
