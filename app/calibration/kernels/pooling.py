@@ -140,18 +140,32 @@ def _pool_equal_weights(
         n_neg = np.diff(np.searchsorted(negatives, firsts), append=negatives.size)
         n_pos = np.diff(np.searchsorted(positives, firsts), append=positives.size)
         return firsts, weight * (n_neg + n_pos), weight * n_pos
-    # Few ties: a stable argsort of the two sorted runs is a linear merge (timsort), and the
-    # merged position tells each point's class.
-    merged = np.concatenate([negatives, positives])
-    order = np.argsort(merged, kind="stable")
-    f = merged[order]
-    y = (order >= negatives.size).astype(np.float64)
+    # Few ties: the two sorted runs merged, each point's class kept
+    f, from_positives = merge_classes(negatives, positives)
+    y = from_positives.astype(np.float64)
     starts = _pool_starts(f, min_gap)
     if starts.all():
         return f, np.full(f.size, weight), weight * y
     firsts = np.flatnonzero(starts)
     counts = np.diff(firsts, append=f.size)
     return np.compress(starts, f), weight * counts, weight * np.add.reduceat(y, firsts)
+
+
+def merge_classes(
+    negatives: FloatArray, positives: FloatArray
+) -> tuple[FloatArray, NDArray[np.bool_]]:
+    """Each class's sorted scores merged into one sorted array, and whether each came from the
+    positives: a stable argsort of the two runs, which timsort finds and merges in one pass
+    (several times faster than an argsort of the scores; tied scores keep the negatives
+    first). The arguments are not kept past the merge, so a caller that passes them inline
+    holds only the merged arrays at the end."""
+    n_negatives = negatives.size
+    merged = np.concatenate((negatives, positives))
+    del negatives, positives
+    order = np.argsort(merged, kind="stable")
+    values = merged[order]
+    del merged
+    return values, order >= n_negatives
 
 
 def count_distinct(sorted_values: FloatArray) -> int:
