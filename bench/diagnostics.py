@@ -1,7 +1,7 @@
 """Diagnostics with bootstrap intervals: a stored version's whole report against its targets.
 
 ``python -m bench.diagnostics`` prints the rows alone. What a ``GET .../diagnostics`` of a
-stored version computes, in process (:func:`app.service.diagnosis.labelled_reports`): the calibrated
+stored version computes, in process (:func:`app.service.reporting.labelled_reports`): the calibrated
 and raw reports of the version's out-of-fold predictions (bins, every measure, smooth ECE and
 its curve, ICI) with 1000 shared bootstrap resamples behind every interval and the smooth
 curve's band. Two references:
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.calibration import fit_calibrator
-from app.service.diagnosis import ReportOptions, labelled_reports
+from app.service.reporting import ReportOptions, labelled_reports
 from bench.fits import batch
 from bench.table import Row, Target, markdown, median_seconds, progress, size_label
 

@@ -25,6 +25,7 @@ Every request has a timeout, so every loop is bounded in time.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import tempfile
@@ -251,8 +252,9 @@ def _seconds(run: Callable[[], object]) -> float:
 def _diagnostics(
     client: httpx.Client, samples: Samples, pid: int, n: int, body: bytes
 ) -> list[Row]:
-    """Fit an isotonic version of n pairs from a Parquet ``body``, then its diagnostics: one
-    alone, then :data:`N_BINS` at once."""
+    """Fit an isotonic version of n pairs from a Parquet ``body``, then its diagnostics:
+    :data:`N_BINS` at once, then a whole report alone (the reference), then one for new bins
+    alone."""
     size = size_label(n)
     progress(f"load: a {size}-row isotonic fit from a {len(body) / 2**20:.0f} MiB Parquet body")
     before = memory_now(pid)
@@ -272,23 +274,18 @@ def _diagnostics(
     seconds = after.at - before.at
     progress(f"load: fitted in {seconds:.1f} s, service peak {fit_peak / GB:.2f} GB")
 
-    def diagnostics(bins: int) -> tuple[int, float, str]:
+    def diagnostics(bins: int, resamples: int = 1000) -> tuple[int, float, str]:
         start = time.perf_counter()
         try:
             answer = client.get(
                 "/v1/calibrators/big/versions/latest/diagnostics",
-                params={"n_bins": bins},
+                params={"n_bins": bins, "bootstrap": resamples},
                 timeout=DIAGNOSTICS_TIMEOUT,
             )
         except httpx.HTTPError as exc:
             return 0, time.perf_counter() - start, repr(exc)
         return answer.status_code, time.perf_counter() - start, answer.text[:300]
 
-    progress(f"load: one diagnostics of the {size}-row version alone (n_bins=9)")
-    status, alone, text = diagnostics(9)
-    progress(
-        f"load: n_bins=9 alone: {status} in {alone:.1f} s" + ("" if status == 200 else f": {text}")
-    )
     progress(f"load: {len(N_BINS)} concurrent diagnostics, n_bins {N_BINS[0]}..{N_BINS[-1]}")
     begun = memory_now(pid)
     with ThreadPoolExecutor(len(N_BINS)) as threads:
@@ -305,6 +302,14 @@ def _diagnostics(
             f"load: n_bins={bins}: {status} in {seconds:.1f} s"
             + ("" if status == 200 else f": {text}")
         )
+    # one whole report alone (other resamples: nothing of the eight's serves it), then one
+    # for bins not asked yet, which bins the stored out-of-fold predictions only
+    status, alone, text = diagnostics(N_BINS[0], 999)
+    progress(
+        f"load: one whole report alone: {status} in {alone:.1f} s " + text[:200] * (status != 200)
+    )
+    status, binned, text = diagnostics(N_BINS[0] - 1)
+    progress(f"load: n_bins={N_BINS[0] - 1} after them: {status} in {binned:.1f} s")
     ok = sum(status == 200 for status, _, _ in answers)
     slowest = max(seconds for _, seconds, _ in answers)
     what = f"{len(N_BINS)} concurrent diagnostics of a {size}-row version"
@@ -329,6 +334,14 @@ def _diagnostics(
             absolute=True,
         ),
         *_memory(f"{what}: peak RSS", size, peak, begun, None, PEAK_GB),
+        Row(
+            "load",
+            f"diagnostics of the {size}-row version for new bins: seconds / one whole report",
+            size,
+            binned if status == 200 else math.inf,
+            alone,
+            "s",
+        ),
     ]
 
 

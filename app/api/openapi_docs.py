@@ -26,7 +26,7 @@ from app.api.bodies.payloads import MULTIPART
 from app.api.documents import Problem
 from app.api.report_query import MEDIA_TYPES
 from app.calibration import params_markdown
-from app.service.diagnosis import ImageFormat
+from app.service.reporting import ImageFormat
 
 _PROBLEM = {"application/problem+json": {"schema": Problem.model_json_schema()}}
 

@@ -18,7 +18,7 @@ from app.api.bodies.fields import (
     BinCount,
 )
 from app.calibration import MAX_BINS, MAX_RESAMPLES, MIN_BINS
-from app.service.diagnosis import DEFAULT_REPORT, Curve, ImageFormat, ReportOptions, Strategy
+from app.service.reporting import DEFAULT_REPORT, Curve, ImageFormat, ReportOptions, Strategy
 
 NBins = Annotated[BinCount, Query(description=BINS_TEXT)]
 FixedBins = Annotated[int, Query(ge=MIN_BINS, le=MAX_BINS, description="Number of bins.")]

@@ -63,7 +63,7 @@ from app.calibration.measures.multiclass_metrics import (
     top_label,
 )
 from app.calibration.measures.reliability import MAX_BINS, MIN_BINS
-from app.calibration.measures.report import Report, SmoothCurve
+from app.calibration.measures.report import BinFree, Report, SmoothCurve
 from app.calibration.measures.report_bootstrap import Resampled
 from app.calibration.methods.beta import (
     EPS as BETA_EPS,
@@ -114,6 +114,7 @@ __all__ = [
     "TEMPERATURE_SMALLEST_P",
     "Abandoned",
     "BetaCalibrator",
+    "BinFree",
     "BostromCalibrator",
     "Budget",
     "CalibrationError",

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from app import figures
 from app.errors import NotFound, ServiceError, StoredDataCorrupt
-from app.service.diagnosis import DEFAULT_REPORT, Diagnosis, ImageFormat, Reports
+from app.service.diagnosis import Diagnosis, Reports
+from app.service.reporting import DEFAULT_REPORT, ImageFormat
 from app.service.traffic.cases import Monitored, MonitoringFigure, TrafficCases
 from app.store import CalibratorSummary, Database, Selector, VersionRecord
 

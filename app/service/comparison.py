@@ -26,7 +26,7 @@ from app.calibration import (
 )
 from app.errors import InvalidInput, invalid
 from app.service.batches import Batch
-from app.service.diagnosis import DEFAULT_BINS, Curve, ImageFormat
+from app.service.reporting import DEFAULT_BINS, Curve, ImageFormat
 from app.service.version_cache import VersionCache
 from app.store import Database, Selector
 

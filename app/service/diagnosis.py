@@ -12,22 +12,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from app import figures
-from app.calibration import (
-    RESAMPLES,
-    CalibrationError,
-    Report,
-    raw_as_probabilities,
-    reliability_reports,
-)
-from app.errors import NotFound, StoredDataCorrupt, invalid
+from app.calibration import BinFree, Report
+from app.errors import NotFound, StoredDataCorrupt
 from app.service.batches import Batch
 from app.service.memo import Memo
+from app.service.reporting import (
+    DEFAULT_REPORT,
+    ImageFormat,
+    Key,
+    ReportOptions,
+    labelled_reports,
+)
 from app.service.version_cache import VersionCache
 from app.store import (
     ArtifactError,
@@ -39,35 +39,14 @@ from app.store import (
     decode_batch,
 )
 
-Strategy = Literal["uniform", "quantile"]
-ImageFormat = Literal["png", "svg"]
-Curve = Literal["binned", "smooth", "both"]
-Key = tuple[object, ...]
+Parts = tuple[BinFree, BinFree]
+"""What a version's calibrated and raw reports for one ``n_bins`` and ``strategy`` share with
+those for any other (same class and resamples): :class:`~app.calibration.BinFree`."""
 
 REPORTS_KEPT = 512
 """Reliability reports kept (a few kilobytes each)."""
 PICTURES_KEPT = 128
 """Rendered diagrams kept (tens of kilobytes each)."""
-
-
-DEFAULT_BINS = 10
-"""The bins of a report that does not say (monitoring's windows, the live metrics)."""
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    """What a reliability report is asked for (the defaults of every route that asks):
-    ``n_bins`` may be ``"auto"``; ``bootstrap`` resamples give the intervals (0: none);
-    ``curve`` is what a diagram draws (the JSON holds both)."""
-
-    n_bins: int | Literal["auto"] = DEFAULT_BINS
-    strategy: Strategy = "uniform"
-    class_index: int | None = None
-    bootstrap: int = RESAMPLES
-    curve: Curve = "binned"
-
-
-DEFAULT_REPORT = ReportOptions()
 
 
 @dataclass(frozen=True)
@@ -89,16 +68,37 @@ class Diagnosis:
         self.database = database
         self.versions = versions
         self.reports: Memo[Reports] = Memo(REPORTS_KEPT)
+        self.parts: Memo[Parts] = Memo(REPORTS_KEPT)
+        """What a version's reports for other bins share (:meth:`parts_key`, :meth:`keep`)."""
         self.pictures: Memo[bytes] = Memo(PICTURES_KEPT)
         # Decoded batches (~250 MB for 10^7 rows) are shared while in use, never kept.
         self.batches: Memo[StoredBatch] = Memo(0, weak=True)
 
     # -- the version's own, out-of-fold ----------------------------------------------------
-    def stored(self, name: str, selector: Selector, query: ReportOptions) -> Reports:
-        """The reports of the version's cross-validated predictions on its fitting batch."""
+    def stored(
+        self,
+        name: str,
+        selector: Selector,
+        query: ReportOptions,
+        known: Parts | None = None,
+    ) -> Reports:
+        """The reports of the version's cross-validated predictions on its fitting batch
+        (``known``: what :attr:`parts` keeps of those for other bins, which they share)."""
         query = _reported(query)
         record, data = self._read(name, selector, lambda r: self._known(r, query))
-        return self._stored(record, query, data)
+        return self._stored(record, query, data, known)
+
+    @staticmethod
+    def parts_key(name: str, version: int, query: ReportOptions) -> Key:
+        """What names the :attr:`parts` the reports of every ``n_bins`` and ``strategy`` of
+        ``query``'s class and resamples share."""
+        return name, version, query.class_index, query.bootstrap
+
+    def keep(self, name: str, version: int, query: ReportOptions, reports: Reports) -> None:
+        """Keep the :attr:`parts` of ``reports``, made for ``query``."""
+        resamples = query.bootstrap
+        kept = BinFree.of(reports.calibrated, resamples), BinFree.of(reports.raw, resamples)
+        self.parts.put(self.parts_key(name, version, query), kept)
 
     def number(self, name: str, selector: Selector) -> int:
         """The number ``selector`` names now (one read: a deleted version is a 404): what the
@@ -179,12 +179,16 @@ class Diagnosis:
             return record, None if known(record) else repo.get_batch(record.id)
 
     def _stored(
-        self, record: VersionRecord, query: ReportOptions, data: bytes | memoryview | None
+        self,
+        record: VersionRecord,
+        query: ReportOptions,
+        data: bytes | memoryview | None,
+        known: Parts | None = None,
     ) -> Reports:
         def compute() -> Reports:
             stored = self.batches.get_or_compute(_key(record), lambda: self._decoded(record, data))
             calibrated, raw = labelled_reports(
-                stored.out_of_fold, stored.scores, stored.labels, stored.weights, query
+                stored.out_of_fold, stored.scores, stored.labels, stored.weights, query, known
             )
             return Reports(
                 record.name, record.version, record.method, record.n_samples, calibrated, raw
@@ -259,28 +263,3 @@ def _draw(reports: Reports, query: ReportOptions, image_format: ImageFormat) -> 
         image_format=image_format,
         curve=query.curve,
     )
-
-
-def labelled_reports(
-    probabilities: NDArray[np.float64],
-    scores: NDArray[np.float64],
-    labels: NDArray[np.int64],
-    weights: NDArray[np.float64] | None,
-    query: ReportOptions,
-) -> tuple[Report, Report]:
-    """The calibrated and the raw reliability reports of one labelled batch (a stored
-    version's, a posted one, the logged traffic's), their intervals from the same resamples;
-    errors name the option, wherever the request gave it."""
-    try:
-        calibrated, raw = reliability_reports(
-            [probabilities, raw_as_probabilities(scores)],
-            labels,
-            weights,
-            n_bins=query.n_bins,
-            strategy=query.strategy,
-            class_index=query.class_index,
-            resamples=query.bootstrap,
-        )
-    except CalibrationError as exc:
-        raise invalid(exc.loc, exc.reason) from None
-    return calibrated, raw

@@ -21,7 +21,8 @@ from markupsafe import Markup
 from app.calibration import Report
 from app.errors import NotFound, ServiceError, StoredDataCorrupt
 from app.service.browsing import Listed, StoredVersion
-from app.service.diagnosis import DEFAULT_REPORT, Reports
+from app.service.diagnosis import Reports
+from app.service.reporting import DEFAULT_REPORT
 from app.service.traffic.cases import Monitored
 from app.service.use_cases import CalibrationService
 from app.store import CalibratorSummary, Selector, VersionRecord

@@ -25,7 +25,7 @@ from app.api.documents import NAME_PATTERN
 from app.api.mounting import root_of
 from app.calibration import RESAMPLES
 from app.errors import InvalidInput, NotFound
-from app.service.diagnosis import DEFAULT_BINS
+from app.service.reporting import DEFAULT_BINS
 from app.service.traffic.cases import Monitored, monitored_range
 from app.service.traffic.monitoring import WINDOW_SECONDS, Window
 from app.store import Selector

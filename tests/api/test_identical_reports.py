@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 
 from app.api.routes import diagnostics
+from app.calibration.measures.report_bootstrap import LARGE_ROWS
+from app.service.diagnosis import Diagnosis
 from app.service.inflight import InFlight
+from app.service.reporting import ReportOptions
+from tests.api.helpers import sigmoid_batch
 from tests.client import TestClient
 
 REQUESTS = 8
@@ -95,3 +99,31 @@ def test_identical_diagrams_in_flight_are_drawn_once(
     assert [a.status_code for a in answers] == [200] * REQUESTS
     assert len({a.content for a in answers}) == 1
     assert len(calls) == 1
+
+
+@pytest.mark.in_threads  # it spies on what the job runs
+def test_other_bins_in_flight_wait_for_the_first_report_and_bin_from_its_parts(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dashboard's four bin counts of a large version at once: the first is reported whole,
+    the others wait for it and then compute their bins only (from the parts it kept), and
+    each answer is the one a server that saw no other query gives."""
+    n = LARGE_ROWS + 1_000  # the parts serve from there (below, a report is whole and cheap)
+    fit = client.post(
+        "/v1/calibrators/big/fit", json={**sigmoid_batch(n, seed=3), "method": "isotonic"}
+    )
+    assert fit.status_code == 201, fit.text
+    calls = spy_on_jobs(monkeypatch, client, "_stored", 4)
+    base = "/v1/calibrators/big/versions/latest/diagnostics?bootstrap=40"
+    bins = [8, 11, 14, 17]
+    answers = send_together(client, [f"{base}&n_bins={b}&strategy=quantile" for b in bins])
+    assert [a.status_code for a in answers] == [200] * 4
+    assert len(calls) == 4
+    assert [call[3] is None for call in calls].count(True) == 1  # one report made whole
+    service = client.app.state.service  # type: ignore[attr-defined]
+    alone = Diagnosis(service.database, service.versions)  # keeps nothing of the others'
+    for b, answer in zip(bins, answers, strict=True):
+        query = ReportOptions(n_bins=b, strategy="quantile", bootstrap=40)
+        expected = diagnostics._diagnostics(alone.stored("big", 1, query), query)
+        assert answer.content == expected.body
+        assert len(answer.json()["calibrated"]["bins"]) == b

@@ -41,7 +41,7 @@ from app.api.bodies.fields import (
 )
 from app.calibration import MAX_RESAMPLES, METHODS
 from app.service.comparison import MAX_COMPARED
-from app.service.diagnosis import DEFAULT_REPORT, Curve, Strategy
+from app.service.reporting import DEFAULT_REPORT, Curve, Strategy
 from app.store import MAX_TAGS
 
 

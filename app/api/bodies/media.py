@@ -37,7 +37,7 @@ from app.api.bodies.validation import validated
 from app.api.places import Places, invalid
 from app.errors import PayloadTooLarge
 from app.service.batches import Batch
-from app.service.diagnosis import ReportOptions
+from app.service.reporting import ReportOptions
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from app.api.documents.base import Document, Interval
 from app.calibration import Report
-from app.service.diagnosis import ReportOptions
+from app.service.reporting import ReportOptions
 
 
 class ReliabilityBinOut(Document):

@@ -28,7 +28,7 @@ from app.api.report_query import (
     GivenResamples,
     wanted_image,
 )
-from app.service.diagnosis import ImageFormat
+from app.service.reporting import ImageFormat
 from app.service.use_cases import CalibrationService
 from app.store import Selector
 

@@ -26,7 +26,7 @@ from app.api.documents import MonitoringOut, OutcomesOut, TrafficDiagnosticsOut
 from app.api.openapi_docs import ERRORS, add_picture_route, body_doc
 from app.api.report_query import MEDIA_TYPES, FixedBins, ReportQuery, Resamples
 from app.calibration import RESAMPLES
-from app.service.diagnosis import DEFAULT_BINS, ImageFormat, ReportOptions
+from app.service.reporting import DEFAULT_BINS, ImageFormat, ReportOptions
 from app.service.traffic.cases import (
     Monitored,
     MonitoringFigure,

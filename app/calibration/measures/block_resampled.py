@@ -45,8 +45,12 @@ class BlockResampler:
         self.line, self.offset_intercept = line, offset_intercept
         self.smooth_sigma, self.seed = smooth_sigma, seed
         self.weight = float(tables.sums[:, tables.columns["weight"]].sum())
-        # one product per chunk: the sums' columns, the AUC's influence, then the bins'
-        self.all_sums = np.column_stack([tables.sums, _auc_influence(tables), tables.gaps])
+        # two products per chunk: the sums' columns with the AUC's influence, then the
+        # weight's and the bins' (apart, so that the binned ECE comes out the same whatever
+        # else is summed: a product's rounding depends on its shape)
+        self.all_sums = np.column_stack([tables.sums, _auc_influence(tables)])
+        weight = tables.sums[:, tables.columns["weight"]]
+        self.bin_sums = np.column_stack([weight, tables.gaps])
         if tables.smooth is not None:
             self.smooth32 = tuple(grid.astype(np.float32) for grid in tables.smooth)
             self.fixed_ones = tables.smooth[0].sum(axis=0, keepdims=True)
@@ -59,7 +63,7 @@ class BlockResampler:
         columns = self.tables.columns
         c = counts.T.astype(np.float64)
         sums = c @ self.all_sums
-        gaps = sums[:, self.tables.sums.shape[1] + 1 :]
+        binned = c @ self.bin_sums
 
         def column(name: str) -> FloatArray:
             found: FloatArray = sums[:, columns[name]]
@@ -76,7 +80,7 @@ class BlockResampler:
                 out["calibration_slope"] = newton_step(line.slope, line.intercept, steps)[0]
             if self.offset_intercept is not None:
                 out["calibration_intercept"] = self.offset_intercept + column("r0") / column("h0")
-            out["ece"] = np.abs(gaps).sum(axis=1) / total
+            out["ece"] = np.abs(binned[:, 1:]).sum(axis=1) / binned[:, 0]
             if np.isfinite(self.tables.auc) and np.isfinite(self.tables.auc_atoms):
                 shift = sums[:, self.tables.sums.shape[1]]
                 out["auc"] = np.clip(self.tables.auc + shift, 0.0, 1.0)
@@ -108,6 +112,8 @@ def _auc_influence(tables: BlockTables) -> FloatArray:
     at the atoms, P_k and N_k the block's positive and negative weights (summing to 0 over
     the blocks, so that a resample's AUC is the batch's plus its counts times these)."""
     columns = tables.columns
+    if "auc" not in columns:
+        return np.zeros(tables.sums.shape[0])
     placements = tables.sums[:, columns["auc"]]
     positive = tables.sums[:, columns["positive"]]
     negative = tables.sums[:, columns["weight"]] - positive

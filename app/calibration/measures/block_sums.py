@@ -22,7 +22,8 @@ scaled together (each one here). Per view of the batch (:class:`BlockTables`):
   the one-step Newton of the row bootstrap (Moulton & Zeger, 1991);
 - binned ECE: per block and bin the sum of w (p - y), the bins the batch's own;
 - AUC: per block the sum of each row's placement, the weight of the other class it outranks
-  (ties half), read at :data:`ATOMS` quantile atoms of p: the AUC is linearised in the counts,
+  (ties half), read at quantile atoms of p cut from p alone, never at the bins
+  (:mod:`app.calibration.measures.block_placements`): the AUC is linearised in the counts,
   its influence per row being the placement against the AUC times the other class's weight
   (DeLong, DeLong & Clarke-Pearson, *Biometrics* 1988, whose variance is that of the
   placements), around the batch's exact AUC; pairs within an atom lose their share of the
@@ -46,6 +47,7 @@ them).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +59,7 @@ from app.calibration.base import FloatArray
 from app.calibration.kernels.budget import checkpoint
 from app.calibration.kernels.searching import EdgeCounter
 from app.calibration.measures._smooth_kernel import FINEST_GRID, grid_cells, grid_size
+from app.calibration.measures.block_placements import atom_placements
 from app.calibration.measures.clinical import Line
 from app.calibration.measures.resampled import EPS, View
 
@@ -66,8 +69,6 @@ bootstrap's, and a chunk of 128 resamples reads them in one small matrix product
 SMOOTH_BLOCKS = 256
 """Blocks of the smooth ECE and its curve (a divisor of BLOCKS): its grids per block cost
 SMOOTH_BLOCKS x 10^4 numbers, and a resample's grids one product with them."""
-ATOMS = 1024
-"""Quantile atoms of p at which the AUC's placements are read."""
 SAMPLE_ROWS = 1 << 16
 """Rows, drawn at random, whose p place the atoms' edges."""
 ROW_CHUNK = 1 << 20
@@ -123,46 +124,27 @@ def block_tables(
     inner_edges: FloatArray,
     blocks: Blocks,
     *,
+    terms: Collection[str] | None = None,
+    placements: bool = True,
     auc: float | None,
     line: Line | None,
     offset_intercept: float | None,
     smooth: bool,
     smooth_sigma: float | None,
 ) -> BlockTables:
-    """The view's :class:`BlockTables`, summed :data:`ROW_CHUNK` rows at a time (two passes:
-    the atoms' class weights, which every row's placement reads, then the rest)."""
-    merged = np.unique(np.concatenate([_atom_edges(view.p[blocks.sample]), inner_edges]))
-    cells: NDArray[np.integer] = np.empty(
-        view.p.size, dtype=np.int16 if 2 * merged.size < 32767 else np.int32
-    )
-    unit = bool(view.w.min() == view.w.max() == 1.0)
-    below = EdgeCounter(merged)
-    classes = np.zeros(2 * merged.size + 2)
-    for rows in _chunks(view.p.size):  # a loop over chunks of rows
-        checkpoint()
-        # each row's atom and class, 2 atom + y: a point on an edge is in the lower atom
-        cell = 2 * below.count(view.p[rows]) + (view.y[rows] > 0.0)
-        cells[rows] = cell
-        classes += np.bincount(cell, None if unit else view.w[rows], classes.size)
-    negatives, positives = classes[0::2], classes[1::2]
-    placements = np.empty_like(classes)  # per cell: the weight of the other class outranked
-    placements[1::2] = np.cumsum(negatives) - 0.5 * negatives
-    placements[0::2] = positives.sum() - np.cumsum(positives) + 0.5 * positives
-    bin_of_atom = np.searchsorted(inner_edges, np.concatenate([[-1.0], merged]), side="right")
-    summer = _Summer(view, blocks, inner_edges.size + 1, smooth, smooth_sigma)
+    """The view's :class:`BlockTables`, summed :data:`ROW_CHUNK` rows at a time: the bins'
+    sums, and the sums of the measures asked for: ``terms`` of the view's per-row terms (None:
+    all), the AUC's ``placements`` (a first pass over the rows for the atoms' class weights;
+    ``auc`` the batch's own, None when read later). The atoms are quantiles of p alone, so
+    that no measure but the binned ones depends on the bins."""
+    counted = atom_placements(view, blocks.sample, _chunks(view.p.size)) if placements else None
+    bins = EdgeCounter(inner_edges)
+    summer = _Summer(view, blocks, inner_edges.size + 1, smooth, smooth_sigma, terms)
     for rows in _chunks(view.p.size):
-        summer.add(rows, cells[rows], np.repeat(bin_of_atom, 2), placements, line, offset_intercept)
-    pairs = positives.sum() * negatives.sum()
-    at_atoms = float(positives @ placements[1::2]) / pairs if pairs > 0 else np.nan
+        placed = None if counted is None else counted[1][counted[0][rows].astype(np.intp)]
+        summer.add(rows, bins.count(view.p[rows]), placed, line, offset_intercept)
+    at_atoms = np.nan if counted is None else counted[2]
     return summer.tables(np.nan if auc is None else auc, at_atoms)
-
-
-def _atom_edges(sample: FloatArray) -> FloatArray:
-    """Up to ATOMS - 1 edges at the sample's quantiles, values it holds (so that a monotone
-    transform of p moves the edges with it and cuts the same rows)."""
-    ranked = np.sort(sample)  # the inverted CDF's quantiles, without a partition per level
-    ranks = np.ceil(np.arange(1, ATOMS) / ATOMS * ranked.size).astype(np.intp) - 1
-    return np.unique(ranked[ranks])
 
 
 def _chunks(n: int) -> list[slice]:
@@ -173,11 +155,18 @@ class _Summer:
     """The second pass of :func:`block_tables`: each chunk of rows added to the tables."""
 
     def __init__(
-        self, view: View, blocks: Blocks, bins: int, smooth: bool, sigma: float | None
+        self,
+        view: View,
+        blocks: Blocks,
+        bins: int,
+        smooth: bool,
+        sigma: float | None,
+        terms: Collection[str] | None,
     ) -> None:
         self.view, self.blocks, self.bins = view, blocks, bins
         self.unit = bool(view.w.min() == view.w.max() == 1.0)
-        self.term_names = list(view.terms(slice(0, 0)))  # each chunk makes its own terms
+        named = view.terms(slice(0, 0))  # each chunk makes its own terms
+        self.term_names = [name for name in named if terms is None or name in terms]
         self.columns: dict[str, int] = {}
         self.sums: dict[str, FloatArray] = {}
         self.gaps = np.zeros(BLOCKS * bins)
@@ -216,12 +205,12 @@ class _Summer:
     def add(
         self,
         rows: slice,
-        cells: NDArray[np.integer],
-        bin_of_cell: NDArray[np.intp],
-        placements: FloatArray,
+        bins: NDArray[np.intp],
+        placements: FloatArray | None,
         line: Line | None,
         offset_intercept: float | None,
     ) -> None:
+        """Add the rows' sums: ``bins`` their bins, ``placements`` theirs (None: no AUC)."""
         checkpoint()
         p, y = self.view.p[rows], self.view.y[rows]
         w = np.asarray(self.view.w[rows], dtype=np.float64)
@@ -232,10 +221,12 @@ class _Summer:
         block = self.blocks.of_row[rows].astype(np.intp)
         self._add("weight", block, None if self.unit else w)
         self._add("positive", block, weighted(y))
-        for name, terms in self.view.terms(rows).items():  # a loop over the (2 or 3) terms
-            self._add(name, block, weighted(terms))
-        cells = cells.astype(np.intp)
-        self._add("auc", block, weighted(placements[cells]))
+        if self.term_names:
+            found = self.view.terms(rows)
+            for name in self.term_names:  # a loop over the (2 or 3) terms
+                self._add(name, block, weighted(found[name]))
+        if placements is not None:
+            self._add("auc", block, weighted(placements))
         if line is not None or offset_intercept is not None:
             z = logit(np.clip(p, EPS, 1.0 - EPS))
         if line is not None:
@@ -250,7 +241,6 @@ class _Summer:
             mu = expit(offset_intercept + z)
             self._add("r0", block, w * (y - mu))
             self._add("h0", block, w * mu * (1.0 - mu))
-        bins = bin_of_cell[cells]
         self.gaps += np.bincount(block * self.bins + bins, weighted(p - y), self.gaps.size)
         spread = weighted(weighted(p * (1.0 - p)))
         self.bin_spread += np.bincount(bins, spread, self.bins)

@@ -34,8 +34,14 @@ from app.calibration.measures.multiclass_metrics import (
     summarize_multiclass,
 )
 from app.calibration.measures.reliability import MAX_BINS, MIN_BINS
-from app.calibration.measures.report import Report, SmoothCurve, smooth_curve_of, view_measures
-from app.calibration.measures.report_bootstrap import Resampled, bootstrap
+from app.calibration.measures.report import (
+    BinFree,
+    Report,
+    SmoothCurve,
+    smooth_curve_of,
+    view_measures,
+)
+from app.calibration.measures.report_bootstrap import LARGE_ROWS, Resampled, bootstrap
 from app.calibration.measures.resampled import View
 
 
@@ -86,28 +92,49 @@ def reliability_reports(
     strategy: str,
     class_index: int | None = None,
     resamples: int = RESAMPLES,
+    known: Sequence[BinFree] | None = None,
 ) -> list[Report]:
     """The reports of several sets of probabilities for one labelled batch (a version's and
     the raw scores', say), with intervals from one set of ``resamples`` bootstrap resamples
-    shared by all (0: no intervals). ``n_bins`` may be ``"auto"`` (:func:`auto_bins`)."""
+    shared by all (0: no intervals). ``n_bins`` may be ``"auto"`` (:func:`auto_bins`).
+
+    ``known``, the :class:`~app.calibration.measures.report.BinFree` parts of each set's
+    report for other bins (same batch, class and resamples), spares what the bins do not
+    change: only the binned measures are computed and resampled, and the reports equal those
+    made without it. It is used from :data:`~app.calibration.measures.report_bootstrap.
+    LARGE_ROWS` rows (or without resamples): below, the row bootstrap's AUC reads atoms cut at
+    the bins' edges, and the whole report costs little anyway."""
     check_resamples(resamples)
     outcome = outcome_floats(probability_sets, labels)
     prepared = [report_and_view(p, labels, weights, class_index, outcome) for p in probability_sets]
     bins = _bins(n_bins, prepared[0][1].w) if prepared else MIN_BINS
+    reuse = _reusable(known, len(prepared), labels.size, resamples)
     out: list[Report] = []
     views: list[View] = []
     edges: list[FloatArray] = []
     for summarise, view in prepared:
-        report = summarise(bins, strategy)
-        report.metrics.update(view_measures(view, bins))
+        report = summarise(bins, strategy, reuse is None)
+        report.metrics.update(view_measures(view, bins, reuse is None))
         out.append(report)
         views.append(view)
         edges.append(report.bins.upper[:-1])
     resampled = bootstrap(views, edges, [r.metrics for r in out], resamples)
-    return [
+    out = [
         replace(r, intervals=s.intervals, smooth=_smooth(view, r.metrics, s))
         for r, view, s in zip(out, views, resampled, strict=True)
     ]
+    return out if reuse is None else [k.completed(r) for k, r in zip(reuse, out, strict=True)]
+
+
+def _reusable(
+    known: Sequence[BinFree] | None, sets: int, n: int, resamples: int
+) -> Sequence[BinFree] | None:
+    """``known`` where :func:`reliability_reports` reuses it, else None."""
+    if known is None:
+        return None
+    if len(known) != sets or any(k.resamples != resamples for k in known):
+        raise ValueError("known must hold one BinFree per set, made with the same resamples")
+    return known if resamples == 0 or n >= LARGE_ROWS else None
 
 
 def _smooth(view: View, metrics: dict[str, Any], resampled: Resampled) -> SmoothCurve | None:
@@ -156,7 +183,9 @@ def _bins(n_bins: int | str, weights: FloatArray) -> int:
     return n_bins
 
 
-Summariser = Callable[[int, str], Report]
+Summariser = Callable[[int, str, bool], Report]
+"""A view's bins and binned measures for ``n_bins`` and ``strategy``, with the measures the
+bins do not change unless the third argument is False."""
 
 
 def outcome_floats(
@@ -185,9 +214,9 @@ def report_and_view(
         if class_index is not None and not 0 <= class_index < k:
             raise CalibrationError(f"is {class_index}; expected 0..{k - 1}", loc=("class_index",))
 
-        def summarise_multiclass(bins: int, strategy: str) -> Report:
+        def summarise_multiclass(bins: int, strategy: str, bin_free: bool) -> Report:
             return summarize_multiclass(
-                P, y, w, n_bins=bins, strategy=strategy, class_index=class_index
+                P, y, w, n_bins=bins, strategy=strategy, class_index=class_index, bin_free=bin_free
             )
 
         top = np.argmax(P, axis=1)
@@ -219,8 +248,8 @@ def report_and_view(
         probabilities, outcome = 1.0 - probabilities, 1.0 - outcome
     p, positive, w = check_probabilities(probabilities, outcome, weights)
 
-    def summarise_binary(bins: int, strategy: str) -> Report:
-        return summarize(p, positive, w, n_bins=bins, strategy=strategy)
+    def summarise_binary(bins: int, strategy: str, bin_free: bool) -> Report:
+        return summarize(p, positive, w, n_bins=bins, strategy=strategy, bin_free=bin_free)
 
     return summarise_binary, _view(p, positive, w, _binary_terms(p, positive))
 

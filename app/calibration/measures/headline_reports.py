@@ -99,7 +99,7 @@ class HeadlineReports:
             both = self._run(self._from_view, view)
             self._prepared.append(both.result)
             return
-        tables = self._run(shared.tables, view, HEADLINE_EDGES, {})
+        tables = self._run(shared.tables, view, HEADLINE_EDGES, None)
         auc = self._run(roc_auc_checked, view.p, view.y != 0.0, view.w)
         self._prepared.append(lambda: self._from_tables(tables.result(), auc.result(), view))
 
@@ -154,7 +154,7 @@ class HeadlineReports:
     def _from_view(self, view: View) -> _Prepared:
         """:meth:`_from_tables` of a view: its block sums, then its AUC."""
         assert self.shared is not None
-        tables = self.shared.tables(view, HEADLINE_EDGES, {})
+        tables = self.shared.tables(view, HEADLINE_EDGES, None)
         return self._from_tables(tables, roc_auc_checked(view.p, view.y != 0.0, view.w), view)
 
     def _from_tables(self, tables: BlockTables, auc: float | None, view: View) -> _Prepared:

@@ -104,26 +104,25 @@ def summarize(
     *,
     n_bins: int = 10,
     strategy: str = "uniform",
+    bin_free: bool = True,
 ) -> Report:
     """The reliability bins and binned measures of a batch (no intervals: see
-    :func:`app.calibration.measures.diagnostics.reliability_reports`)."""
+    :func:`app.calibration.measures.diagnostics.reliability_reports`), with the Brier score,
+    log loss and AUC unless ``bin_free`` is False (a report that has them already)."""
     p, y, w = check_probabilities(p, y, w)
     check_bin_settings(n_bins, strategy)
     bins = bin_table(p, y, w, n_bins, strategy)
     reliability, resolution, uncertainty = murphy_decomposition(bins, weighted_mean(y, w))
-    return Report(
-        bins,
-        {
-            "brier": _brier_score(p, y, w),
-            "log_loss": _log_loss(p, y, w),
-            "ece": expected_calibration_error(bins),
-            "mce": maximum_calibration_error(bins),
-            "auc": roc_auc_checked(p, y != 0.0, w),
-            "reliability": reliability,
-            "resolution": resolution,
-            "uncertainty": uncertainty,
-        },
-    )
+    metrics: dict[str, float | None] = {}
+    if bin_free:
+        metrics["brier"] = _brier_score(p, y, w)
+        metrics["log_loss"] = _log_loss(p, y, w)
+    metrics["ece"] = expected_calibration_error(bins)
+    metrics["mce"] = maximum_calibration_error(bins)
+    if bin_free:
+        metrics["auc"] = roc_auc_checked(p, y != 0.0, w)
+    metrics.update(reliability=reliability, resolution=resolution, uncertainty=uncertainty)
+    return Report(bins, metrics)
 
 
 def headline_metrics(

@@ -12,6 +12,7 @@ The intervals come from :mod:`app.calibration.measures.report_bootstrap`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from app.calibration.base import FloatArray, JSONValue
@@ -82,16 +83,82 @@ class Report:
         return out
 
 
-def view_measures(view: View, n_bins: int) -> dict[str, float | None]:
+BIN_FREE = (
+    "brier",
+    "log_loss",
+    "accuracy",
+    "auc",
+    "smooth_ece",
+    "smooth_ece_sigma",
+    "calibration_slope",
+    "calibration_intercept",
+    "spiegelhalter_z",
+    "spiegelhalter_p",
+    "ici",
+    "ici_e50",
+    "ici_e90",
+    "ici_emax",
+)
+"""The measures of a report that its bins do not change (``n_bins``, ``strategy``)."""
+
+
+@dataclass(frozen=True)
+class BinFree:
+    """What a report holds that its bins do not change: the :data:`BIN_FREE` measures, their
+    intervals from ``resamples`` resamples, and the smoothed curve; and the order of the whole
+    report's keys, so that a report made with them reads as one made without."""
+
+    metrics: dict[str, float | None]
+    intervals: dict[str, Interval]
+    smooth: SmoothCurve | None
+    resamples: int
+    keys: tuple[str, ...]
+    interval_keys: tuple[str, ...]
+
+    @classmethod
+    def of(cls, report: Report, resamples: int) -> BinFree:
+        """The parts of ``report`` (made with ``resamples`` resamples) other bins share."""
+        return cls(
+            {k: v for k, v in report.metrics.items() if k in BIN_FREE},
+            {k: v for k, v in report.intervals.items() if k in BIN_FREE},
+            report.smooth,
+            resamples,
+            tuple(report.metrics),
+            tuple(report.intervals),
+        )
+
+    def completed(self, binned: Report) -> Report:
+        """``binned`` (a report of the binned measures only, on the same batch) with these."""
+        metrics, intervals = (
+            {**binned.metrics, **self.metrics},
+            {**binned.intervals, **self.intervals},
+        )
+        return Report(
+            binned.bins,
+            {k: metrics[k] for k in _ordered(self.keys, metrics)},
+            {k: intervals[k] for k in _ordered(self.interval_keys, intervals)},
+            self.smooth,
+        )
+
+
+def _ordered(keys: tuple[str, ...], found: Mapping[str, object]) -> list[str]:
+    """``found``'s keys in the order ``keys`` gives, any others after them."""
+    return [k for k in keys if k in found] + [k for k in found if k not in keys]
+
+
+def view_measures(view: View, n_bins: int, bin_free: bool = True) -> dict[str, float | None]:
     """The measures beyond the binned ones, for one view: the debiased L2 error on ``n_bins``
     equal-mass bins (unweighted batches only: Kumar et al.'s estimator counts rows), the
     smooth ECE (:mod:`app.calibration.measures.smooth_ece`, at its own width), the calibration slope
     and intercept, Spiegelhalter's test, and the integrated calibration index with its
-    quantiles (:mod:`app.calibration.measures.ici`). Weights are the view's relative ones (equal
-    weights count as 1), so no measure depends on the weights' unit beyond the smooth ECE's
-    density floor and the LOWESS span's rounding to whole rows."""
+    quantiles (:mod:`app.calibration.measures.ici`); only the first unless ``bin_free``.
+    Weights are the view's relative ones (equal weights count as 1), so no measure depends
+    on the weights' unit beyond the smooth ECE's density floor and the LOWESS span's
+    rounding to whole rows."""
     p, y, w = view.p, view.y, view.w
     unweighted = bool(w.min() == w.max())
+    if not bin_free:
+        return {"ece_debiased": ece_debiased(p, y, n_bins) if unweighted else None}
     test = spiegelhalter(p, y, w)
     smooth = smooth_ece(p, y, w)
     index = ici(p, y, None if unweighted else w)

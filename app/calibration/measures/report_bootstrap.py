@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -39,8 +39,8 @@ VIEWS_AT_ONCE = 2
 THREADED_ENTRIES = 5 * 10**5
 """Rows x resamples from which chunks run in threads when the smooth ECE is not resampled:
 below it joblib's dispatch costs more than a second core gives (measured, both headline
-reports with 1000 resamples: 10^2 rows, 14 ms threaded and 5 ms in line; 10^3 rows, 27 ms and
-35 ms). The smooth ECE's chunks gain from threads at any size."""
+reports, 1000 resamples: 10^2 rows, 14 ms threaded and 5 ms in line; 10^3 rows, 27 and 35 ms).
+The smooth ECE's chunks gain from threads at any size."""
 SMOOTH_RESAMPLES = 1000
 """Resamples behind the smooth ECE's interval and its curve's band at most (the first chunks'):
 each searches its own width, so more than the default would cost seconds, not precision."""
@@ -126,18 +126,22 @@ class SharedResamples:
             return _sampler(view, edges, point)
         return self.block_sampler(self.tables(view, edges, point), view, point)
 
-    def tables(self, view: View, edges: FloatArray, point: dict[str, float | None]) -> BlockTables:
-        """The view's block sums for the measures ``point`` has (from ``large_rows`` rows)."""
+    def tables(self, view: View, edges: FloatArray, point: dict[str, Any] | None) -> BlockTables:
+        """The view's block sums for the measures ``point`` has (None: the means and the AUC,
+        to be read off the sums) (from ``large_rows`` rows)."""
         assert self.blocks is not None, "rows are resampled below large_rows"
+        measured = point or {}
         return block_tables(
             view,
             edges,
             self.blocks,
-            auc=point.get("auc"),
-            line=_line(view, point),
-            offset_intercept=point.get("calibration_intercept"),
-            smooth=point.get("smooth_ece") is not None,
-            smooth_sigma=point.get("smooth_ece_sigma"),
+            terms=None if point is None else [k for k, v in point.items() if v is not None],
+            placements=point is None or point.get("auc") is not None,
+            auc=measured.get("auc"),
+            line=_line(view, measured),
+            offset_intercept=measured.get("calibration_intercept"),
+            smooth=measured.get("smooth_ece") is not None,
+            smooth_sigma=measured.get("smooth_ece_sigma"),
         )
 
     def block_sampler(

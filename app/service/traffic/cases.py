@@ -14,13 +14,8 @@ from numpy.typing import NDArray
 from app import figures
 from app.calibration import Report
 from app.errors import Conflict, NotFound, invalid
-from app.service.diagnosis import (
-    DEFAULT_REPORT,
-    Diagnosis,
-    ImageFormat,
-    ReportOptions,
-    labelled_reports,
-)
+from app.service.diagnosis import Diagnosis
+from app.service.reporting import DEFAULT_REPORT, ImageFormat, ReportOptions, labelled_reports
 from app.service.traffic.monitoring import (
     MAX_WINDOWS,
     WINDOW_SECONDS,
@@ -165,7 +160,7 @@ class TrafficCases:
         query: ReportOptions = DEFAULT_REPORT,
     ) -> TrafficDiagnostics:
         """The reliability reports of ``name``'s labelled predictions logged in [since, until)
-        (:func:`app.service.diagnosis.labelled_reports`, as for a stored version or a posted batch):
+        (:func:`app.service.reporting.labelled_reports`, as for a stored version or a posted batch):
         the probabilities answered, and the raw scores scaled (binary) or as probabilities
         (k-class: top-label, or ``class_index``). 404 when there is no labelled traffic, 409
         when it mixes binary and k-class versions or k-class ones of different k (choose

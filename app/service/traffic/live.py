@@ -50,7 +50,7 @@ from typing import Any
 
 from app.errors import DatabaseUnavailable, NotFound
 from app.observability import Leadership, LiveSnapshot, LiveValues, publish_live
-from app.service.diagnosis import DEFAULT_BINS
+from app.service.reporting import DEFAULT_BINS
 from app.service.traffic.cases import TrafficCases
 from app.service.traffic.monitoring import WINDOW_SECONDS, Window, window_start
 from app.service.use_cases import CalibrationService

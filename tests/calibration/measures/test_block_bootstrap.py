@@ -22,7 +22,7 @@ import pytest
 from scipy.special import expit, logit, softmax
 
 from app.calibration.kernels.searching import EdgeCounter
-from app.calibration.measures import block_sums, diagnostics, report_bootstrap
+from app.calibration.measures import block_placements, block_sums, diagnostics, report_bootstrap
 from app.calibration.measures.block_resampled import BlockResampler
 from app.calibration.measures.diagnostics import raw_as_probabilities, reliability_reports
 from app.calibration.measures.headline_reports import headline_resampled
@@ -125,6 +125,7 @@ def test_the_threshold_picks_the_method(monkeypatch: pytest.MonkeyPatch) -> None
     (chunks of rows, chunks of resamples) passes a checkpoint."""
     calls: list[str] = []
     monkeypatch.setattr(block_sums, "checkpoint", lambda: calls.append("rows"))
+    monkeypatch.setattr(block_placements, "checkpoint", lambda: calls.append("rows"))
     monkeypatch.setattr(block_sums, "ROW_CHUNK", 10_000)
     monkeypatch.setattr(report_bootstrap, "checkpoint", lambda: calls.append("resamples"))
     p, y = _binary(report_bootstrap.LARGE_ROWS - 1, 3)
