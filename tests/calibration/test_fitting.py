@@ -278,9 +278,14 @@ def test_the_fit_tells_its_progress_before_the_final_fit(
             events.append("final fit")
         return real_fit(self, scores, labels, weights)
 
-    def known(out_of_fold: np.ndarray) -> None:
+    def known(out_of_fold: np.ndarray, runs: np.ndarray | None) -> None:
         events.append("out of fold")
         handed.append(out_of_fold)
+        assert runs is not None  # the scores were sorted: the runs are known
+        np.testing.assert_array_equal(np.sort(runs), np.arange(f.size))
+        # a monotone method's predictions along the runs: one sorted run per fold
+        descents = np.count_nonzero(np.diff(out_of_fold[runs]) < 0)
+        assert descents <= 4
 
     monkeypatch.setattr(kind, "fit", spy)
     progress = Progress(lambda: events.append("checked"), known)

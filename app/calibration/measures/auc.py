@@ -9,6 +9,7 @@ block starts at a :func:`~app.calibration.kernels.budget.checkpoint`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,8 +31,16 @@ def roc_auc(scores: FloatArray, y: FloatArray, w: FloatArray | None = None) -> f
     return roc_auc_checked(f, labels != 0.0, weights)
 
 
-def roc_auc_checked(scores: FloatArray, positive: NDArray[np.bool_], w: FloatArray) -> float | None:
-    """:func:`roc_auc` of a batch already checked, ``positive`` being its labels != 0.
+def roc_auc_checked(
+    scores: FloatArray,
+    positive: NDArray[np.bool_],
+    w: FloatArray,
+    runs: NDArray[np.intp] | None = None,
+) -> float | None:
+    """:func:`roc_auc` of a batch already checked, ``positive`` being its labels != 0;
+    ``runs``, a permutation of the rows in which the scores come in a few sorted runs (a
+    monotone calibrator's out-of-fold predictions, :func:`~app.calibration.fitting.fold_runs`),
+    makes its sorts merges (timsort's), which any other permutation only slows.
 
     The sum over positives of w (W-(below) + W-(tied) / 2), divided by W+ W-, with W- the
     negatives' weight and W+ the positives'.
@@ -41,12 +50,15 @@ def roc_auc_checked(scores: FloatArray, positive: NDArray[np.bool_], w: FloatArr
     positive, exactly, in integers. Other weights need one argsort; the pooled weights of the
     distinct scores then come a block at a time (:func:`_score_pools`).
     """
+    kind: Literal["quicksort", "stable"] = "quicksort" if runs is None else "stable"
     if w.min() == w.max():
+        if runs is not None:
+            scores, positive = scores[runs], positive[runs]
         negatives, positives = np.compress(~positive, scores), np.compress(positive, scores)
         if not negatives.size or not positives.size:
             return None
-        negatives.sort()  # in place: no second copy
-        positives.sort()
+        negatives.sort(kind=kind)  # in place: no second copy
+        positives.sort(kind=kind)
         pairs = 0  # twice the sum over positives of (negatives below + half the tied)
         for start in range(0, positives.size, BLOCK):
             checkpoint()
@@ -59,7 +71,8 @@ def roc_auc_checked(scores: FloatArray, positive: NDArray[np.bool_], w: FloatArr
         # one rounding of the exact ratio, as the pooled sums of equal weights give it
         return pairs / (2 * positives.size * negatives.size)
     numerator = below = weight_positive = 0.0
-    for pool_positive, pool_negative in _score_pools(scores, positive, w):
+    order = np.argsort(scores) if runs is None else runs[np.argsort(scores[runs], kind=kind)]
+    for pool_positive, pool_negative in _score_pools(scores, positive, w, order):
         before = below + np.cumsum(pool_negative) - pool_negative
         numerator += float(np.sum(pool_positive * (before + 0.5 * pool_negative)))
         below += float(pool_negative.sum())
@@ -69,13 +82,12 @@ def roc_auc_checked(scores: FloatArray, positive: NDArray[np.bool_], w: FloatArr
 
 
 def _score_pools(
-    scores: FloatArray, positive: NDArray[np.bool_], w: FloatArray
+    scores: FloatArray, positive: NDArray[np.bool_], w: FloatArray, order: NDArray[np.intp]
 ) -> Iterator[tuple[FloatArray, FloatArray]]:
     """The positive and the negative relative weight of each distinct score, in score order,
-    a block of the argsort at a time: :func:`~app.calibration.kernels.pooling.pool_ties`' sums
-    without its n-sized copies in score order. A block's last score may go on in the next block, so
-    its sums are held back until another score is read."""
-    order = np.argsort(scores)
+    a block of the argsort ``order`` at a time: :func:`~app.calibration.kernels.pooling.
+    pool_ties`' sums without its n-sized copies in score order. A block's last score may go
+    on in the next block, so its sums are held back until another score is read."""
     held: tuple[float, float, float] | None = None  # a score, its positive and negative weight
     for block, relative in relative_blocks(w, order):
         rows = order[block]

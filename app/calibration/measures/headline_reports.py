@@ -81,12 +81,19 @@ class HeadlineReports:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def add(self, probabilities: FloatArray, *, background: bool = False) -> None:
-        """Prepare one more set. A large binary set is checked here (a
-        :class:`~app.calibration.base.CalibrationError` now), and its block sums and its AUC's
-        sort then run side by side, unless in the ``background`` of work the caller goes on
-        with (a fit), where they take one thread: beside a third, they slowed an isotonic fit
-        of 10^6 rows by 0.1 s (measured). Any other set's error comes from :meth:`results`."""
+    def add(
+        self,
+        probabilities: FloatArray,
+        runs: NDArray[np.intp] | None = None,
+        *,
+        background: bool = False,
+    ) -> None:
+        """Prepare one more set (``runs``: rows in which it comes in sorted runs, the AUC's
+        hint, :func:`~app.calibration.fitting.fold_runs`). A large binary set is checked here
+        (a :class:`~app.calibration.base.CalibrationError` now), and its block sums and its
+        AUC's sort then run side by side, unless in the ``background`` of work the caller goes
+        on with (a fit), where they take one thread: beside a third, they slowed an isotonic
+        fit of 10^6 rows by 0.1 s (measured). Any other set's error comes from :meth:`results`."""
         labels, weights, shared = self.labels, self.weights, self.shared
         if probabilities.ndim == 1 and self._outcome is None:
             self._outcome = outcome_floats([probabilities], labels)
@@ -96,11 +103,11 @@ class HeadlineReports:
             return
         view = report_and_view(probabilities, labels, weights, None, self._outcome)[1]
         if background:
-            both = self._run(self._from_view, view)
+            both = self._run(self._from_view, view, runs)
             self._prepared.append(both.result)
             return
         tables = self._run(shared.tables, view, HEADLINE_EDGES, None)
-        auc = self._run(roc_auc_checked, view.p, view.y != 0.0, view.w)
+        auc = self._run(roc_auc_checked, view.p, view.y != 0.0, view.w, runs)
         self._prepared.append(lambda: self._from_tables(tables.result(), auc.result(), view))
 
     def results(self) -> tuple[list[dict[str, Any]], list[Resampled]]:
@@ -151,11 +158,12 @@ class HeadlineReports:
             self.shared.block_sampler(self.shared.tables(view, HEADLINE_EDGES, point), view, point),
         )
 
-    def _from_view(self, view: View) -> _Prepared:
+    def _from_view(self, view: View, runs: NDArray[np.intp] | None) -> _Prepared:
         """:meth:`_from_tables` of a view: its block sums, then its AUC."""
         assert self.shared is not None
         tables = self.shared.tables(view, HEADLINE_EDGES, None)
-        return self._from_tables(tables, roc_auc_checked(view.p, view.y != 0.0, view.w), view)
+        auc = roc_auc_checked(view.p, view.y != 0.0, view.w, runs)
+        return self._from_tables(tables, auc, view)
 
     def _from_tables(self, tables: BlockTables, auc: float | None, view: View) -> _Prepared:
         """A large binary set's headline metrics read off its block sums (each term's sum

@@ -12,7 +12,7 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 from sklearn.metrics import log_loss as sk_log_loss
 
 from app.calibration import CalibrationError
-from app.calibration.measures.auc import roc_auc
+from app.calibration.measures.auc import roc_auc, roc_auc_checked
 from app.calibration.measures.metrics import (
     brier_score,
     expected_calibration_error,
@@ -59,6 +59,26 @@ def test_scores_match_sklearn(weighted: bool) -> None:
     rounded = np.round(p, 1)
     assert roc_auc(rounded, y, sw) == pytest.approx(roc_auc_score(y, rounded, sample_weight=sw))
     assert roc_auc(p, y, sw) == pytest.approx(roc_auc_score(y, p, sample_weight=sw))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("hint", ["runs", "shuffled"])
+def test_the_auc_is_the_same_with_a_hint_of_runs(weighted: bool, hint: str) -> None:
+    """A permutation along which the scores come in sorted runs (a fit's out-of-fold
+    predictions by fold) only changes how the AUC sorts; any other permutation is as good."""
+    rng = np.random.default_rng(11)
+    n, folds = 5_000, 5
+    p = np.round(rng.random(n), 2)  # ties within and across the runs
+    y = (rng.random(n) < p).astype(np.float64)
+    w = rng.uniform(0.5, 2.0, n) if weighted else np.ones(n)
+    fold = rng.integers(0, folds, n)
+    runs = np.lexsort((p, fold)) if hint == "runs" else rng.permutation(n)
+    assert roc_auc_checked(p, y != 0.0, w, runs) == pytest.approx(
+        roc_auc_checked(p, y != 0.0, w), rel=1e-12
+    )
+    assert roc_auc_checked(p, y != 0.0, w, runs) == pytest.approx(
+        roc_auc_score(y, p, sample_weight=w), rel=1e-12
+    )
 
 
 def test_auc_is_none_for_a_single_class() -> None:
