@@ -12,6 +12,7 @@ import pytest
 
 from app.api.routes import diagnostics
 from app.calibration.measures.report_bootstrap import LARGE_ROWS
+from app.errors import OverBudget, invalid
 from app.service.diagnosis import Diagnosis
 from app.service.inflight import InFlight
 from app.service.reporting import ReportOptions
@@ -127,3 +128,33 @@ def test_other_bins_in_flight_wait_for_the_first_report_and_bin_from_its_parts(
         expected = diagnostics._diagnostics(alone.stored("big", 1, query), query)
         assert answer.content == expected.body
         assert len(answer.json()["calibrated"]["bins"]) == b
+
+
+@pytest.mark.in_threads  # it makes the route's job fail
+@pytest.mark.parametrize(("failure", "statuses"), [("invalid", [200, 422]), ("budget", [503, 503])])
+def test_a_first_report_that_fails_fails_its_joiners_unless_its_own_options_were_refused(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, failure: str, statuses: list[int]
+) -> None:
+    """Two bin counts of a large version at once, the first report made whole failing: a
+    refusal of its own options (a 422) leaves the other to make its own report; any other
+    failure (over its budget: 503) is the other's too, which does not try again."""
+    fit = client.post(
+        "/v1/calibrators/big/fit",
+        json={**sigmoid_batch(LARGE_ROWS + 1_000, seed=4), "method": "platt"},
+    )
+    assert fit.status_code == 201, fit.text
+    real = diagnostics._stored
+    whole: list[int] = []
+
+    def first_fails(*args: Any) -> Any:
+        if args[-1] is None:  # a report made whole: the first fails
+            whole.append(1)
+            if len(whole) == 1:
+                raise invalid(("n_bins",), "refused") if failure == "invalid" else OverBudget("")
+        return real(*args)
+
+    monkeypatch.setattr(diagnostics, "_stored", first_fails)
+    spy_on_jobs(monkeypatch, client, "_stored", 2)
+    base = "/v1/calibrators/big/versions/latest/diagnostics?bootstrap=20"
+    answers = send_together(client, [f"{base}&n_bins={b}" for b in (8, 9)])
+    assert sorted(a.status_code for a in answers) == statuses

@@ -36,7 +36,7 @@ from app.api.report_query import (
     ReportQuery,
     wanted_image,
 )
-from app.errors import ClientGone
+from app.errors import InvalidInput
 from app.service.diagnosis import Parts, Reports
 from app.service.inflight import Gone
 from app.service.reporting import ImageFormat, ReportOptions
@@ -104,12 +104,11 @@ async def _stored_reports(
         first = running not in in_flight  # nothing is awaited from here until it is joined or run
         try:
             await in_flight.run(running, lambda: client_gone(request), whole)
-        except ClientGone:
-            raise
-        except Exception:
+        except InvalidInput:
             if first:
                 raise
-            # what failed was another query's (its bins, its budget): this one tries its own
+            # the first query's own options were refused (its bins): this one tries its own;
+            # any other failure (the budget, the memory, the version gone) is this one's too
     known = diagnosis.parts.get(parts)
     reports = await shared_in_worker(
         request, diagnosis.reports, key, _stored, name, version, query, known
