@@ -304,12 +304,12 @@ def _diagnostics(
         )
     # one whole report alone (other resamples: nothing of the eight's serves it), then one
     # for bins not asked yet, which bins the stored out-of-fold predictions only
-    status, alone, text = diagnostics(N_BINS[0], 999)
-    progress(
-        f"load: one whole report alone: {status} in {alone:.1f} s " + text[:200] * (status != 200)
-    )
-    status, binned, text = diagnostics(N_BINS[0] - 1)
-    progress(f"load: n_bins={N_BINS[0] - 1} after them: {status} in {binned:.1f} s")
+    whole_status, alone, text = diagnostics(N_BINS[0], 999)
+    failed = "" if whole_status == 200 else f": {text[:200]}"
+    progress(f"load: one whole report alone: {whole_status} in {alone:.1f} s{failed}")
+    binned_status, binned, _ = diagnostics(N_BINS[0] - 1)
+    progress(f"load: n_bins={N_BINS[0] - 1} after them: {binned_status} in {binned:.1f} s")
+    answered = whole_status == binned_status == 200
     ok = sum(status == 200 for status, _, _ in answers)
     slowest = max(seconds for _, seconds, _ in answers)
     what = f"{len(N_BINS)} concurrent diagnostics of a {size}-row version"
@@ -338,7 +338,7 @@ def _diagnostics(
             "load",
             f"diagnostics of the {size}-row version for new bins: seconds / one whole report",
             size,
-            binned if status == 200 else math.inf,
+            binned if answered else math.inf,
             alone,
             "s",
         ),

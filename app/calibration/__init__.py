@@ -52,6 +52,7 @@ from app.calibration.measures.diagnostics import (
     fit_resamples,
     raw_as_probabilities,
     reliability_reports,
+    reuses_bin_free,
     with_intervals,
 )
 from app.calibration.measures.headline_reports import HeadlineReports, headline_resampled
@@ -163,6 +164,7 @@ __all__ = [
     "raw_as_probabilities",
     "reliability_reports",
     "require_open_unit_interval",
+    "reuses_bin_free",
     "squared_errors",
     "top_label",
     "with_intervals",

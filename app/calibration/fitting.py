@@ -14,6 +14,7 @@ from app.calibration.kernels.bounds import BOUND_KEY
 from app.calibration.kernels.checks import check_batch
 from app.calibration.kernels.crossval import (
     effective_class_folds,
+    fold_runs,
     predict_folds,
     stratified_class_folds,
 )
@@ -59,7 +60,8 @@ class Progress:
     measures the raw scores while it fits: :class:`~app.calibration.measures.headline_reports.
     HeadlineReports`): the method and params checked, then the out-of-fold predictions (in
     the batch's order), known before the final fit, with their runs where the fit sorted the
-    batch (:func:`fold_runs`, a hint for the caller's sorts; else None)."""
+    batch (:func:`~app.calibration.kernels.crossval.fold_runs`, a hint for the caller's sorts;
+    else None)."""
 
     checked: Callable[[], None] = lambda: None
     out_of_fold: Callable[[FloatArray, NDArray[np.intp] | None], None] = lambda p, runs: None
@@ -281,19 +283,6 @@ weight) triples, so that the batch sorted is the batch as sent to the last bit (
 internal folds pick rows by position: not those; nor a bound's sums of unequal weights, see
 :func:`_fit`).
 """
-
-
-def fold_runs(order: NDArray[np.intp] | None, folds: NDArray[np.intp]) -> NDArray[np.intp] | None:
-    """The rows fold by fold, each fold's in score order (``order``, the scores' argsort, and
-    ``folds`` in that order): a monotone calibrator's out-of-fold predictions in these rows
-    are k sorted runs, which a stable sort (timsort) merges in a few passes instead of sorting
-    them afresh (the AUC's sorts: :func:`~app.calibration.measures.auc.roc_auc_checked`). For
-    any other method only that speed is lost. None without an order."""
-    if order is None:
-        return None
-    by_fold = np.argsort(folds.astype(np.int16), kind="stable")  # a radix sort of 16-bit keys
-    runs: NDArray[np.intp] = order[by_fold]
-    return runs
 
 
 def _in_input_order(values: FloatArray, order: NDArray[np.intp] | None) -> FloatArray:

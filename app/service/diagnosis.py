@@ -3,7 +3,8 @@
 The use cases behind the diagnostics and picture routes (compare: :mod:`app.service.comparison`).
 Each reads what it needs in one transaction; what a stored version yields never changes (its
 number is never reused), so its reports and diagrams are computed once per query and kept in
-bounded memos (:mod:`app.service.memo`), and its decoded fitting batch is shared by the reports
+bounded memos (:mod:`app.service.memo`), with the parts its reports for other bins share
+(:class:`~app.calibration.BinFree`), and its decoded fitting batch is shared by the reports
 being computed. Knows no HTTP; the routes run these methods through the bounded
 :class:`app.service.work.WorkPool`.
 """
@@ -11,20 +12,20 @@ being computed. Knows no HTTP; the routes run these methods through the bounded
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
 from app import figures
-from app.calibration import BinFree, Report
+from app.calibration import BinFree, Report, reuses_bin_free
 from app.errors import NotFound, StoredDataCorrupt
 from app.service.batches import Batch
 from app.service.memo import Memo
 from app.service.reporting import (
     DEFAULT_REPORT,
+    BinFreeParts,
     ImageFormat,
-    Key,
     ReportOptions,
     labelled_reports,
 )
@@ -39,14 +40,33 @@ from app.store import (
     decode_batch,
 )
 
-Parts = tuple[BinFree, BinFree]
-"""What a version's calibrated and raw reports for one ``n_bins`` and ``strategy`` share with
-those for any other (same class and resamples): :class:`~app.calibration.BinFree`."""
+Key = tuple[object, ...]
 
 REPORTS_KEPT = 512
 """Reliability reports kept (a few kilobytes each)."""
+PARTS_KEPT = 512
+"""Versions' :class:`BinFreeParts` kept (a few kilobytes each: measures and a curve)."""
 PICTURES_KEPT = 128
 """Rendered diagrams kept (tens of kilobytes each)."""
+
+
+@dataclass(frozen=True)
+class Located:
+    """The version a selector names now: its number and its rows."""
+
+    version: int
+    n_samples: int
+
+
+@dataclass(frozen=True)
+class BinFreeKey:
+    """What names the :class:`BinFreeParts` of a version's reports for one class and number
+    of resamples, whatever their bins."""
+
+    name: str
+    version: int
+    class_index: int | None
+    bootstrap: int
 
 
 @dataclass(frozen=True)
@@ -68,8 +88,8 @@ class Diagnosis:
         self.database = database
         self.versions = versions
         self.reports: Memo[Reports] = Memo(REPORTS_KEPT)
-        self.parts: Memo[Parts] = Memo(REPORTS_KEPT)
-        """What a version's reports for other bins share (:meth:`parts_key`, :meth:`keep`)."""
+        self.bin_free_parts: Memo[BinFreeParts] = Memo(PARTS_KEPT)
+        """What a version's reports for other bins share (:meth:`bin_free`, :meth:`remember`)."""
         self.pictures: Memo[bytes] = Memo(PICTURES_KEPT)
         # Decoded batches (~250 MB for 10^7 rows) are shared while in use, never kept.
         self.batches: Memo[StoredBatch] = Memo(0, weak=True)
@@ -80,54 +100,73 @@ class Diagnosis:
         name: str,
         selector: Selector,
         query: ReportOptions,
-        known: Parts | None = None,
+        known: BinFreeParts | None = None,
     ) -> Reports:
         """The reports of the version's cross-validated predictions on its fitting batch
-        (``known``: what :attr:`parts` keeps of those for other bins, which they share)."""
-        query = _reported(query)
+        (``known``: what :meth:`bin_free` keeps of those for other bins, which they share)."""
+        query = query.reported()
         record, data = self._read(name, selector, lambda r: self._known(r, query))
         return self._stored(record, query, data, known)
 
     @staticmethod
-    def parts_key(name: str, version: int, query: ReportOptions) -> Key:
-        """What names the :attr:`parts` the reports of every ``n_bins`` and ``strategy`` of
-        ``query``'s class and resamples share."""
-        return name, version, query.class_index, query.bootstrap
+    def bin_free_key(name: str, version: int, query: ReportOptions) -> BinFreeKey:
+        """What names the parts the reports for ``query`` share with those of other bins."""
+        return BinFreeKey(name, version, query.class_index, query.bootstrap)
 
-    def keep(self, name: str, version: int, query: ReportOptions, reports: Reports) -> None:
-        """Keep the :attr:`parts` of ``reports``, made for ``query``."""
-        resamples = query.bootstrap
-        kept = BinFree.of(reports.calibrated, resamples), BinFree.of(reports.raw, resamples)
-        self.parts.put(self.parts_key(name, version, query), kept)
+    @staticmethod
+    def shares_bin_free(located: Located, query: ReportOptions) -> bool:
+        """Whether the reports for ``query`` of the ``located`` version are made from the
+        parts another's bins left (:func:`~app.calibration.reuses_bin_free`)."""
+        return reuses_bin_free(located.n_samples, query.bootstrap)
 
-    def number(self, name: str, selector: Selector) -> int:
-        """The number ``selector`` names now (one read: a deleted version is a 404): what the
-        routes key :attr:`reports` and :attr:`pictures` by (:meth:`key`)."""
+    def bin_free(self, name: str, version: int, query: ReportOptions) -> BinFreeParts | None:
+        """The parts kept that the reports for ``query`` share with those of other bins."""
+        return self.bin_free_parts.get(self.bin_free_key(name, version, query))
+
+    def remember(self, located: Located, name: str, query: ReportOptions, reports: Reports) -> None:
+        """Keep ``reports``, made for ``query`` (in a worker, say), and the parts they share
+        with the reports of other bins."""
+        self.reports.put(self.key(name, located.version, query), reports)
+        made = (located.n_samples, query.class_index, query.bootstrap)
+        parts = BinFree.of(reports.calibrated, *made), BinFree.of(reports.raw, *made)
+        self.bin_free_parts.put(self.bin_free_key(name, located.version, query), parts)
+
+    def locate(self, name: str, selector: Selector) -> Located:
+        """The version ``selector`` names now (one read: a deleted version is a 404): its
+        number, what the routes key :attr:`reports` and :attr:`pictures` by (:meth:`key`)."""
         with self.database.transaction() as repo:
-            return repo.get_version(name, selector).version
+            record = repo.get_version(name, selector)
+            return Located(record.version, record.n_samples)
 
     @staticmethod
     def key(name: str, version: int, query: ReportOptions, image: ImageFormat | None = None) -> Key:
         """What names :meth:`stored`'s reports, or its diagram as ``image``, forever."""
-        return (name, version, _reported(query)) if image is None else (name, version, query, image)
+        return (name, version, query.reported()) if image is None else (name, version, query, image)
 
     def stored_picture(
-        self, name: str, selector: Selector, query: ReportOptions, image_format: ImageFormat
+        self,
+        name: str,
+        selector: Selector,
+        query: ReportOptions,
+        image_format: ImageFormat,
+        known: BinFreeParts | None = None,
     ) -> bytes:
-        """The reliability diagram of :meth:`stored`, drawn once per version and query."""
-        full, drawn = _reported(query), _pictured(query)
+        """The reliability diagram of :meth:`stored`, drawn once per version and query
+        (``known`` as there)."""
+        full, drawn = query.reported(), query.pictured()
 
-        def known(record: VersionRecord) -> bool:
+        def needless(record: VersionRecord) -> bool:  # the batch, for what is kept
             key = (*_key(record), query, image_format)
             kept = self.pictures.get(key) is not None or self._known(record, drawn)
             return kept or self.reports.get((*_key(record), full)) is not None
 
-        record, data = self._read(name, selector, known)
+        record, data = self._read(name, selector, needless)
 
         def draw() -> bytes:
             # the JSON's reports when kept (they hold all a picture draws), else the cheaper ones
             kept = self.reports.get((*_key(record), full)) is not None
-            return _draw(self._stored(record, full if kept else drawn, data), query, image_format)
+            reports = self._stored(record, full if kept else drawn, data, known)
+            return _draw(reports, query, image_format)
 
         return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
 
@@ -138,7 +177,7 @@ class Diagnosis:
         reports and picture of :meth:`reports_and_picture` are kept without it (None)."""
         key = _key(record)
         drawn = self.pictures.get((*key, DEFAULT_REPORT, image_format)) is not None
-        if drawn and self._known(record, _reported(DEFAULT_REPORT)):
+        if drawn and self._known(record, DEFAULT_REPORT.reported()):
             return None
         return None if self.batches.get(key) is not None else repo.get_batch(record.id)
 
@@ -147,7 +186,7 @@ class Diagnosis:
     ) -> tuple[Reports, bytes]:
         """:meth:`stored` and :meth:`stored_picture` with the default options, of a record
         (and its batch, from :meth:`batch_unless_kept`) the caller read in its snapshot."""
-        reports = self._stored(record, _reported(DEFAULT_REPORT), data)
+        reports = self._stored(record, DEFAULT_REPORT.reported(), data)
         picture = self.pictures.get_or_compute(
             (*_key(record), DEFAULT_REPORT, image_format),
             lambda: _draw(reports, DEFAULT_REPORT, image_format),
@@ -183,12 +222,20 @@ class Diagnosis:
         record: VersionRecord,
         query: ReportOptions,
         data: bytes | memoryview | None,
-        known: Parts | None = None,
+        known: BinFreeParts | None = None,
     ) -> Reports:
+        # parts of other resamples (a picture without bands draws none) serve nothing here
+        same = known is not None and known[0].resamples == query.bootstrap
+
         def compute() -> Reports:
             stored = self.batches.get_or_compute(_key(record), lambda: self._decoded(record, data))
             calibrated, raw = labelled_reports(
-                stored.out_of_fold, stored.scores, stored.labels, stored.weights, query, known
+                stored.out_of_fold,
+                stored.scores,
+                stored.labels,
+                stored.weights,
+                query,
+                known if same else None,
             )
             return Reports(
                 record.name, record.version, record.method, record.n_samples, calibrated, raw
@@ -231,20 +278,8 @@ class Diagnosis:
         image_format: ImageFormat,
     ) -> bytes:
         """The diagram of :meth:`on_batch`; drawn for this request only."""
-        reports = self.on_batch(name, selector, batch, _pictured(query))
+        reports = self.on_batch(name, selector, batch, query.pictured())
         return _draw(reports, query, image_format)
-
-
-def _reported(query: ReportOptions) -> ReportOptions:
-    """The options the reports depend on: not ``curve``, which only a picture reads."""
-    return replace(query, curve=DEFAULT_REPORT.curve)
-
-
-def _pictured(query: ReportOptions) -> ReportOptions:
-    """The reports a picture needs: a binned diagram draws no bootstrap band, so none is
-    resampled for it."""
-    resamples = 0 if query.curve == "binned" else query.bootstrap
-    return replace(_reported(query), bootstrap=resamples)
 
 
 def _key(record: VersionRecord) -> tuple[str, int]:

@@ -54,10 +54,6 @@ class InFlight:
         """How many keys have a job that requests may join."""
         return len(self._runs)
 
-    def __contains__(self, key: Hashable) -> bool:
-        """Whether ``key`` has a job that a request may join."""
-        return key in self._runs
-
     async def run(
         self,
         key: Hashable,

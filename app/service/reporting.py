@@ -5,7 +5,7 @@ options."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -24,7 +24,10 @@ from app.errors import invalid
 Strategy = Literal["uniform", "quantile"]
 ImageFormat = Literal["png", "svg"]
 Curve = Literal["binned", "smooth", "both"]
-Key = tuple[object, ...]
+
+BinFreeParts = tuple[BinFree, BinFree]
+"""What a version's calibrated and raw reports for one ``n_bins`` and ``strategy`` share with
+those for any other (same class and resamples): :class:`~app.calibration.BinFree`."""
 
 DEFAULT_BINS = 10
 """The bins of a report that does not say (monitoring's windows, the live metrics)."""
@@ -42,6 +45,15 @@ class ReportOptions:
     bootstrap: int = RESAMPLES
     curve: Curve = "binned"
 
+    def reported(self) -> ReportOptions:
+        """The options the reports depend on: not ``curve``, which only a picture reads."""
+        return replace(self, curve="binned")
+
+    def pictured(self) -> ReportOptions:
+        """The reports a picture needs: a binned diagram draws no bootstrap band, so none is
+        resampled for it."""
+        return replace(self.reported(), bootstrap=0 if self.curve == "binned" else self.bootstrap)
+
 
 DEFAULT_REPORT = ReportOptions()
 
@@ -52,7 +64,7 @@ def labelled_reports(
     labels: NDArray[np.int64],
     weights: NDArray[np.float64] | None,
     query: ReportOptions,
-    known: tuple[BinFree, BinFree] | None = None,
+    known: BinFreeParts | None = None,
 ) -> tuple[Report, Report]:
     """The calibrated and the raw reliability reports of one labelled batch (a stored
     version's, a posted one, the logged traffic's), their intervals from the same resamples

@@ -8,11 +8,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pytest
 
 from app.api.routes import diagnostics
 from app.calibration.measures.report_bootstrap import LARGE_ROWS
-from app.errors import OverBudget, invalid
+from app.errors import OverBudget
 from app.service.diagnosis import Diagnosis
 from app.service.inflight import InFlight
 from app.service.reporting import ReportOptions
@@ -26,8 +27,9 @@ def spy_on_jobs(
     monkeypatch: pytest.MonkeyPatch, client: TestClient, job: str, arrivals: int
 ) -> list[tuple[Any, ...]]:
     """Record each call of the route's job ``job`` (a name in app.api.routes.diagnostics);
-    each call waits until ``arrivals`` requests have reached the app's in-flight map, so that
-    all of them are there while the first job runs, however the threads are scheduled."""
+    each call waits until the app's in-flight map has been reached ``arrivals`` times (once
+    per request, or twice for one that waits for a version's first report and then runs its
+    own), so that all are there while the first job runs, however the threads are scheduled."""
     flight: InFlight = client.app.state.service.work.in_flight  # type: ignore[attr-defined]
     arrived = threading.Condition()
     count = 0
@@ -80,6 +82,7 @@ def test_identical_diagnostics_in_flight_are_computed_once(
 def test_different_queries_in_flight_each_run_their_own_job(
     fitted: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Below LARGE_ROWS rows no parts are shared between bins: each runs at once."""
     calls = spy_on_jobs(monkeypatch, fitted, "_stored", 4)
     base = "/v1/calibrators/churn/versions/latest/diagnostics?bootstrap=50"
     urls = [f"{base}&n_bins={bins}" for bins in (5, 6, 5, 6)]
@@ -131,30 +134,79 @@ def test_other_bins_in_flight_wait_for_the_first_report_and_bin_from_its_parts(
 
 
 @pytest.mark.in_threads  # it makes the route's job fail
-@pytest.mark.parametrize(("failure", "statuses"), [("invalid", [200, 422]), ("budget", [503, 503])])
-def test_a_first_report_that_fails_fails_its_joiners_unless_its_own_options_were_refused(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch, failure: str, statuses: list[int]
+@pytest.mark.parametrize("failure", ["budget", "class"])
+def test_requests_waiting_for_a_first_report_fail_as_it_fails(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, failure: str
 ) -> None:
-    """Two bin counts of a large version at once, the first report made whole failing: a
-    refusal of its own options (a 422) leaves the other to make its own report; any other
-    failure (over its budget: 503) is the other's too, which does not try again."""
+    """Two bin counts of a large version at once, the first report made whole failing (over
+    its budget, or a class the version does not have): the other fails with it, and does not
+    spend the job again."""
     fit = client.post(
         "/v1/calibrators/big/fit",
         json={**sigmoid_batch(LARGE_ROWS + 1_000, seed=4), "method": "platt"},
     )
     assert fit.status_code == 201, fit.text
     real = diagnostics._stored
-    whole: list[int] = []
 
-    def first_fails(*args: Any) -> Any:
-        if args[-1] is None:  # a report made whole: the first fails
-            whole.append(1)
-            if len(whole) == 1:
-                raise invalid(("n_bins",), "refused") if failure == "invalid" else OverBudget("")
-        return real(*args)
+    def over_budget(*args: Any) -> Any:
+        raise OverBudget("over its budget")
 
-    monkeypatch.setattr(diagnostics, "_stored", first_fails)
-    spy_on_jobs(monkeypatch, client, "_stored", 2)
+    monkeypatch.setattr(diagnostics, "_stored", over_budget if failure == "budget" else real)
+    calls = spy_on_jobs(monkeypatch, client, "_stored", 2)
     base = "/v1/calibrators/big/versions/latest/diagnostics?bootstrap=20"
+    base += "&class_index=5" if failure == "class" else ""
     answers = send_together(client, [f"{base}&n_bins={b}" for b in (8, 9)])
-    assert sorted(a.status_code for a in answers) == statuses
+    expected = 503 if failure == "budget" else 422
+    assert [a.status_code for a in answers] == [expected, expected]
+    assert len(calls) == 1
+
+
+def _multiclass_batch(n: int, seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(scale=1.5, size=(n, 3))
+    truth = np.exp(1.4 * logits)
+    truth /= truth.sum(axis=1, keepdims=True)
+    labels = (rng.random(n)[:, None] > np.cumsum(truth, axis=1)).sum(axis=1)
+    return {"scores": logits.round(6).tolist(), "labels": labels.tolist()}
+
+
+@pytest.mark.in_threads  # it spies on what the job runs
+@pytest.mark.parametrize(
+    ("batch", "method", "queries"),
+    [
+        (
+            "multiclass",
+            "temperature",
+            [(10, None, 30), (12, 1, 30), (7, 1, 30), (15, None, 30), (9, 2, 30)],
+        ),
+        ("binary, small", "platt", [(10, None, 0), (12, None, 0), (13, None, 40)]),
+    ],
+)
+def test_reports_asked_one_after_another_reuse_their_class_parts_and_answer_as_alone(
+    client: TestClient,
+    monkeypatch: pytest.MonkeyPatch,
+    batch: str,
+    method: str,
+    queries: list[tuple[int, int | None, int]],
+) -> None:
+    """New bins of a class already reported are binned from its kept parts (a multiclass
+    version's top label and each class apart; a small version's only without resamples), and
+    each answer is the one a server that saw no other query gives."""
+    body = _multiclass_batch(LARGE_ROWS + 500, 5) if batch == "multiclass" else sigmoid_batch(900)
+    assert client.post("/v1/calibrators/v/fit", json={**body, "method": method}).status_code == 201
+    calls: list[tuple[Any, ...]] = []
+    real = diagnostics._stored
+    monkeypatch.setattr(diagnostics, "_stored", lambda *a: (calls.append(a[1:]), real(*a))[1])
+    service = client.app.state.service  # type: ignore[attr-defined]
+    alone = Diagnosis(service.database, service.versions)
+    seen: set[tuple[int | None, int]] = set()
+    for bins, class_index, resamples in queries:
+        url = f"/v1/calibrators/v/versions/1/diagnostics?n_bins={bins}&bootstrap={resamples}"
+        answer = client.get(url + ("" if class_index is None else f"&class_index={class_index}"))
+        assert answer.status_code == 200, answer.text
+        query = ReportOptions(n_bins=bins, class_index=class_index, bootstrap=resamples)
+        assert answer.content == diagnostics._diagnostics(alone.stored("v", 1, query), query).body
+        reused = calls[-1][3] is not None
+        shared = batch == "multiclass" or resamples == 0
+        assert reused == (shared and (class_index, resamples) in seen)
+        seen.add((class_index, resamples))

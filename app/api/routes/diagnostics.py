@@ -36,10 +36,9 @@ from app.api.report_query import (
     ReportQuery,
     wanted_image,
 )
-from app.errors import InvalidInput
-from app.service.diagnosis import Parts, Reports
+from app.service.diagnosis import Located, Reports
 from app.service.inflight import Gone
-from app.service.reporting import ImageFormat, ReportOptions
+from app.service.reporting import BinFreeParts, ImageFormat, ReportOptions
 from app.service.use_cases import CalibrationService
 from app.store import Selector
 
@@ -77,44 +76,42 @@ async def stored_diagnostics(
     Computed once per version and query, then kept; another `n_bins` or `strategy` reuses
     all that the bins do not change."""
     diagnosis = service.diagnosis
-    version = await run_in_threadpool(diagnosis.number, name, parse_selector(name, selector))
-    return _diagnostics(await _stored_reports(request, service, name, version, query), query)
+    located = await run_in_threadpool(diagnosis.locate, name, parse_selector(name, selector))
+    return _diagnostics(await _stored_reports(request, service, name, located, query), query)
 
 
 async def _stored_reports(
-    request: Request, service: CalibrationService, name: str, version: int, query: ReportOptions
+    request: Request, service: CalibrationService, name: str, located: Located, query: ReportOptions
 ) -> Reports:
-    """The reports of version ``version`` for ``query``: kept, else computed in a worker from
-    the parts another ``n_bins`` or ``strategy`` of its class and resamples shares with it
-    (:attr:`~app.service.diagnosis.Diagnosis.parts`). The first request for a version's
-    class and resamples computes its reports whole, and those that come meanwhile wait for it
-    and then bin theirs: a dashboard's eight bin counts of a 6 x 10^6-row version cost one
-    report and seven binnings, not eight reports."""
-    diagnosis, in_flight = service.diagnosis, service.work.in_flight
-    key, parts = diagnosis.key(name, version, query), diagnosis.parts_key(name, version, query)
+    """The reports of the ``located`` version for ``query``: kept, else computed in a worker,
+    from the parts another ``n_bins`` or ``strategy`` of its class and resamples shares with
+    it where :meth:`~app.service.diagnosis.Diagnosis.shares_bin_free`. Then the first request
+    for them computes its reports whole, and those for other bins that come meanwhile wait for
+    it (and fail as it fails) and then bin theirs: a dashboard's eight bin counts of a
+    6 x 10^6-row version cost one report and seven binnings, not eight reports."""
+    diagnosis, version = service.diagnosis, located.version
+    key = diagnosis.key(name, version, query)
+    shared = diagnosis.shares_bin_free(located, query)
+    if (
+        shared
+        and diagnosis.reports.get(key) is None
+        and not diagnosis.bin_free(name, version, query)
+    ):
 
-    async def whole(gone: Gone) -> Reports:
-        answer = await service.work.run_job(gone, service, _stored, 0, name, version, query, None)
-        diagnosis.reports.put(key, answer)
-        diagnosis.keep(name, version, query, answer)
-        return answer
+        async def whole(gone: Gone) -> None:
+            answer = await service.work.run_job(
+                gone, service, _stored, 0, name, version, query, None
+            )
+            diagnosis.remember(located, name, query, answer)
 
-    if diagnosis.reports.get(key) is None and diagnosis.parts.get(parts) is None:
-        running = ("parts", *parts)
-        first = running not in in_flight  # nothing is awaited from here until it is joined or run
-        try:
-            await in_flight.run(running, lambda: client_gone(request), whole)
-        except InvalidInput:
-            if first:
-                raise
-            # the first query's own options were refused (its bins): this one tries its own;
-            # any other failure (the budget, the memory, the version gone) is this one's too
-    known = diagnosis.parts.get(parts)
+        first = diagnosis.bin_free_key(name, version, query)
+        await service.work.in_flight.run(first, lambda: client_gone(request), whole)
+    known = diagnosis.bin_free(name, version, query) if shared else None
     reports = await shared_in_worker(
         request, diagnosis.reports, key, _stored, name, version, query, known
     )
-    if known is None:
-        diagnosis.keep(name, version, query, reports)
+    if shared and known is None:  # its parts were not kept, or no longer
+        diagnosis.remember(located, name, query, reports)
     return reports
 
 
@@ -123,7 +120,7 @@ def _stored(
     name: str,
     version: int,
     query: ReportOptions,
-    known: Parts | None,
+    known: BinFreeParts | None,
 ) -> Reports:
     return service.diagnosis.stored(name, version, query, known)
 
@@ -134,8 +131,9 @@ def _stored_picture(
     version: int,
     query: ReportOptions,
     image_format: ImageFormat,
+    known: BinFreeParts | None,
 ) -> bytes:
-    return service.diagnosis.stored_picture(name, version, query, image_format)
+    return service.diagnosis.stored_picture(name, version, query, image_format, known)
 
 
 @router.post(
@@ -209,10 +207,22 @@ def _picture_route(image_format: ImageFormat) -> None:
         query: ReportQuery,
     ) -> Response:
         diagnosis = service.diagnosis
-        version = await run_in_threadpool(diagnosis.number, name, parse_selector(name, selector))
+        located = await run_in_threadpool(diagnosis.locate, name, parse_selector(name, selector))
+        version = located.version
         key = diagnosis.key(name, version, query, image_format)
+        # what the JSON's reports of other bins left, if kept (a picture waits for none)
+        kept = diagnosis.bin_free(name, version, query)
+        known = kept if diagnosis.shares_bin_free(located, query) else None
         image = await shared_in_worker(
-            request, diagnosis.pictures, key, _stored_picture, name, version, query, image_format
+            request,
+            diagnosis.pictures,
+            key,
+            _stored_picture,
+            name,
+            version,
+            query,
+            image_format,
+            known,
         )
         return Response(image, media_type=MEDIA_TYPES[image_format])
 

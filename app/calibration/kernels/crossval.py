@@ -190,3 +190,16 @@ def stratified_class_folds(
     folds = np.empty(n, dtype=np.intp)
     folds[dealt] = np.arange(n) % n_folds
     return folds
+
+
+def fold_runs(order: NDArray[np.intp] | None, folds: NDArray[np.intp]) -> NDArray[np.intp] | None:
+    """The rows fold by fold, each fold's in score order (``order``, the scores' argsort, and
+    ``folds`` in that order): a monotone calibrator's out-of-fold predictions in these rows
+    are k sorted runs, which a stable sort (timsort) merges in a few passes instead of sorting
+    them afresh (the AUC's sorts: :func:`~app.calibration.measures.auc.roc_auc_checked`). For
+    any other method only that speed is lost. None without an order."""
+    if order is None:
+        return None
+    by_fold = np.argsort(folds.astype(np.int16), kind="stable")  # a radix sort of 16-bit keys
+    runs: NDArray[np.intp] = order[by_fold]
+    return runs

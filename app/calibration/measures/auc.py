@@ -39,8 +39,8 @@ def roc_auc_checked(
 ) -> float | None:
     """:func:`roc_auc` of a batch already checked, ``positive`` being its labels != 0;
     ``runs``, a permutation of the rows in which the scores come in a few sorted runs (a
-    monotone calibrator's out-of-fold predictions, :func:`~app.calibration.fitting.fold_runs`),
-    makes its sorts merges (timsort's), which any other permutation only slows.
+    monotone calibrator's out-of-fold predictions, :func:`~app.calibration.kernels.crossval.
+    fold_runs`), makes its sorts merges (timsort's), which any other permutation only slows.
 
     The sum over positives of w (W-(below) + W-(tied) / 2), divided by W+ W-, with W- the
     negatives' weight and W+ the positives'.

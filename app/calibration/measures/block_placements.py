@@ -7,6 +7,8 @@ same whatever bins the report has."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -19,11 +21,23 @@ ATOMS = 1024
 """Quantile atoms of p at which the AUC's placements are read."""
 
 
-def atom_placements(
-    view: View, sample: NDArray[np.intp], chunks: list[slice]
-) -> tuple[NDArray[np.integer], FloatArray, float]:
+class Placements(NamedTuple):
     """Each row's cell (2 x its atom + its label), each cell's placement (the weight of the
-    other class its rows outrank, ties half) and the AUC read at the atoms."""
+    other class its rows outrank, ties half), and the AUC read at the atoms."""
+
+    cells: NDArray[np.integer]
+    of_cell: FloatArray
+    auc_at_atoms: float
+
+    def of_rows(self, rows: slice) -> FloatArray:
+        """The placements of ``rows``."""
+        found: FloatArray = self.of_cell[self.cells[rows].astype(np.intp)]
+        return found
+
+
+def atom_placements(view: View, sample: NDArray[np.intp], chunks: list[slice]) -> Placements:
+    """The view's :class:`Placements` at atoms cut at quantiles of p in the rows ``sample``,
+    read ``chunks`` of rows at a time."""
     edges = _atom_edges(view.p[sample])
     cells: NDArray[np.integer] = np.empty(
         view.p.size, dtype=np.int16 if 2 * edges.size < 32767 else np.int32
@@ -43,7 +57,7 @@ def atom_placements(
     placements[0::2] = positives.sum() - np.cumsum(positives) + 0.5 * positives
     pairs = positives.sum() * negatives.sum()
     at_atoms = float(positives @ placements[1::2]) / pairs if pairs > 0 else np.nan
-    return cells, placements, at_atoms
+    return Placements(cells, placements, at_atoms)
 
 
 def _atom_edges(sample: FloatArray) -> FloatArray:

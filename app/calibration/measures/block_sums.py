@@ -27,7 +27,8 @@ scaled together (each one here). Per view of the batch (:class:`BlockTables`):
   its influence per row being the placement against the AUC times the other class's weight
   (DeLong, DeLong & Clarke-Pearson, *Biometrics* 1988, whose variance is that of the
   placements), around the batch's exact AUC; pairs within an atom lose their share of the
-  variance, of the order of 1/ATOMS^2 of it, and a batch of one tied p keeps its 1/2 exactly;
+  variance, of the order of 1 / ATOMS^2 of it (:data:`~app.calibration.measures.
+  block_placements.ATOMS`), and a batch of one tied p keeps its 1/2 exactly;
 - smooth ECE and its curve: per block and grid point the split weights and residuals of
   :mod:`app.calibration.measures.smooth_ece`, over only :data:`SMOOTH_BLOCKS` blocks (the
   rows' block modulo SMOOTH_BLOCKS, counted by the first SMOOTH_BLOCKS blocks' counts): their
@@ -141,9 +142,9 @@ def block_tables(
     bins = EdgeCounter(inner_edges)
     summer = _Summer(view, blocks, inner_edges.size + 1, smooth, smooth_sigma, terms)
     for rows in _chunks(view.p.size):
-        placed = None if counted is None else counted[1][counted[0][rows].astype(np.intp)]
+        placed = None if counted is None else counted.of_rows(rows)
         summer.add(rows, bins.count(view.p[rows]), placed, line, offset_intercept)
-    at_atoms = np.nan if counted is None else counted[2]
+    at_atoms = np.nan if counted is None else counted.auc_at_atoms
     return summer.tables(np.nan if auc is None else auc, at_atoms)
 
 

@@ -100,21 +100,20 @@ def reliability_reports(
 
     ``known``, the :class:`~app.calibration.measures.report.BinFree` parts of each set's
     report for other bins (same batch, class and resamples), spares what the bins do not
-    change: only the binned measures are computed and resampled, and the reports equal those
-    made without it. It is used from :data:`~app.calibration.measures.report_bootstrap.
-    LARGE_ROWS` rows (or without resamples): below, the row bootstrap's AUC reads atoms cut at
-    the bins' edges, and the whole report costs little anyway."""
+    change where :func:`reuses_bin_free` says so: only the binned measures are computed and
+    resampled, and the reports equal those made without it."""
     check_resamples(resamples)
     outcome = outcome_floats(probability_sets, labels)
     prepared = [report_and_view(p, labels, weights, class_index, outcome) for p in probability_sets]
     bins = _bins(n_bins, prepared[0][1].w) if prepared else MIN_BINS
-    reuse = _reusable(known, len(prepared), labels.size, resamples)
+    reuse = _reusable(known, len(prepared), labels.size, class_index, resamples)
+    whole = reuse is None
     out: list[Report] = []
     views: list[View] = []
     edges: list[FloatArray] = []
     for summarise, view in prepared:
-        report = summarise(bins, strategy, reuse is None)
-        report.metrics.update(view_measures(view, bins, reuse is None))
+        report = summarise(bins, strategy, whole)
+        report.metrics.update(view_measures(view, bins, with_bin_free=whole))
         out.append(report)
         views.append(view)
         edges.append(report.bins.upper[:-1])
@@ -126,15 +125,27 @@ def reliability_reports(
     return out if reuse is None else [k.completed(r) for k, r in zip(reuse, out, strict=True)]
 
 
+def reuses_bin_free(n: int, resamples: int) -> bool:
+    """Whether :func:`reliability_reports` of ``n`` rows with ``resamples`` resamples reads
+    the measures its bins do not change from the ``known`` parts of another report: from
+    :data:`~app.calibration.measures.report_bootstrap.LARGE_ROWS` rows, or without resamples.
+    Below, the row bootstrap's AUC reads atoms cut at the bins' edges, so its resamples
+    depend on the bins (and a whole report of so few rows costs little)."""
+    return resamples == 0 or n >= LARGE_ROWS
+
+
 def _reusable(
-    known: Sequence[BinFree] | None, sets: int, n: int, resamples: int
+    known: Sequence[BinFree] | None, sets: int, n: int, class_index: int | None, resamples: int
 ) -> Sequence[BinFree] | None:
     """``known`` where :func:`reliability_reports` reuses it, else None."""
     if known is None:
         return None
-    if len(known) != sets or any(k.resamples != resamples for k in known):
-        raise ValueError("known must hold one BinFree per set, made with the same resamples")
-    return known if resamples == 0 or n >= LARGE_ROWS else None
+    made = {(k.n, k.class_index, k.resamples) for k in known}
+    if len(known) != sets or made != {(n, class_index, resamples)}:
+        raise ValueError(
+            "known must hold one BinFree per set, of the same rows, class and resamples"
+        )
+    return known if reuses_bin_free(n, resamples) else None
 
 
 def _smooth(view: View, metrics: dict[str, Any], resampled: Resampled) -> SmoothCurve | None:
@@ -184,8 +195,8 @@ def _bins(n_bins: int | str, weights: FloatArray) -> int:
 
 
 Summariser = Callable[[int, str, bool], Report]
-"""A view's bins and binned measures for ``n_bins`` and ``strategy``, with the measures the
-bins do not change unless the third argument is False."""
+"""A view's bins and binned measures for ``n_bins`` and ``strategy``, and with the third
+argument true the measures the bins do not change."""
 
 
 def outcome_floats(
@@ -214,9 +225,15 @@ def report_and_view(
         if class_index is not None and not 0 <= class_index < k:
             raise CalibrationError(f"is {class_index}; expected 0..{k - 1}", loc=("class_index",))
 
-        def summarise_multiclass(bins: int, strategy: str, bin_free: bool) -> Report:
+        def summarise_multiclass(bins: int, strategy: str, whole: bool) -> Report:
             return summarize_multiclass(
-                P, y, w, n_bins=bins, strategy=strategy, class_index=class_index, bin_free=bin_free
+                P,
+                y,
+                w,
+                n_bins=bins,
+                strategy=strategy,
+                class_index=class_index,
+                with_bin_free=whole,
             )
 
         top = np.argmax(P, axis=1)
@@ -248,8 +265,8 @@ def report_and_view(
         probabilities, outcome = 1.0 - probabilities, 1.0 - outcome
     p, positive, w = check_probabilities(probabilities, outcome, weights)
 
-    def summarise_binary(bins: int, strategy: str, bin_free: bool) -> Report:
-        return summarize(p, positive, w, n_bins=bins, strategy=strategy, bin_free=bin_free)
+    def summarise_binary(bins: int, strategy: str, whole: bool) -> Report:
+        return summarize(p, positive, w, n_bins=bins, strategy=strategy, with_bin_free=whole)
 
     return summarise_binary, _view(p, positive, w, _binary_terms(p, positive))
 

@@ -89,11 +89,12 @@ class HeadlineReports:
         background: bool = False,
     ) -> None:
         """Prepare one more set (``runs``: rows in which it comes in sorted runs, the AUC's
-        hint, :func:`~app.calibration.fitting.fold_runs`). A large binary set is checked here
-        (a :class:`~app.calibration.base.CalibrationError` now), and its block sums and its
-        AUC's sort then run side by side, unless in the ``background`` of work the caller goes
-        on with (a fit), where they take one thread: beside a third, they slowed an isotonic
-        fit of 10^6 rows by 0.1 s (measured). Any other set's error comes from :meth:`results`."""
+        hint, :func:`~app.calibration.kernels.crossval.fold_runs`). A large binary set is
+        checked here (a :class:`~app.calibration.base.CalibrationError` now), and its block
+        sums and its AUC's sort then run side by side, unless in the ``background`` of work
+        the caller goes on with (a fit), where they take one thread: beside a third, they
+        slowed an isotonic fit of 10^6 rows by 0.1 s (measured). Any other set's error comes
+        from :meth:`results`."""
         labels, weights, shared = self.labels, self.weights, self.shared
         if probabilities.ndim == 1 and self._outcome is None:
             self._outcome = outcome_floats([probabilities], labels)

@@ -104,22 +104,22 @@ def summarize(
     *,
     n_bins: int = 10,
     strategy: str = "uniform",
-    bin_free: bool = True,
+    with_bin_free: bool = True,
 ) -> Report:
     """The reliability bins and binned measures of a batch (no intervals: see
-    :func:`app.calibration.measures.diagnostics.reliability_reports`), with the Brier score,
-    log loss and AUC unless ``bin_free`` is False (a report that has them already)."""
+    :func:`app.calibration.measures.diagnostics.reliability_reports`), and ``with_bin_free``
+    the measures the bins do not change: the Brier score, log loss and AUC."""
     p, y, w = check_probabilities(p, y, w)
     check_bin_settings(n_bins, strategy)
     bins = bin_table(p, y, w, n_bins, strategy)
     reliability, resolution, uncertainty = murphy_decomposition(bins, weighted_mean(y, w))
     metrics: dict[str, float | None] = {}
-    if bin_free:
+    if with_bin_free:
         metrics["brier"] = _brier_score(p, y, w)
         metrics["log_loss"] = _log_loss(p, y, w)
     metrics["ece"] = expected_calibration_error(bins)
     metrics["mce"] = maximum_calibration_error(bins)
-    if bin_free:
+    if with_bin_free:
         metrics["auc"] = roc_auc_checked(p, y != 0.0, w)
     metrics.update(reliability=reliability, resolution=resolution, uncertainty=uncertainty)
     return Report(bins, metrics)

@@ -178,10 +178,10 @@ def summarize_multiclass(
     n_bins: int = 10,
     strategy: str = "uniform",
     class_index: int | None = None,
-    bin_free: bool = True,
+    with_bin_free: bool = True,
 ) -> Report:
     """The report of a multiclass batch, as :func:`~app.calibration.measures.metrics.summarize`'s
-    (``bin_free`` False: without the measures that do not depend on the bins).
+    (``with_bin_free``: with the measures the bins do not change).
 
     By default the top-label diagram (bins of :func:`top_label`) with the multiclass
     ``brier``, ``log_loss``, ``accuracy`` and the top-label ``ece`` and ``mce``. With
@@ -194,8 +194,10 @@ def summarize_multiclass(
         check_class_index(class_index, P.shape[1])
         column = P[:, class_index]
         rest = (y == class_index).astype(np.float64)
-        summary = summarize(column, rest, w, n_bins=n_bins, strategy=strategy, bin_free=bin_free)
-        if bin_free:
+        summary = summarize(
+            column, rest, w, n_bins=n_bins, strategy=strategy, with_bin_free=with_bin_free
+        )
+        if with_bin_free:
             summary.metrics["accuracy"] = _accuracy(np.argmax(P, axis=1), y, w)
         return summary
     top = np.argmax(P, axis=1)  # once, for the diagram and the accuracy
@@ -203,7 +205,7 @@ def summarize_multiclass(
     check_bin_settings(n_bins, strategy)
     bins = bin_table(*check_probabilities(confidence, correct, w), n_bins, strategy)
     metrics: dict[str, float | None] = {}
-    if bin_free:
+    if with_bin_free:
         metrics["brier"] = _multiclass_brier(P, y, w)
         metrics["log_loss"] = _multiclass_log_loss(P, y, w)
         metrics["accuracy"] = _accuracy(top, y, w)

@@ -105,23 +105,29 @@ BIN_FREE = (
 @dataclass(frozen=True)
 class BinFree:
     """What a report holds that its bins do not change: the :data:`BIN_FREE` measures, their
-    intervals from ``resamples`` resamples, and the smoothed curve; and the order of the whole
-    report's keys, so that a report made with them reads as one made without."""
+    intervals, and the smoothed curve; what they were made of (a batch of ``n`` rows, its
+    class ``class_index``, ``resamples`` resamples); and the order of the whole report's keys,
+    so that a report made with them reads as one made without."""
 
     metrics: dict[str, float | None]
     intervals: dict[str, Interval]
     smooth: SmoothCurve | None
+    n: int
+    class_index: int | None
     resamples: int
     keys: tuple[str, ...]
     interval_keys: tuple[str, ...]
 
     @classmethod
-    def of(cls, report: Report, resamples: int) -> BinFree:
-        """The parts of ``report`` (made with ``resamples`` resamples) other bins share."""
+    def of(cls, report: Report, n: int, class_index: int | None, resamples: int) -> BinFree:
+        """The parts of ``report`` other bins share (made of ``n`` rows, the class
+        ``class_index``, ``resamples`` resamples)."""
         return cls(
             {k: v for k, v in report.metrics.items() if k in BIN_FREE},
             {k: v for k, v in report.intervals.items() if k in BIN_FREE},
             report.smooth,
+            n,
+            class_index,
             resamples,
             tuple(report.metrics),
             tuple(report.intervals),
@@ -146,18 +152,20 @@ def _ordered(keys: tuple[str, ...], found: Mapping[str, object]) -> list[str]:
     return [k for k in keys if k in found] + [k for k in found if k not in keys]
 
 
-def view_measures(view: View, n_bins: int, bin_free: bool = True) -> dict[str, float | None]:
+def view_measures(
+    view: View, n_bins: int, *, with_bin_free: bool = True
+) -> dict[str, float | None]:
     """The measures beyond the binned ones, for one view: the debiased L2 error on ``n_bins``
     equal-mass bins (unweighted batches only: Kumar et al.'s estimator counts rows), the
     smooth ECE (:mod:`app.calibration.measures.smooth_ece`, at its own width), the calibration slope
     and intercept, Spiegelhalter's test, and the integrated calibration index with its
-    quantiles (:mod:`app.calibration.measures.ici`); only the first unless ``bin_free``.
+    quantiles (:mod:`app.calibration.measures.ici`); only the first unless ``with_bin_free``.
     Weights are the view's relative ones (equal weights count as 1), so no measure depends
     on the weights' unit beyond the smooth ECE's density floor and the LOWESS span's
     rounding to whole rows."""
     p, y, w = view.p, view.y, view.w
     unweighted = bool(w.min() == w.max())
-    if not bin_free:
+    if not with_bin_free:
         return {"ece_debiased": ece_debiased(p, y, n_bins) if unweighted else None}
     test = spiegelhalter(p, y, w)
     smooth = smooth_ece(p, y, w)

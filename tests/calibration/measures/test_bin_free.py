@@ -4,13 +4,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
 from scipy.special import expit, softmax
 
+from app.calibration.measures import block_sums
 from app.calibration.measures import report as report_module
-from app.calibration.measures.diagnostics import raw_as_probabilities, reliability_reports
+from app.calibration.measures.diagnostics import (
+    raw_as_probabilities,
+    reliability_reports,
+    reuses_bin_free,
+)
 from app.calibration.measures.report import BIN_FREE, BinFree, Report
 from app.calibration.measures.report_bootstrap import LARGE_ROWS
 
@@ -33,6 +40,24 @@ def _multiclass(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return softmax(logits, axis=1), logits, y.astype(np.int64)
 
 
+def _parts(reports: list[Report], n: int, class_index: int | None, resamples: int) -> list[BinFree]:
+    return [BinFree.of(r, n=n, class_index=class_index, resamples=resamples) for r in reports]
+
+
+@contextmanager
+def _refusing_bin_free(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Within: computing a measure the bins do not change, or the AUC's placements, fails."""
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a measure the bins do not change was computed again")
+
+    with monkeypatch.context() as patched:
+        for name in ("ici", "smooth_ece", "spiegelhalter", "calibration_intercept"):
+            patched.setattr(report_module, name, refused)
+        patched.setattr(block_sums, "atom_placements", refused)
+        yield
+
+
 def _text(reports: list[Report]) -> str:
     """The reports as the API writes them, key order included."""
     return json.dumps([r.as_json() for r in reports])
@@ -52,84 +77,95 @@ CASES = [
     ("n_bins", "strategy"), [(13, "uniform"), (7, "quantile"), ("auto", "uniform")]
 )
 def test_a_report_from_another_reports_parts_equals_one_made_whole(
-    case: str, class_index: int | None, weighted: str | None, n_bins: int | str, strategy: str
+    case: str,
+    class_index: int | None,
+    weighted: str | None,
+    n_bins: int | str,
+    strategy: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     p, scores, y = (_multiclass if case.startswith("multiclass") else _binary)(N, 3)
     weights = np.random.default_rng(4).uniform(0.5, 2.0, N) if weighted else None
     sets = [p, raw_as_probabilities(scores)]
-    options = {"class_index": class_index, "resamples": 200}
-    earlier = reliability_reports(sets, y, weights, n_bins=10, strategy="uniform", **options)
-    known = [BinFree.of(r, 200) for r in earlier]
-    whole = reliability_reports(sets, y, weights, n_bins=n_bins, strategy=strategy, **options)
-    reused = reliability_reports(
-        sets, y, weights, n_bins=n_bins, strategy=strategy, known=known, **options
-    )
+
+    def reports(bins: int | str, how: str, known: list[BinFree] | None = None) -> list[Report]:
+        return reliability_reports(
+            sets,
+            y,
+            weights,
+            n_bins=bins,
+            strategy=how,
+            class_index=class_index,
+            resamples=200,
+            known=known,
+        )
+
+    known = _parts(reports(10, "uniform"), N, class_index, 200)
+    whole = reports(n_bins, strategy)
+    with _refusing_bin_free(monkeypatch):
+        reused = reports(n_bins, strategy, known)
     assert _text(reused) == _text(whole)
-    assert whole[0].intervals  # there is something to compare
-    assert set(known[0].metrics) & {"smooth_ece", "log_loss", "brier"}
+    assert whole[0].intervals  # there is much to compare
+    assert whole[0].smooth is not None
 
 
-def test_the_parts_are_not_computed_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the parts given, the measures the bins do not change are read from them."""
+def test_the_parts_are_read_not_computed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the parts given, the measures the bins do not change are theirs."""
     p, scores, y = _binary(N, 5)
     sets = [p, raw_as_probabilities(scores)]
     earlier = reliability_reports(sets, y, None, n_bins=10, strategy="uniform", resamples=100)
-    known = [BinFree.of(r, 100) for r in earlier]
-
-    def refused(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a bin-free measure was computed again")
-
-    for name in ("ici", "smooth_ece", "spiegelhalter", "calibration_intercept"):
-        monkeypatch.setattr(report_module, name, refused)
-    reused = reliability_reports(
-        sets, y, None, n_bins=12, strategy="uniform", resamples=100, known=known
-    )
+    with _refusing_bin_free(monkeypatch):
+        reused = reliability_reports(
+            sets,
+            y,
+            None,
+            n_bins=12,
+            strategy="uniform",
+            resamples=100,
+            known=_parts(earlier, N, None, 100),
+        )
     shared = set(BIN_FREE) & set(earlier[0].metrics)
-    assert shared >= {"ici", "smooth_ece", "calibration_intercept", "spiegelhalter_z"}
+    assert shared >= {"ici", "smooth_ece", "calibration_intercept", "spiegelhalter_z", "auc"}
     assert {k: reused[0].metrics[k] for k in shared} == {k: earlier[0].metrics[k] for k in shared}
     assert reused[0].bins.count.size == 12
 
 
-def test_small_batches_are_reported_whole_and_without_resamples_the_parts_serve() -> None:
+def test_small_batches_are_reported_whole_and_without_resamples_the_parts_serve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Below LARGE_ROWS the row bootstrap's AUC atoms are cut at the bins' edges: the parts
-    are not used there (the report is the same as one made whole); without resamples they are."""
-    p, scores, y = _binary(3_000, 6)
+    are not used there (the report is made whole); without resamples they are."""
+    n = 3_000
+    p, scores, y = _binary(n, 6)
     sets = [p, raw_as_probabilities(scores)]
     for resamples in (100, 0):
+        assert reuses_bin_free(n, resamples) == (resamples == 0)
         earlier = reliability_reports(
             sets, y, None, n_bins=10, strategy="uniform", resamples=resamples
         )
-        known = [BinFree.of(r, resamples) for r in earlier]
+        known = _parts(earlier, n, None, resamples)
         whole = reliability_reports(
             sets, y, None, n_bins=15, strategy="uniform", resamples=resamples
         )
-        reused = reliability_reports(
-            sets, y, None, n_bins=15, strategy="uniform", resamples=resamples, known=known
-        )
+        with monkeypatch.context() as patched:
+            if resamples == 0:  # the parts serve: nothing of theirs is computed
+                patched.setattr(report_module, "ici", lambda *a, **k: 1 / 0)
+            reused = reliability_reports(
+                sets, y, None, n_bins=15, strategy="uniform", resamples=resamples, known=known
+            )
         assert _text(reused) == _text(whole)
 
 
-def test_parts_of_other_resamples_or_sets_are_refused() -> None:
+@pytest.mark.parametrize(
+    ("n", "class_index", "resamples", "sets"),
+    [(2_000, None, 60, 2), (1_999, None, 50, 2), (2_000, 1, 50, 2), (2_000, None, 50, 1)],
+)
+def test_parts_of_other_rows_classes_resamples_or_sets_are_refused(
+    n: int, class_index: int | None, resamples: int, sets: int
+) -> None:
     p, scores, y = _binary(2_000, 7)
-    sets = [p, raw_as_probabilities(scores)]
-    earlier = reliability_reports(sets, y, None, n_bins=10, strategy="uniform", resamples=50)
-    with pytest.raises(ValueError, match="same resamples"):
-        reliability_reports(
-            sets,
-            y,
-            None,
-            n_bins=12,
-            strategy="uniform",
-            resamples=60,
-            known=[BinFree.of(r, 50) for r in earlier],
-        )
-    with pytest.raises(ValueError, match="one BinFree per set"):
-        reliability_reports(
-            sets,
-            y,
-            None,
-            n_bins=12,
-            strategy="uniform",
-            resamples=50,
-            known=[BinFree.of(earlier[0], 50)],
-        )
+    both = [p, raw_as_probabilities(scores)]
+    earlier = reliability_reports(both, y, None, n_bins=10, strategy="uniform", resamples=50)
+    known = _parts(earlier, n, class_index, resamples)[:sets]
+    with pytest.raises(ValueError, match="same rows, class and resamples"):
+        reliability_reports(both, y, None, n_bins=12, strategy="uniform", resamples=50, known=known)
