@@ -27,6 +27,7 @@ from app.calibration.measures.resampled import newton_step
 from app.calibration.measures.smooth_ece import curves_of_grids, searched_eces
 
 _CONSISTENCY_STREAM = 3
+_SMOOTH_CONSISTENCY_STREAM = 4
 
 
 class BlockResampler:
@@ -96,15 +97,21 @@ class BlockResampler:
     def consistent(self, start: int, count: int) -> dict[str, FloatArray]:
         """The binned and smooth ECE on ``count`` consistency resamples (labels drawn from p,
         weights as given), those of the chunk that begins at resample ``start``."""
-        sequence = np.random.SeedSequence(self.seed, spawn_key=(_CONSISTENCY_STREAM, start))
-        rng = np.random.Generator(np.random.PCG64(sequence))
         spread = np.sqrt(self.tables.bin_spread)
-        gaps = rng.standard_normal((count, spread.size)) * spread
-        out = {"ece": np.abs(gaps).sum(axis=1) / self.weight}
+        gaps = _stream(self.seed, _CONSISTENCY_STREAM, start).standard_normal((count, spread.size))
+        out = {"ece": np.abs(gaps * spread).sum(axis=1) / self.weight}
         if self.tables.cell_spread is not None:
+            # a stream of its own: the smooth ECE's draws must not depend on the bins' count
+            rng = _stream(self.seed, _SMOOTH_CONSISTENCY_STREAM, start)
             residual = _cell_draws(rng, self.tables.cell_spread, count)
             out["smooth_ece"] = searched_eces((self.fixed_ones, residual))
         return out
+
+
+def _stream(seed: int, stream: int, start: int) -> np.random.Generator:
+    """The seeded draws of ``stream`` for the chunk of resamples that begins at ``start``."""
+    sequence = np.random.SeedSequence(seed, spawn_key=(stream, start))
+    return np.random.Generator(np.random.PCG64(sequence))
 
 
 def _auc_influence(tables: BlockTables) -> FloatArray:

@@ -16,10 +16,11 @@ from app.calibration.measures import report as report_module
 from app.calibration.measures.diagnostics import (
     raw_as_probabilities,
     reliability_reports,
+    report_and_view,
     reuses_bin_free,
 )
 from app.calibration.measures.report import BIN_FREE, BinFree, Report
-from app.calibration.measures.report_bootstrap import LARGE_ROWS
+from app.calibration.measures.report_bootstrap import LARGE_ROWS, SharedResamples
 
 N = LARGE_ROWS + 5_000
 
@@ -169,3 +170,39 @@ def test_parts_of_other_rows_classes_resamples_or_sets_are_refused(
     known = _parts(earlier, n, class_index, resamples)[:sets]
     with pytest.raises(ValueError, match="same rows, class and resamples"):
         reliability_reports(both, y, None, n_bins=12, strategy="uniform", resamples=50, known=known)
+
+
+@pytest.mark.parametrize(("case", "class_index", "weighted"), CASES)
+def test_whole_reports_of_other_bins_agree_on_all_the_bins_do_not_change(
+    case: str, class_index: int | None, weighted: str | None
+) -> None:
+    """What BIN_FREE names, its intervals and the smoothed curve are the same whatever the
+    bins, in reports made whole: the premise of reusing them."""
+    p, scores, y = (_multiclass if case.startswith("multiclass") else _binary)(N, 8)
+    weights = np.random.default_rng(9).uniform(0.5, 2.0, N) if weighted else None
+    sets = [p, raw_as_probabilities(scores)]
+    options = {"class_index": class_index, "resamples": 200}
+    few = reliability_reports(sets, y, weights, n_bins=5, strategy="uniform", **options)
+    many = reliability_reports(sets, y, weights, n_bins=37, strategy="quantile", **options)
+    pairs = zip(_parts(few, N, class_index, 200), _parts(many, N, class_index, 200), strict=True)
+    for a, b in pairs:
+        assert (a.metrics, a.intervals) == (b.metrics, b.intervals)
+        assert a.smooth is not None
+        assert b.smooth is not None
+        assert json.dumps(a.smooth.as_json()) == json.dumps(b.smooth.as_json())
+
+
+def test_the_smooth_eces_consistency_draws_do_not_depend_on_the_bins() -> None:
+    """The block bootstrap's draws of a calibrated model's smooth ECE (for the test at 0)
+    come from a stream of their own, not after the bins' draws: their count would move them
+    (which once made the smooth ECE's interval reach 0 for some bins and not for others)."""
+    p, _, y = _binary(N, 10)
+    view = report_and_view(p, y, None, None)[1]
+    shared = SharedResamples(N, 100)
+    point = {"ece": 0.01, "smooth_ece": 0.01, "smooth_ece_sigma": 0.05}
+    draws = [
+        shared.sampler(view, np.linspace(0.0, 1.0, bins + 1)[1:-1], point).consistent(0, 50)
+        for bins in (5, 37)
+    ]
+    np.testing.assert_array_equal(draws[0]["smooth_ece"], draws[1]["smooth_ece"])
+    assert not np.array_equal(draws[0]["ece"][:5], draws[1]["ece"][:5])  # the bins' own
