@@ -23,6 +23,7 @@ Exception tree::
     ├── DatabaseUnavailable    503  the database did not answer (sent with Retry-After)
     ├── Busy                   503  the queued work holds its memory budget (Retry-After)
     ├── OverBudget             503  a job ran past CALIBRATION_FIT_TIMEOUT_SECONDS (Retry-After)
+    ├── FitUnderWay            503  a fit under the same Idempotency-Key still runs (Retry-After)
     ├── WorkerLost             503  the worker process running the job died (Retry-After)
     ├── ShuttingDown           503  the server stopped before the request finished (Retry-After)
     ├── OverMemory             413  a job needed more than CALIBRATION_JOB_MEMORY_MB
@@ -161,6 +162,16 @@ class OverBudget(ServiceError):
     title = "Over the time budget"
     slug = "over-budget"
     retry_after_seconds = 30
+
+
+class FitUnderWay(ServiceError):
+    """Another request's fit under the same idempotency key ran past the time this one could
+    wait for it: its version is answered to a retry once it is stored."""
+
+    status = 503
+    title = "Fit under way"
+    slug = "fit-under-way"
+    retry_after_seconds = 5
 
 
 class WorkerLost(ServiceError):

@@ -137,7 +137,21 @@ def _form_field(key: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in schema.items() if k != "anyOf"}, **choices[0]}
 
 
-FIT_BODY = _batch_body(_json_choice(FitBody, TrafficFitBody), FitOptions)
+FIT_BODY = {
+    **_batch_body(_json_choice(FitBody, TrafficFitBody), FitOptions),
+    "parameters": [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "description": "1 to 128 printable ASCII characters. The same key on the same "
+            "calibrator within 24 hours answers the version its first request made (200, "
+            "`Idempotent-Replayed: true`) without fitting again, also while that fit runs; "
+            "the key with another batch or other options is 422.",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+        }
+    ],
+}
 DIAGNOSTICS_BODY = _batch_body(_json_body(DiagnosticsBody), ReportFields)
 COMPARE_BODY = _batch_body(_json_body(CompareBody), CompareFields)
 

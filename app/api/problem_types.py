@@ -141,6 +141,13 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "Retry after the `Retry-After` seconds, or send fewer large bodies at once.",
         ),
         _of(
+            errors.FitUnderWay,
+            "A fit sent with the same Idempotency-Key is still running, longer than this "
+            "request could wait for it.",
+            "Send the request again, with the same key, after the `Retry-After` seconds: it "
+            "answers that fit's version once it is stored.",
+        ),
+        _of(
             errors.WorkerLost,
             "The worker process running the job died (killed, or out of memory); nothing was "
             "stored, and another process takes the next job.",

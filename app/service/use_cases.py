@@ -11,6 +11,7 @@ from app.service.browsing import Browsing
 from app.service.calibrators import Calibrators
 from app.service.comparison import Comparison
 from app.service.diagnosis import Diagnosis
+from app.service.fit_keys import FitKeys
 from app.service.onnx_models import OnnxModels
 from app.service.serving import Serving
 from app.service.traffic.cases import TrafficCases
@@ -25,8 +26,9 @@ from app.store import (
 
 
 class CalibrationService:
-    """The parts: ``versions``, ``calibrators``, ``serving``, ``diagnosis``, ``comparison``,
-    ``traffic`` (outcomes and monitoring), ``browsing`` (the web view's reads), ``onnx_models``;
+    """The parts: ``versions``, ``fit_keys`` (idempotent fits), ``calibrators``, ``serving``,
+    ``diagnosis``, ``comparison``, ``traffic`` (outcomes and monitoring), ``browsing`` (the web
+    view's reads), ``onnx_models``;
     and what they stand on: the ``version_cache``, the ``prediction_log`` and the ``work`` pool."""
 
     def __init__(self, database: Database, settings: Settings, *, worker: bool = False) -> None:
@@ -45,6 +47,7 @@ class CalibrationService:
             writer=not worker,
         )
         self.versions = Versions(database, settings, self.version_cache)
+        self.fit_keys = FitKeys(database)
         self.calibrators = Calibrators(database, self.version_cache)
         self.serving = Serving(self.version_cache, self.prediction_log)
         self.diagnosis = Diagnosis(database, self.version_cache)

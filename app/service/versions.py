@@ -27,9 +27,10 @@ from app.calibration import (
     raw_as_probabilities,
     with_intervals,
 )
-from app.errors import invalid
+from app.errors import Conflict, invalid
 from app.observability import record_fit
 from app.service.batches import Batch, check_method_fits_batch
+from app.service.fit_keys import LOST_CLAIM, Claim
 from app.service.loaded import LoadedVersion
 from app.service.traffic.refit import traffic_batch
 from app.service.version_cache import VersionCache
@@ -69,10 +70,13 @@ class Versions:
         description: str = "",
         tags: Mapping[str, str] | None = None,
         source: Mapping[str, Any] | None = None,
+        claim: Claim | None = None,
     ) -> VersionView:
         """Fit ``method`` on the batch, cross-validate it, and store the next version (with
         ``source``, the lineage of a batch read from the traffic:
-        :mod:`app.service.traffic.refit`)."""
+        :mod:`app.service.traffic.refit`), marking ``claim``'s idempotency key with it in the
+        same transaction (409, nothing stored, when the claim was lost:
+        :mod:`app.service.fit_keys`)."""
         started = time.perf_counter()
         check_method_fits_batch(method, batch)
         n_jobs = (
@@ -123,6 +127,10 @@ class Versions:
         generation = self.cache.generation(name)
         with self.database.transaction(write=True) as repo:
             record = repo.create_version(name, new)
+            if claim is not None and not repo.complete_fit_key(
+                claim.name, claim.key, claim.owner, record.version
+            ):
+                raise Conflict(LOST_CLAIM.format(key=claim.key))
         self.cache.fitted(LoadedVersion.of(record, outcome.calibrator, state), generation)
         logger.info(
             "fitted %s v%d with %s on %d pairs",
@@ -144,6 +152,7 @@ class Versions:
         params: Mapping[str, object],
         description: str = "",
         tags: Mapping[str, str] | None = None,
+        claim: Claim | None = None,
     ) -> VersionView:
         """Fit the next version of ``name`` on its labelled traffic in [since, until) (of the
         version ``selector`` denotes, or of all), recording where the batch came from
@@ -160,6 +169,7 @@ class Versions:
             description=description,
             tags=tags,
             source=read.source,
+            claim=claim,
         )
 
     def generation(self, name: str) -> int:

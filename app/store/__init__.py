@@ -22,6 +22,7 @@ from app.store.batch_checks import StoredBatch
 from app.store.batches import decode_batch, encode_batch
 from app.store.db import Database
 from app.store.engines import normalize_url
+from app.store.fit_keys import KEY_LIFETIME, KeyState, Lease
 from app.store.records import MAX_TAGS, CalibratorSummary, NewVersion, VersionRecord
 from app.store.repository import Repository, Selector
 from app.store.traffic.outcomes import OutcomeCounts
@@ -29,12 +30,15 @@ from app.store.traffic.reads import ClassRows, MixedClasses
 from app.store.traffic.rows import LoggedPrediction
 
 __all__ = [
+    "KEY_LIFETIME",
     "MAX_TAGS",
     "Artifact",
     "ArtifactError",
     "CalibratorSummary",
     "ClassRows",
     "Database",
+    "KeyState",
+    "Lease",
     "LoggedPrediction",
     "MixedClasses",
     "NewVersion",

@@ -1,4 +1,5 @@
-"""The tables: calibrators, their versions, the versions' blobs, aliases, and traffic.
+"""The tables: calibrators, their versions, the versions' blobs, aliases, traffic, and the
+fits' idempotency keys.
 
 The schema itself is created by the hand-written Alembic migrations in ``migrations/``; these
 mapped classes describe the same tables to the ORM and must agree with them (a test checks).
@@ -228,3 +229,20 @@ class PendingOutcome(Base):
     client_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     label: Mapped[int] = mapped_column(Integer)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class FitKey(Base):
+    """A fit's idempotency key: the request that claimed it (its payload's fingerprint, the
+    claim's owner and lease) and, once stored, the version it made (:mod:`app.store.fit_keys`).
+    Keyed by the calibrator's name, which need not exist yet when a first fit claims a key."""
+
+    __tablename__ = "fit_keys"
+    __table_args__ = (Index("ix_fit_keys_created_at", "created_at"),)
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    owner: Mapped[str] = mapped_column(String(32))
+    lease_until: Mapped[datetime] = mapped_column(UTCDateTime())
+    version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -20,6 +20,7 @@ from app.errors import Conflict, NotFound, invalid
 from app.store.aliases import AliasOperations
 from app.store.artifacts import sha256_hex
 from app.store.blobs import BlobOperations
+from app.store.fit_keys import FitKeyOperations
 from app.store.listing import ListingReads
 from app.store.models import Alias, Calibrator, Version, as_stored_json
 from app.store.queries import (
@@ -45,6 +46,7 @@ Selector = int | Literal["latest"] | str
 class Repository(
     AliasOperations,
     BlobOperations,
+    FitKeyOperations,
     ListingReads,
     TrafficOperations,
     OutcomeOperations,

@@ -25,9 +25,11 @@ from app.api.deps import (
     read_small_json,
 )
 from app.api.documents import CalibratorList, CalibratorOut, VersionOut
+from app.api.idempotency import fingerprint, holding, idempotency_key, replayed, settle
 from app.api.openapi_docs import ERRORS, FIT_BODY, FIT_DESCRIPTION, body_doc
 from app.api.places import placing
 from app.api.reading import read_batch
+from app.service.fit_keys import Claim
 from app.service.use_cases import CalibrationService
 from app.service.views import VersionView
 
@@ -44,7 +46,10 @@ Offset = Annotated[int, Query(ge=0, le=2**62, description="Items to skip.")]
     summary="Fit a new version",
     description=FIT_DESCRIPTION,
     openapi_extra=FIT_BODY,
-    responses=ERRORS,
+    responses={
+        200: {"model": VersionOut, "description": "The version an Idempotency-Key's fit made"},
+        **ERRORS,
+    },
 )
 async def fit(
     name: NameParam,
@@ -59,15 +64,31 @@ async def fit(
     version of `name`, creating `name` on first use."""
     query = {"method": method, "params": params, "description": description, "tags": tags}
     source = await read_batch(request, query, FitOptions)
+    key = idempotency_key(request)
+    claim = None
+    if key is not None:
+        settled = await settle(request, service, name, key, await fingerprint(source))
+        if isinstance(settled, int):
+            view = await replayed(service, name, key, settled)
+            headers = {"Location": _location(name, settled), "Idempotent-Replayed": "true"}
+            return json_response(VersionOut.of_view(view), 200, headers=headers)
+        claim = settled
     generation = service.versions.generation(name)
-    view = await in_worker(request, _fit, name, source)
+    async with holding(service, claim):
+        view = await in_worker(request, _fit, name, source, claim)
     # stored, maybe by a worker: this process serves it from now (a calibrator is rebuilt)
     await run_in_threadpool(service.versions.remember, view, generation)
-    location = f"/v1/calibrators/{name}/versions/{view.record.version}"
-    return json_response(VersionOut.of_view(view), 201, headers={"Location": location})
+    headers = {"Location": _location(name, view.record.version)}
+    return json_response(VersionOut.of_view(view), 201, headers=headers)
 
 
-def _fit(service: CalibrationService, name: str, source: BatchSource) -> VersionView:
+def _location(name: str, version: int) -> str:
+    return f"/v1/calibrators/{name}/versions/{version}"
+
+
+def _fit(
+    service: CalibrationService, name: str, source: BatchSource, claim: Claim | None
+) -> VersionView:
     args = parse_fit(source, service.settings.max_batch_rows)
     options = args.options
     with placing(args.places):
@@ -79,6 +100,7 @@ def _fit(service: CalibrationService, name: str, source: BatchSource) -> Version
                 params=options.params,
                 description=options.description,
                 tags=options.tags,
+                claim=claim,
             )
         wanted = args.batch
         return service.versions.fit_from_traffic(
@@ -90,6 +112,7 @@ def _fit(service: CalibrationService, name: str, source: BatchSource) -> Version
             params=options.params,
             description=options.description,
             tags=options.tags,
+            claim=claim,
         )
 
 

@@ -1,0 +1,82 @@
+"""Fits that are safe to retry: the use cases of an ``Idempotency-Key``.
+
+A fit sent with a key claims it (:meth:`FitKeys.claim`) before it fits, holds it by a lease
+that :meth:`FitKeys.renew` extends while the fit runs, and marks it with its version in the
+transaction that stores the version (:meth:`app.service.versions.Versions.fit` with its
+:class:`Claim`), or gives it up when the fit fails (:meth:`FitKeys.release`). A request that
+finds the key claimed by another waits and asks again; one that finds it done answers the
+version. The HTTP side (the header, the fingerprint, the waiting) is
+:mod:`app.api.idempotency`.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from app.errors import DatabaseUnavailable
+from app.store import Database, KeyState, Lease
+
+logger = logging.getLogger("app.service")
+
+LEASE = timedelta(seconds=10)
+"""How long a claim holds without renewal: a request whose process died frees its key this
+long after its last renewal, for the client's retry to fit."""
+
+RENEW_SECONDS = 2.0
+"""How often a fitting request renews its claim: several renewals fit in one lease, so a slow
+or failed one does not lose it."""
+
+LOST_CLAIM = (
+    "the fit under Idempotency-Key {key!r} stopped renewing its claim and another request with "
+    "the key took it over; nothing was stored: send the request again for that fit's version"
+)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A key this request holds: what :meth:`~app.service.versions.Versions.fit` marks with
+    the version it stores (it crosses into a worker process, so it is plain data)."""
+
+    name: str
+    key: str
+    owner: str
+
+
+class FitKeys:
+    """Claims of fits' idempotency keys: ``service.fit_keys.<verb>``."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def claim(self, name: str, key: str, fingerprint: str) -> tuple[KeyState, Claim | None]:
+        """The key as found, and the claim when this request is to fit (a new key, or one
+        whose holder stopped renewing it)."""
+        owner = secrets.token_hex(16)
+        now = datetime.now(UTC)
+        with self.database.transaction(write=True) as repo:
+            state = repo.claim_fit_key(name, key, fingerprint, Lease(owner, now, now + LEASE))
+        return state, Claim(name, key, owner) if state.claimed else None
+
+    def renew(self, claim: Claim) -> bool:
+        """Extend the claim's lease; false when it was lost (or the database is down, which
+        the next renewal tries again)."""
+        try:
+            with self.database.transaction(write=True) as repo:
+                return repo.renew_fit_key(
+                    claim.name, claim.key, claim.owner, datetime.now(UTC) + LEASE
+                )
+        except DatabaseUnavailable:
+            logger.warning("could not renew the claim of fit key %r of %s", claim.key, claim.name)
+            return False
+
+    def release(self, claim: Claim) -> None:
+        """Give the key up after a failed or abandoned fit, so a retry fits at once; when the
+        database is down, the lease runs out instead."""
+        try:
+            with self.database.transaction(write=True) as repo:
+                repo.release_fit_key(claim.name, claim.key, claim.owner)
+        except DatabaseUnavailable:
+            logger.warning("could not release fit key %r of %s", claim.key, claim.name)
