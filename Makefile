@@ -34,8 +34,9 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/uv
 	$(UV) -e .
 	@touch $@
 
-$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(UV) -e '.[test]'
+# The client (client/, its own distribution) is tested from the same venv, with every extra.
+$(VENV)/.installed-test: pyproject.toml client/pyproject.toml $(VENV)/.installed
+	$(UV) -e '.[test]' -e './client[pandas,arrow,polars,sklearn]'
 	@touch $@
 
 $(VENV)/.installed-demo: pyproject.toml $(VENV)/.installed

@@ -43,8 +43,8 @@ def test_the_same_key_answers_the_first_version_without_fitting_again(
     assert "idempotent-replayed" not in first.headers
     again = fit(client, "k-1")
     assert again.status_code == 200, again.text
-    assert again.headers["location"] == first.headers["location"] == FIT.replace(
-        "fit", "versions/1"
+    assert (
+        again.headers["location"] == first.headers["location"] == FIT.replace("fit", "versions/1")
     )
     assert again.headers["idempotent-replayed"] == "true"
     assert again.json() == first.json()
@@ -130,7 +130,7 @@ def test_racing_requests_with_one_key_make_one_version(client: TestClient) -> No
 
 
 def test_racing_requests_with_a_bad_batch_all_fail_and_free_the_key(client: TestClient) -> None:
-    bad = {**BATCH, "scores": [float("nan")] + BATCH["scores"][1:]}
+    bad = {**BATCH, "scores": [float("nan"), *BATCH["scores"][1:]]}
     assert fit(client, None).status_code == 201
     answers: list[Any] = []
     barrier = threading.Barrier(4)
@@ -199,7 +199,8 @@ def test_a_fit_that_lost_its_claim_stores_nothing(client: TestClient) -> None:
     over makes the fit a 409 with nothing stored."""
     service = client.app.state.service  # type: ignore[attr-defined]
     state, claim = service.fit_keys.claim("churn", "k", "0" * 64)
-    assert claim is not None and state.claimed
+    assert claim is not None
+    assert state.claimed
     batch = Batch(
         np.asarray(BATCH["scores"], dtype=float),
         np.asarray(BATCH["labels"], dtype=np.int64),

@@ -1,0 +1,154 @@
+"""What a call raises. The tree, as httpx and openai-python write theirs::
+
+    CalibrationError                 anything the service answered with 4xx/5xx, or no answer
+    ├── APIConnectionError           no answer: refused, reset, dropped (status None)
+    │   └── APITimeoutError          no answer within the call's timeout
+    ├── BadRequestError          400 a body the service cannot read (and /v2 request errors)
+    ├── AuthenticationError      401 no or bad key
+    ├── PermissionDeniedError    403 a key without the scope
+    ├── NotFoundError            404 unknown calibrator, version or alias
+    ├── ConflictError            409 e.g. an outcome whose stored label differs
+    ├── PayloadTooLargeError     413 past the service's body or batch limits
+    ├── UnprocessableError       422 invalid content: the detail names the field
+    ├── RateLimitError           429 retried
+    └── ServerError              5xx
+        └── ServiceUnavailableError  503 database down or the service busy: retried
+
+Other 4xx statuses raise :class:`CalibrationError` itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+
+class CalibrationError(Exception):
+    """A call that failed: the service's problem+json (RFC 9457) fields when it answered.
+
+    ``status`` is None when no answer came; ``errors`` holds the validation entries
+    (``{"loc": [...], "msg": ...}``); ``request_id`` is the ``X-Request-ID`` to quote to the
+    service's operator."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        type: str | None = None,  # the problem+json member's name
+        title: str | None = None,
+        detail: str | None = None,
+        errors: list[dict[str, Any]] | None = None,
+        request_id: str | None = None,
+        response: httpx.Response | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.type = type
+        self.title = title
+        self.detail = detail
+        self.errors = errors or []
+        self.request_id = request_id
+        self.response = response
+
+
+class APIConnectionError(CalibrationError):
+    """The service could not be reached, or the connection broke before an answer."""
+
+
+class APITimeoutError(APIConnectionError):
+    """No answer within the call's timeout (which bounds all its attempts)."""
+
+
+class BadRequestError(CalibrationError):
+    """400: a body the service cannot read."""
+
+
+class AuthenticationError(CalibrationError):
+    """401: no key, or a key the service does not know."""
+
+
+class PermissionDeniedError(CalibrationError):
+    """403: a key without the scope the call needs."""
+
+
+class NotFoundError(CalibrationError):
+    """404: an unknown calibrator, version or alias."""
+
+
+class ConflictError(CalibrationError):
+    """409: the request contradicts what is stored."""
+
+
+class PayloadTooLargeError(CalibrationError):
+    """413: past the service's body or batch limits."""
+
+
+class UnprocessableError(CalibrationError):
+    """422: content the service refuses; ``detail`` names the field and index."""
+
+
+class RateLimitError(CalibrationError):
+    """429: too many requests (retried, honouring ``Retry-After``)."""
+
+
+class ServerError(CalibrationError):
+    """5xx: the service failed."""
+
+
+class ServiceUnavailableError(ServerError):
+    """503: the database is unreachable or the service's queue is full (retried)."""
+
+
+_BY_STATUS: dict[int, type[CalibrationError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: PayloadTooLargeError,
+    422: UnprocessableError,
+    429: RateLimitError,
+    503: ServiceUnavailableError,
+}
+
+
+def error_from_response(response: httpx.Response) -> CalibrationError:
+    """The error an answer of status 4xx/5xx stands for, read from its problem+json body
+    (``/v2``'s ``{"error": ...}`` becomes the detail; another body, its text)."""
+    status = response.status_code
+    kind = _BY_STATUS.get(status) or (ServerError if status >= 500 else CalibrationError)
+    try:
+        body: Any = json.loads(response.content)
+    except ValueError:
+        body = None
+    fields: dict[str, Any] = {}
+    if isinstance(body, dict) and "error" in body and "status" not in body:
+        fields["detail"] = str(body["error"])
+    elif isinstance(body, dict):
+        fields = {key: body.get(key) for key in ("type", "title", "detail")}
+        errors = body.get("errors")
+        fields["errors"] = errors if isinstance(errors, list) else None
+    else:
+        fields["detail"] = response.text[:500] or None
+    title = fields.get("title") or response.reason_phrase
+    detail = fields.get("detail")
+    message = f"{status} {title}" + (f": {detail}" if detail else "")
+    return kind(
+        message,
+        status=status,
+        title=title,
+        request_id=response.headers.get("x-request-id"),
+        response=response,
+        **{key: value for key, value in fields.items() if key != "title"},
+    )
+
+
+def connection_error(exc: httpx.TransportError) -> APIConnectionError:
+    """The error a transport failure stands for: a timeout, or another connection failure."""
+    if isinstance(exc, httpx.TimeoutException):
+        return APITimeoutError(f"no answer in time: {exc!r}")
+    return APIConnectionError(f"the service could not be reached: {exc!r}")
