@@ -49,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CalibrationError as error:
         print(f"error: {error.detail or error.message}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `calibration ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def _parser() -> argparse.ArgumentParser:
