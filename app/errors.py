@@ -166,7 +166,8 @@ class OverBudget(ServiceError):
 
 class FitUnderWay(ServiceError):
     """Another request's fit under the same idempotency key ran past the time this one could
-    wait for it: its version is answered to a retry once it is stored."""
+    wait for it, or took the key over from this one: its version is answered to a retry once
+    it is stored."""
 
     status = 503
     title = "Fit under way"

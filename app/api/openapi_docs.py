@@ -148,7 +148,7 @@ FIT_BODY = {
             "calibrator within 24 hours answers the version its first request made (200, "
             "`Idempotent-Replayed: true`) without fitting again, also while that fit runs; "
             "the key with another batch or other options is 422.",
-            "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+            "schema": {"type": "string", "pattern": "^[\\x20-\\x7e]{1,128}$"},
         }
     ],
 }

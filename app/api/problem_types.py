@@ -143,7 +143,8 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         _of(
             errors.FitUnderWay,
             "A fit sent with the same Idempotency-Key is still running, longer than this "
-            "request could wait for it.",
+            "request could wait for it; or this request's fit stopped renewing its claim of the "
+            "key and another request with the key took it over (nothing of this one is stored).",
             "Send the request again, with the same key, after the `Retry-After` seconds: it "
             "answers that fit's version once it is stored.",
         ),

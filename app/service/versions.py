@@ -27,7 +27,7 @@ from app.calibration import (
     raw_as_probabilities,
     with_intervals,
 )
-from app.errors import Conflict, invalid
+from app.errors import FitUnderWay, invalid
 from app.observability import record_fit
 from app.service.batches import Batch, check_method_fits_batch
 from app.service.fit_keys import LOST_CLAIM, Claim
@@ -75,7 +75,8 @@ class Versions:
         """Fit ``method`` on the batch, cross-validate it, and store the next version (with
         ``source``, the lineage of a batch read from the traffic:
         :mod:`app.service.traffic.refit`), marking ``claim``'s idempotency key with it in the
-        same transaction (409, nothing stored, when the claim was lost:
+        same transaction (503, nothing stored, when the claim was lost, so that the client's
+        retry answers the version of the request that took it over:
         :mod:`app.service.fit_keys`)."""
         started = time.perf_counter()
         check_method_fits_batch(method, batch)
@@ -128,9 +129,9 @@ class Versions:
         with self.database.transaction(write=True) as repo:
             record = repo.create_version(name, new)
             if claim is not None and not repo.complete_fit_key(
-                claim.name, claim.key, claim.owner, record.version
+                claim.name, claim.key, claim.owner, record.version, claim.content
             ):
-                raise Conflict(LOST_CLAIM.format(key=claim.key))
+                raise FitUnderWay(LOST_CLAIM.format(key=claim.key))
         self.cache.fitted(LoadedVersion.of(record, outcome.calibrator, state), generation)
         logger.info(
             "fitted %s v%d with %s on %d pairs",

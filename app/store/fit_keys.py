@@ -1,4 +1,4 @@
-"""Idempotency keys of fits: a claim per (calibrator name, key), the fingerprint of the
+"""Idempotency keys of fits: a claim per (calibrator name, key), the fingerprints of the
 request that made it, and the version it created.
 
 A fit sent with ``Idempotency-Key`` first claims its key in a short transaction of its own
@@ -8,9 +8,12 @@ claim at once; the fit then writes its version and marks the key done in one tra
 stored. The request that claimed a key holds it by a lease it renews while it fits; a claim
 whose lease ran out (its process died) may be taken over by the next request with the key.
 
-The shape follows the IETF HTTPAPI working group's Idempotency-Key draft
-(draft-ietf-httpapi-idempotency-key-header): a key, a fingerprint of the request's payload
-compared on reuse, and an expiry.
+Two fingerprints: ``fingerprint``, of the payload as received (media type, options, bytes),
+known before anything is parsed, and ``content``, of the batch and options as parsed, stored
+with the version: a retry that sends the same rows in other bytes (another JSON encoder, CSV
+for Arrow) is the same fit. The shape follows the IETF HTTPAPI working group's
+Idempotency-Key draft (draft-ietf-httpapi-idempotency-key-header): a key, a fingerprint of
+the request compared on reuse, and an expiry.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ KEY_LIFETIME = timedelta(hours=24)
 """How long a key answers with its version; after that it is free for a new fit."""
 
 EXPIRED_PER_CLAIM = 100
-"""Expired keys each claim deletes: the table holds about a day of keys without a task of its
-own to keep it so."""
+"""Expired keys each new key's claim deletes: the table holds about a day of keys without a
+task of its own to keep it so."""
 
 
 class Lease(NamedTuple):
@@ -43,87 +46,95 @@ class Lease(NamedTuple):
 
 @dataclass(frozen=True)
 class KeyState:
-    """A key as a claim found it: who holds it and until when, the fingerprint of the request
-    that claimed it, and its version once that request's fit was stored. ``claimed`` is true
-    when this claim holds it (new, or taken over from a lease that ran out)."""
+    """A key as found: the fingerprint of the request that claimed it, who holds it and until
+    when, and once its fit was stored, the version and the parsed batch's ``content``
+    fingerprint. ``claimed``: this request holds it (new, or taken over from a lease that ran
+    out)."""
 
     fingerprint: str
     owner: str
     lease_until: datetime
     version: int | None
-    claimed: bool
+    content: str | None
+    claimed: bool = False
+
+    def stale(self, now: datetime) -> bool:
+        """Whether it is an unfinished claim whose lease ran out: its holder stopped."""
+        return self.version is None and self.lease_until < now
 
 
 class FitKeyOperations(RepositoryBase):
-    """Claiming, renewing, completing and releasing fits' idempotency keys."""
+    """Reading, claiming, renewing, completing and releasing fits' idempotency keys."""
 
-    def claim_fit_key(
-        self,
-        name: str,
-        key: str,
-        fingerprint: str,
-        lease: Lease,
-    ) -> KeyState:
+    def read_fit_key(self, name: str, key: str, now: datetime) -> KeyState | None:
+        """The key as stored, None when there is none or it expired (a read: what a request
+        waiting for another's fit asks, without taking a write lock)."""
+        row = self._session.execute(
+            select(
+                FitKey.fingerprint,
+                FitKey.owner,
+                FitKey.lease_until,
+                FitKey.version,
+                FitKey.content,
+            ).where(FitKey.name == name, FitKey.key == key, FitKey.created_at >= now - KEY_LIFETIME)
+        ).one_or_none()
+        return None if row is None else KeyState(*row)
+
+    def claim_fit_key(self, name: str, key: str, fingerprint: str, lease: Lease) -> KeyState:
         """Claim ``key`` of ``name`` for ``lease``'s owner, unless a live claim or a stored
         version holds it: then that state, unclaimed.
 
         An expired key (older than :data:`KEY_LIFETIME`) is deleted first, so it is claimed
         anew. ``INSERT .. ON CONFLICT DO NOTHING`` makes concurrent claims of one key queue on
         its primary key (PostgreSQL) or on SQLite's write lock: exactly one inserts. A claim
-        whose lease ran out without a version is taken over by a compare-and-set on its owner,
-        so of two requests that find it stale, one takes it.
+        whose lease ran out without a version is taken over by a compare-and-set on its owner
+        and its lapsed lease, so of two requests that find it stale one takes it, and a
+        renewal that lands first keeps it for its holder.
         """
-        owner, now, lease_until = lease
-        expired = now - KEY_LIFETIME
+        expired = lease.now - KEY_LIFETIME
         mine = (FitKey.name == name, FitKey.key == key)
         self._session.execute(delete(FitKey).where(*mine, FitKey.created_at < expired))
-        self._purge_expired(expired)
         while True:  # again when the key was released between the insert and the read
             found = self._insert_or_read(name, key, fingerprint, lease)
             if found is not None:
                 break
-        stale = found.version is None and found.lease_until < now
-        if found.claimed or not stale or found.fingerprint != fingerprint:
+        if found.claimed:
+            self._purge_expired(expired)
+            return found
+        if not found.stale(lease.now):
             return found
         taken = self._changed(
             update(FitKey)
-            .where(*_held_by(name, key, found.owner))
-            .values(owner=owner, lease_until=lease_until)
+            .where(*_held_by(name, key, found.owner), FitKey.lease_until < lease.now)
+            .values(owner=lease.owner, lease_until=lease.until, fingerprint=fingerprint)
             .execution_options(synchronize_session=False)
         )
         if taken:
-            return KeyState(fingerprint, owner, lease_until, None, claimed=True)
-        return found  # another request took it over first: it holds a live claim
+            return KeyState(fingerprint, lease.owner, lease.until, None, None, claimed=True)
+        return found  # renewed, or taken over by another request first: a live claim
 
     def _insert_or_read(
         self, name: str, key: str, fingerprint: str, lease: Lease
     ) -> KeyState | None:
         """The new claim, or the key as another request left it (None: gone meanwhile)."""
-        owner, now, lease_until = lease
         inserted = self._session.execute(
             upsert(self._session, FitKey)
             .values(
                 name=name,
                 key=key,
                 fingerprint=fingerprint,
-                owner=owner,
-                lease_until=lease_until,
+                owner=lease.owner,
+                lease_until=lease.until,
                 version=None,
-                created_at=now,
+                content=None,
+                created_at=lease.now,
             )
             .on_conflict_do_nothing(index_elements=["name", "key"])
             .returning(FitKey.owner)
         ).first()
         if inserted is not None:  # (RETURNING: psycopg counts no rows of an upsert)
-            return KeyState(fingerprint, owner, lease_until, None, claimed=True)
-        row = self._session.execute(
-            select(FitKey.fingerprint, FitKey.owner, FitKey.lease_until, FitKey.version).where(
-                FitKey.name == name, FitKey.key == key
-            )
-        ).one_or_none()
-        if row is None:
-            return None
-        return KeyState(row.fingerprint, row.owner, row.lease_until, row.version, claimed=False)
+            return KeyState(fingerprint, lease.owner, lease.until, None, None, claimed=True)
+        return self.read_fit_key(name, key, lease.now)
 
     def renew_fit_key(self, name: str, key: str, owner: str, lease_until: datetime) -> bool:
         """Extend ``owner``'s claim; false when it no longer holds it."""
@@ -136,14 +147,15 @@ class FitKeyOperations(RepositoryBase):
             )
         )
 
-    def complete_fit_key(self, name: str, key: str, owner: str, version: int) -> bool:
-        """Record ``version`` as the key's answer, in the transaction that stored it; false
-        when ``owner`` lost the claim (the caller then rolls the version back)."""
+    def complete_fit_key(self, name: str, key: str, owner: str, version: int, content: str) -> bool:
+        """Record ``version`` and the parsed batch's ``content`` fingerprint as the key's
+        answer, in the transaction that stored the version; false when ``owner`` lost the
+        claim (the caller then rolls the version back)."""
         return bool(
             self._changed(
                 update(FitKey)
                 .where(*_held_by(name, key, owner))
-                .values(version=version)
+                .values(version=version, content=content)
                 .execution_options(synchronize_session=False)
             )
         )

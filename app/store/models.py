@@ -233,7 +233,8 @@ class PendingOutcome(Base):
 
 class FitKey(Base):
     """A fit's idempotency key: the request that claimed it (its payload's fingerprint, the
-    claim's owner and lease) and, once stored, the version it made (:mod:`app.store.fit_keys`).
+    claim's owner and lease) and, once stored, the version it made and its parsed batch's
+    fingerprint (:mod:`app.store.fit_keys`).
     Keyed by the calibrator's name, which need not exist yet when a first fit claims a key."""
 
     __tablename__ = "fit_keys"
@@ -245,4 +246,5 @@ class FitKey(Base):
     owner: Mapped[str] = mapped_column(String(32))
     lease_until: Mapped[datetime] = mapped_column(UTCDateTime())
     version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    content: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())

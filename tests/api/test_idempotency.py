@@ -4,6 +4,7 @@ frees its key; a claim whose holder died is taken over; keys expire after a day.
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,13 +13,16 @@ import numpy as np
 import pytest
 from sqlalchemy import update
 
-from app.errors import Conflict
+from app.errors import FitUnderWay
+from app.main import create_app
 from app.service.batches import Batch
 from app.service.fit_keys import Claim
+from app.settings import Settings
 from app.store import Database
 from app.store.models import FitKey
 from tests.client import TestClient
 
+from .conftest import OPTIONS
 from .helpers import as_csv, assert_problem, sigmoid_batch
 
 FIT = "/v1/calibrators/churn/fit"
@@ -78,11 +82,31 @@ def test_another_batch_or_other_options_under_the_key_is_422_and_stores_nothing(
         problem = assert_problem(r, 422, "Idempotency-Key", "another batch")
         assert problem["errors"][0]["loc"] == ["header", "Idempotency-Key"]
     csv = client.post(
-        FIT + "?method=platt",
+        FIT + "?method=isotonic",
         content=as_csv(BATCH),
         headers={"Content-Type": "text/csv", "Idempotency-Key": "k"},
     )
     assert_problem(csv, 422, "Idempotency-Key")
+    assert versions(client) == [1]
+
+
+def test_the_same_rows_in_other_bytes_are_the_same_fit(client: TestClient) -> None:
+    """A retry recognised by its batch as parsed: CSV for JSON, other spacing, the options
+    in the query instead of the body."""
+    first = fit(client, "k")
+    assert first.status_code == 201
+    csv = client.post(
+        FIT + "?method=platt",
+        content=as_csv(BATCH),
+        headers={"Content-Type": "text/csv", "Idempotency-Key": "k"},
+    )
+    assert csv.status_code == 200, csv.text
+    spaced = json.dumps(BATCH, indent=2).encode()
+    again = client.post(
+        FIT, content=spaced, headers={"Content-Type": "application/json", "Idempotency-Key": "k"}
+    )
+    assert again.status_code == 200, again.text
+    assert csv.json() == again.json() == first.json()
     assert versions(client) == [1]
 
 
@@ -165,17 +189,39 @@ def _claim_row(database: Database, **values: Any) -> None:
 def test_a_claim_whose_holder_stopped_renewing_is_taken_over(
     client: TestClient, database: Database
 ) -> None:
-    """A request whose process died leaves its claim; the next request with the key waits
-    while the lease runs, then fits."""
+    """A request whose process died leaves its claim; once its lease ran out, the next
+    request with the key fits (the service's clock moved past the lease, not slept)."""
     assert fit(client, "k").status_code == 201
-    # make the stored key look like a claim in flight, by another process, for another 0.5 s
-    lease = datetime.now(UTC) + timedelta(seconds=0.5)
+    lease = datetime.now(UTC) + timedelta(seconds=10)
     _claim_row(database, version=None, owner="a-dead-process", lease_until=lease)
+    keys = client.app.state.service.fit_keys  # type: ignore[attr-defined]
+    keys.clock = lambda: datetime.now(UTC) + timedelta(seconds=11)
     r = fit(client, "k")
     assert r.status_code == 201, r.text
-    assert datetime.now(UTC) >= lease
     assert r.json()["version"] == 2
     assert fit(client, "k").json()["version"] == 2
+
+
+def test_a_request_waits_for_a_live_claim_and_gives_up_with_503(
+    database: Database, database_url: str
+) -> None:
+    """Another request's fit under the key, alive (its lease is renewed), outlasting what this
+    request may wait (the fit's time budget and a lease): 503 fit-under-way, Retry-After."""
+    settings = Settings(database_url=database_url, **{**OPTIONS, "fit_timeout_seconds": 0.3})
+    with TestClient(create_app(settings, database=database), raise_server_exceptions=False) as app:
+        assert fit(app, "k").status_code == 201
+        _claim_row(
+            database,
+            version=None,
+            owner="alive",
+            lease_until=datetime.now(UTC) + timedelta(hours=1),
+        )
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("app.api.idempotency.LEASE", timedelta(seconds=0.2))
+            r = fit(app, "k")
+    assert_problem(r, 503, "still running")
+    assert r.headers["retry-after"] == "5"
+    assert r.json()["type"].endswith("/fit-under-way")
 
 
 def test_keys_expire_after_a_day(client: TestClient, database: Database) -> None:
@@ -196,7 +242,7 @@ def test_the_replay_of_a_deleted_version_is_409(client: TestClient) -> None:
 
 def test_a_fit_that_lost_its_claim_stores_nothing(client: TestClient) -> None:
     """The version and the key's mark are one transaction: a claim another request took
-    over makes the fit a 409 with nothing stored."""
+    over makes the fit a 503 with nothing stored."""
     service = client.app.state.service  # type: ignore[attr-defined]
     state, claim = service.fit_keys.claim("churn", "k", "0" * 64)
     assert claim is not None
@@ -207,7 +253,50 @@ def test_a_fit_that_lost_its_claim_stores_nothing(client: TestClient) -> None:
         np.ones(len(BATCH["labels"])),
     )
     stolen = Claim(claim.name, claim.key, "someone-else")
-    with pytest.raises(Conflict, match="took it over"):
+    with pytest.raises(FitUnderWay, match="took it over") as lost:
         service.versions.fit("churn", batch, method="platt", params={}, claim=stolen)
+    assert lost.value.status == 503  # the client retries it: the other request's version
     assert versions(client) == []
     assert service.fit_keys.claim("churn", "k", "0" * 64)[1] is None  # still the first's
+
+
+@pytest.mark.in_threads
+def test_racers_wait_for_the_fit_under_way_and_its_claim_is_renewed(
+    client: TestClient, database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first request's fit is held until the seven others have each read the key at
+    least twice (they wait, not fit), and while it is held its lease is renewed."""
+    monkeypatch.setattr("app.api.idempotency.RENEW_SECONDS", 0.05)
+    service = client.app.state.service  # type: ignore[attr-defined]
+    looks: list[int] = []
+    look = service.fit_keys.look
+    monkeypatch.setattr(service.fit_keys, "look", lambda *a: looks.append(1) or look(*a))
+    release = threading.Event()
+    fit_versions = service.versions.fit
+
+    def held_fit(*args: Any, **kwargs: Any) -> Any:
+        assert release.wait(60)
+        return fit_versions(*args, **kwargs)
+
+    monkeypatch.setattr(service.versions, "fit", held_fit)
+    answers: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(fit(client, "held"))) for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    leases = []
+    started = datetime.now(UTC)
+    deadline, held_for = started + timedelta(seconds=60), started + timedelta(seconds=0.5)
+    while (len(looks) < 8 + 14 or datetime.now(UTC) < held_for) and datetime.now(UTC) < deadline:
+        with database.transaction() as repo:
+            leases.append(repo._session.query(FitKey.lease_until).scalar())
+        threading.Event().wait(0.05)
+    release.set()
+    for thread in threads:
+        thread.join()
+    assert len(looks) >= 8 + 14, "the racers did not wait"
+    assert sorted(r.status_code for r in answers) == [200] * 7 + [201]
+    renewed = [lease for lease in leases if lease is not None]
+    assert renewed[-1] > renewed[0], "the claim was not renewed while its fit ran"
+    assert versions(client) == [1]

@@ -3,6 +3,8 @@ calibrators."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
@@ -25,7 +27,14 @@ from app.api.deps import (
     read_small_json,
 )
 from app.api.documents import CalibratorList, CalibratorOut, VersionOut
-from app.api.idempotency import fingerprint, holding, idempotency_key, replayed, settle
+from app.api.idempotency import (
+    content_fingerprint,
+    fingerprint,
+    holding,
+    idempotency_key,
+    replayed,
+    settle,
+)
 from app.api.openapi_docs import ERRORS, FIT_BODY, FIT_DESCRIPTION, body_doc
 from app.api.places import placing
 from app.api.reading import read_batch
@@ -47,7 +56,14 @@ Offset = Annotated[int, Query(ge=0, le=2**62, description="Items to skip.")]
     description=FIT_DESCRIPTION,
     openapi_extra=FIT_BODY,
     responses={
-        200: {"model": VersionOut, "description": "The version an Idempotency-Key's fit made"},
+        200: {
+            "model": VersionOut,
+            "description": "The version an Idempotency-Key's first request made",
+            "headers": {
+                "Location": {"schema": {"type": "string"}},
+                "Idempotent-Replayed": {"schema": {"type": "string", "enum": ["true"]}},
+            },
+        },
         **ERRORS,
     },
 )
@@ -63,11 +79,12 @@ async def fit(
     """Fit `method` on a labelled batch in any of its media types and store it as the next
     version of `name`, creating `name` on first use."""
     query = {"method": method, "params": params, "description": description, "tags": tags}
-    source = await read_batch(request, query, FitOptions)
     key = idempotency_key(request)
+    source = await read_batch(request, query, FitOptions)
     claim = None
     if key is not None:
-        settled = await settle(request, service, name, key, await fingerprint(source))
+        payload = await fingerprint(source)
+        settled = await settle(request, service, name, key, payload, _content_of(request, source))
         if isinstance(settled, int):
             view = await replayed(service, name, key, settled)
             headers = {"Location": _location(name, settled), "Idempotent-Replayed": "true"}
@@ -82,6 +99,23 @@ async def fit(
     return json_response(VersionOut.of_view(view), 201, headers=headers)
 
 
+def _content_of(request: Request, source: BatchSource) -> Callable[[], Awaitable[str]]:
+    """The fingerprint of the request's batch as parsed, computed (in a worker: it parses the
+    batch) the first time it is asked for."""
+    known: list[str] = []
+
+    async def content() -> str:
+        if not known:
+            known.append(await in_worker(request, _parsed_content, source))
+        return known[0]
+
+    return content
+
+
+def _parsed_content(service: CalibrationService, source: BatchSource) -> str:
+    return content_fingerprint(parse_fit(source, service.settings.max_batch_rows))
+
+
 def _location(name: str, version: int) -> str:
     return f"/v1/calibrators/{name}/versions/{version}"
 
@@ -91,6 +125,8 @@ def _fit(
 ) -> VersionView:
     args = parse_fit(source, service.settings.max_batch_rows)
     options = args.options
+    if claim is not None:
+        claim = replace(claim, content=content_fingerprint(args))
     with placing(args.places):
         if not isinstance(args.batch, TrafficRange):
             return service.versions.fit(
