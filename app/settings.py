@@ -100,6 +100,14 @@ class Settings(BaseSettings):
         le=86_400,
         description="A job's time budget; past it the job stops, stores nothing, answers 503.",
     )
+    fit_key_lease_seconds: float = Field(
+        default=10.0,
+        ge=0.5,
+        le=600,
+        description="How long a fit's claim of its Idempotency-Key holds without renewal (it is "
+        "renewed every fifth of this while the fit runs): a retry of a fit whose server died "
+        "waits this long before it fits.",
+    )
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     latest_refresh_seconds: float = Field(
         default=1.0, ge=0, le=60, description="How stale `latest` may be on a replica."

@@ -41,12 +41,14 @@ def main() -> None:
         rows += memory_rows(10**7)
         rows += columnar_rows(10**7)
         rows += diagnostics_rows([10**5, 10**6])
+        from bench.client import client_rows  # the client's own distribution (client/)
         from bench.http import http_rows  # needs wrk; imported only for the full run
         from bench.traffic import traffic_rows  # needs PostgreSQL's server
 
         rows += http_rows()
         rows += traffic_rows()
         rows += load_rows(quick=False)
+        rows += client_rows()
     print(markdown(rows))
     progress(f"{'quick' if quick else 'full'} bench done in {time.monotonic() - start:.0f} s")
 

@@ -14,8 +14,9 @@
    ``CALIBRATION_MAX_CONCURRENT_FITS=1`` and a short queue: every fit answers, under 64
    distinct versions, 1..64, none twice (its refusals, 503 with ``Retry-After``, retried).
 
-``python -m bench.client [--quick]``: ``--quick`` runs small sizes and 8 fits (the smoke
-test). Every loop is bounded in time and every request has a timeout.
+``python -m bench.client [--quick]``: ``--quick`` runs small sizes and 4 fits (the smoke
+test, ``tests/bench/test_bench_smoke.py``); ``python -m bench`` runs the full sizes. Every
+loop is bounded in time and every request has a timeout.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ def _busy_fits(count: int) -> Row:
 
 
 def client_rows(quick: bool = False) -> list[Row]:
-    """The rows above; ``quick``: 10^4 scores and pairs, one round, 8 fits."""
+    """The rows above; ``quick``: 10^4 scores and pairs, one round, 4 fits."""
     n = 10**4 if quick else 10**6
     with tempfile.TemporaryDirectory() as folder, serve_module(migrated_env(folder)) as (url, _):
         with Client(url) as client:
@@ -201,7 +202,7 @@ def client_rows(quick: bool = False) -> list[Row]:
         rows = [_small_predict(url, 1 if quick else 3)]
         rows += _big_predict(url, n, 3 if quick else 7)
         rows.append(_big_fit(url, n, 1 if quick else 3))
-    rows.append(_busy_fits(8 if quick else 64))
+    rows.append(_busy_fits(4 if quick else 64))
     return rows
 
 

@@ -32,7 +32,7 @@ from app.api.deps import client_gone
 from app.api.places import invalid
 from app.errors import ClientGone, Conflict, FitUnderWay, NotFound
 from app.service.batches import Batch
-from app.service.fit_keys import LEASE, RENEW_SECONDS, Claim
+from app.service.fit_keys import Claim
 from app.service.use_cases import CalibrationService
 from app.service.views import VersionView
 
@@ -103,7 +103,9 @@ async def settle(
     from this one's is this request's only if its parsed batch is the same (``content``,
     computed once when needed)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + service.settings.fit_timeout_seconds + LEASE.total_seconds()
+    deadline = (
+        loop.time() + service.settings.fit_timeout_seconds + service.settings.fit_key_lease_seconds
+    )
     pause = FIRST_POLL_SECONDS
     gone = asyncio.ensure_future(client_gone(request))
     try:
@@ -160,10 +162,10 @@ async def holding(service: CalibrationService, claim: Claim | None) -> AsyncIter
 
 
 async def _renew(service: CalibrationService, claim: Claim) -> None:
-    """Every :data:`RENEW_SECONDS` until cancelled, or until the claim is found lost (the
+    """Every fifth of a lease until cancelled, or until the claim is found lost (the
     fit then ends in a 503 that a retry answers with the other request's version)."""
     while True:
-        await asyncio.sleep(RENEW_SECONDS)
+        await asyncio.sleep(service.fit_keys.renew_seconds)
         try:
             if not await run_in_threadpool(service.fit_keys.renew, claim):
                 logger.warning("lost the claim of fit key %r of %s", claim.key, claim.name)

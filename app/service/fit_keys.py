@@ -22,13 +22,10 @@ from app.store import Database, KeyState, Lease
 
 logger = logging.getLogger("app.service")
 
-LEASE = timedelta(seconds=10)
-"""How long a claim holds without renewal: a request whose process died frees its key this
-long after its last renewal, for the client's retry to fit."""
-
-RENEW_SECONDS = 2.0
-"""How often a fitting request renews its claim: several renewals fit in one lease, so a slow
-or failed one does not lose it."""
+RENEWALS_PER_LEASE = 5
+"""A fitting request renews its claim five times a lease (``CALIBRATION_FIT_KEY_LEASE_SECONDS``,
+10 s: how long a request whose process died holds its key), so a slow or failed renewal does
+not lose it."""
 
 LOST_CLAIM = (
     "the fit under Idempotency-Key {key!r} stopped renewing its claim and another request with "
@@ -55,10 +52,18 @@ def utc_now() -> datetime:
 class FitKeys:
     """Claims of fits' idempotency keys: ``service.fit_keys.<verb>``."""
 
-    def __init__(self, database: Database, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self, database: Database, lease: timedelta, clock: Callable[[], datetime] = utc_now
+    ) -> None:
         self.database = database
+        self.lease = lease
         self.clock = clock
         """The time leases are taken and judged by (a test's own, to age them)."""
+
+    @property
+    def renew_seconds(self) -> float:
+        """How often a fitting request renews its claim."""
+        return self.lease.total_seconds() / RENEWALS_PER_LEASE
 
     def look(self, name: str, key: str) -> KeyState | None:
         """The key as stored (None: unused, or expired), read without a write lock."""
@@ -71,7 +76,7 @@ class FitKeys:
         owner = secrets.token_hex(16)
         now = self.clock()
         with self.database.transaction(write=True) as repo:
-            state = repo.claim_fit_key(name, key, fingerprint, Lease(owner, now, now + LEASE))
+            state = repo.claim_fit_key(name, key, fingerprint, Lease(owner, now, now + self.lease))
         return state, Claim(name, key, owner) if state.claimed else None
 
     def stale(self, state: KeyState) -> bool:
@@ -83,7 +88,9 @@ class FitKeys:
         the next renewal tries again)."""
         try:
             with self.database.transaction(write=True) as repo:
-                return repo.renew_fit_key(claim.name, claim.key, claim.owner, self.clock() + LEASE)
+                return repo.renew_fit_key(
+                    claim.name, claim.key, claim.owner, self.clock() + self.lease
+                )
         except DatabaseUnavailable:
             logger.warning("could not renew the claim of fit key %r of %s", claim.key, claim.name)
             return True  # not known to be lost: the lease may outlast the outage

@@ -7,6 +7,8 @@ method returns domain data or raises an :mod:`app.errors` exception.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from app.service.browsing import Browsing
 from app.service.calibrators import Calibrators
 from app.service.comparison import Comparison
@@ -47,7 +49,7 @@ class CalibrationService:
             writer=not worker,
         )
         self.versions = Versions(database, settings, self.version_cache)
-        self.fit_keys = FitKeys(database)
+        self.fit_keys = FitKeys(database, timedelta(seconds=settings.fit_key_lease_seconds))
         self.calibrators = Calibrators(database, self.version_cache)
         self.serving = Serving(self.version_cache, self.prediction_log)
         self.diagnosis = Diagnosis(database, self.version_cache)

@@ -6,8 +6,10 @@ at a time, a server to kill) start a ``LocalService`` of their own."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from client_fakes import FakeTime, Handler, Harness, Serve
 
 from demo.server import LocalService
 
@@ -21,3 +23,14 @@ def service_url() -> Iterator[str]:
         yield service.base_url
     finally:
         service.stop()
+
+
+@pytest.fixture(params=["sync", "async"])
+def serve(request: pytest.FixtureRequest) -> Serve:
+    """Makes a :class:`~client_fakes.Harness` of this run's kind: each test that asks for it
+    runs on a :class:`Client` and on an :class:`AsyncClient`."""
+
+    def make(handler: Handler, fake: FakeTime, **options: Any) -> Harness:
+        return Harness(request.param, handler, fake, **options)
+
+    return make

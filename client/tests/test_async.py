@@ -38,7 +38,7 @@ def test_the_same_calls_answer_the_same(service_url: str) -> None:
             assert logged.logged == 2
             receipt = await client.outcomes(name, ["x", "y"], [1, 0])
             assert receipt.matched + receipt.pending == 2
-            diagnostics = await client.diagnostics(name, 1, n_bins=4)
+            diagnostics = await client.diagnostics(name, 1, n_bins=4, bootstrap=20)
             assert diagnostics.calibrated.count.sum() == 400
             comparison = await client.compare(name, scores, labels, bootstrap=20)
             assert len(comparison.ranking) == 2

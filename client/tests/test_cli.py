@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from calibration_client import Client, cli
-from calibration_client._cli_upload import PROGRESS_BYTES
+from calibration_client._cli_progress import PROGRESS_BYTES
 from numpy.typing import NDArray
 
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing answers there
@@ -149,9 +149,9 @@ def test_url_and_key_from_options_then_environment(
 ) -> None:
     made: list[tuple[str, str | None]] = []
 
-    def recording(url: str, api_key: str | None = None) -> Client:
+    def recording(url: str, api_key: str | None = None, **options: Any) -> Client:
         made.append((url, api_key))
-        return Client(url, api_key=api_key)
+        return Client(url, api_key=api_key, **options)
 
     monkeypatch.setattr(cli, "Client", recording)
     monkeypatch.setenv("CALIBRATION_KEY", "from-env")

@@ -59,7 +59,7 @@ def test_fit_answers_a_typed_version(client: Client) -> None:
     assert version.created_at.tzinfo is not None
     assert version.description == "weekly"
     assert version.tags == {"team": "risk"}
-    assert version.raw["artifact"]["sha256"]
+    assert version.document["artifact"]["sha256"]
 
 
 def test_the_registry_calls(client: Client) -> None:
@@ -233,7 +233,7 @@ def test_a_fit_repeated_under_its_key_answers_the_first_version(client: Client) 
     first = client.fit(name, scores, labels, method="platt", idempotency_key=key)
     again = client.fit(name, scores, labels, method="platt", idempotency_key=key)
     assert again.version == first.version
-    assert again.raw == first.raw
+    assert again.document == first.document
     assert [v.version for v in client.versions(name)] == [first.version]
     with pytest.raises(UnprocessableError):  # the same key for another batch
         client.fit(name, scores[:200], labels[:200], method="platt", idempotency_key=key)

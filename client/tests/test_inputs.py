@@ -12,9 +12,9 @@ import sys
 import httpx
 import numpy as np
 import pytest
-from calibration_client import CalibrationError, ServerError, ServiceUnavailableError
-from calibration_client._arrays import as_labels, as_scores, as_weights
-from calibration_client._batches import ARROW_STREAM, chosen_transport, labelled_body
+from calibration_client import ClientError, ServerError, ServiceUnavailableError
+from calibration_client._arrays import as_ids, as_labels, as_scores, as_weights
+from calibration_client._batches import ARROW_STREAM, Body, chosen_transport, labelled_body
 from calibration_client._errors import error_from_response
 from calibration_client._inference import infer_body, read_infer
 
@@ -47,10 +47,30 @@ def test_pandas_series_and_frames() -> None:
     assert as_labels(frame["y"], 2).tolist() == [0, 1]
 
 
-def test_polars_series() -> None:
+def test_polars_series_and_frames() -> None:
     pl = pytest.importorskip("polars")
     assert as_scores(pl.Series([0.1, 0.2])).tolist() == [0.1, 0.2]
     assert as_labels(pl.Series([True, False]), 2).tolist() == [1, 0]
+    frame = pl.DataFrame({"a": [0.1, 0.2], "b": [0.9, 0.8], "id": ["x", "y"]})
+    assert as_scores(frame.select("a", "b")).shape == (2, 2)
+    assert as_ids(frame["id"], 2) == ["x", "y"]
+    with pytest.raises(ValueError, match=r"scores\[1\] is NaN"):
+        as_scores(pl.Series([0.1, None]))
+
+
+def test_pyarrow_arrays_and_table_columns() -> None:
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table(
+        {"score": [0.1, 0.2, 0.3], "label": [True, False, True], "id": ["a", "b", "c"]}
+    )
+    assert as_scores(table["score"]).tolist() == [0.1, 0.2, 0.3]  # a ChunkedArray
+    assert as_scores(pa.array([0.5, 0.25])).tolist() == [0.5, 0.25]
+    assert as_labels(table["label"], 3).tolist() == [1, 0, 1]
+    assert as_labels(pa.array([0, 1, 1], pa.int8()), 3).dtype == np.int64
+    assert as_weights(pa.chunked_array([[1.0], [2.0, 3.0]]), 3).tolist() == [1.0, 2.0, 3.0]
+    assert as_ids(table["id"], 3) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match=r"scores\[1\] is NaN"):
+        as_scores(pa.array([0.1, None]))
 
 
 def test_transport_by_size() -> None:
@@ -59,12 +79,17 @@ def test_transport_by_size() -> None:
     assert chosen_transport(5, "csv", 10_000) == "csv"
 
 
+def _bytes(body: Body) -> bytes:
+    assert isinstance(body.content, bytes)  # a batch's body is encoded, not streamed
+    return body.content
+
+
 def test_json_and_csv_carry_each_float_exactly() -> None:
     labels = np.array([0, 1, 0, 1, 1, 0])
-    document = json.loads(labelled_body(AWKWARD, labels, None, {}, "json").content)
+    document = json.loads(_bytes(labelled_body(AWKWARD, labels, None, {}, "json")))
     assert np.array_equal(np.array(document["scores"]), AWKWARD)
     body = labelled_body(AWKWARD, labels, AWKWARD, {"method": "platt"}, "csv")
-    rows = list(csv.reader(io.StringIO(body.content.decode())))
+    rows = list(csv.reader(io.StringIO(_bytes(body).decode())))
     assert rows[0] == ["score", "label", "weight"]
     assert np.array_equal(np.array([float(r[0]) for r in rows[1:]]), AWKWARD)
     assert np.array_equal(np.array([float(r[2]) for r in rows[1:]]), AWKWARD)
@@ -87,7 +112,7 @@ def test_options_go_as_query_parameters_beside_a_non_json_body() -> None:
     }
     import pyarrow as pa
 
-    table = pa.ipc.open_stream(body.content).read_all()
+    table = pa.ipc.open_stream(_bytes(body)).read_all()
     assert table.column_names == ["score_0", "score_1", "label"]
 
 
@@ -133,8 +158,11 @@ def test_error_bodies_of_every_shape() -> None:
     assert isinstance(busy, ServiceUnavailableError)
     assert busy.request_id == "r1"
     teapot = error_from_response(httpx.Response(418))
-    assert type(teapot) is CalibrationError
+    assert type(teapot) is ClientError
     assert "418" in str(teapot)
+    problem = {"type": "/problems/x", "title": "X", "status": 422, "detail": "d", "errors": 3}
+    odd = error_from_response(httpx.Response(422, json=problem))
+    assert (odd.type, odd.title, odd.detail, odd.errors) == ("/problems/x", "X", "d", [])
 
 
 def test_importing_the_package_imports_no_optional_library() -> None:

@@ -38,11 +38,12 @@ def test_a_fit_retried_across_a_server_killed_mid_fit_makes_one_version(
 ) -> None:
     database = tmp_path / "killed.db"
     url = f"sqlite:///{database}"
-    first = LocalService(url, CALIBRATION_FIT_TIMEOUT_SECONDS="600")
+    lease = {"CALIBRATION_FIT_KEY_LEASE_SECONDS": "2"}
+    first = LocalService(url, **lease)
     port = first.base_url.rsplit(":", 1)[1]
     second: LocalService | None = None
     rng = np.random.default_rng(7)
-    scores = rng.normal(size=400_000)
+    scores = rng.normal(size=200_000)
     labels = (rng.random(scores.size) < 1 / (1 + np.exp(-1.3 * scores))).astype(int)
     answered: list[Version | BaseException] = []
     try:
@@ -69,7 +70,7 @@ def test_a_fit_retried_across_a_server_killed_mid_fit_makes_one_version(
         first.process.wait(10)
         assert claim(database) == held, "the dead fit's claim is left, with no version"
 
-        second = LocalService(url, CALIBRATION_PORT=port)
+        second = LocalService(url, CALIBRATION_PORT=port, **lease)
         second.base_url = first.base_url
         second.wait_until_ready()
         thread.join(180)

@@ -207,7 +207,8 @@ def test_a_request_waits_for_a_live_claim_and_gives_up_with_503(
 ) -> None:
     """Another request's fit under the key, alive (its lease is renewed), outlasting what this
     request may wait (the fit's time budget and a lease): 503 fit-under-way, Retry-After."""
-    settings = Settings(database_url=database_url, **{**OPTIONS, "fit_timeout_seconds": 0.3})
+    quick = {"fit_timeout_seconds": 0.3, "fit_key_lease_seconds": 0.5}
+    settings = Settings(database_url=database_url, **{**OPTIONS, **quick})
     with TestClient(create_app(settings, database=database), raise_server_exceptions=False) as app:
         assert fit(app, "k").status_code == 201
         _claim_row(
@@ -216,9 +217,7 @@ def test_a_request_waits_for_a_live_claim_and_gives_up_with_503(
             owner="alive",
             lease_until=datetime.now(UTC) + timedelta(hours=1),
         )
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("app.api.idempotency.LEASE", timedelta(seconds=0.2))
-            r = fit(app, "k")
+        r = fit(app, "k")
     assert_problem(r, 503, "still running")
     assert r.headers["retry-after"] == "5"
     assert r.json()["type"].endswith("/fit-under-way")
@@ -266,8 +265,8 @@ def test_racers_wait_for_the_fit_under_way_and_its_claim_is_renewed(
 ) -> None:
     """The first request's fit is held until the seven others have each read the key at
     least twice (they wait, not fit), and while it is held its lease is renewed."""
-    monkeypatch.setattr("app.api.idempotency.RENEW_SECONDS", 0.05)
     service = client.app.state.service  # type: ignore[attr-defined]
+    service.fit_keys.lease = timedelta(seconds=1)  # renewed every 0.2 s
     looks: list[int] = []
     look = service.fit_keys.look
     monkeypatch.setattr(service.fit_keys, "look", lambda *a: looks.append(1) or look(*a))

@@ -64,6 +64,7 @@ def test_the_python_page_runs_as_written(make_run: str, client_venv: Path, tmp_p
     assert "422 labels[1] is 2; labels must be 0 or 1" in done.stdout
     assert "404 /problems/not-found" in done.stdout
     assert (tmp_path / "reliability.png").stat().st_size > 10_000
+    assert (tmp_path / "fraud.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_the_shell_page_runs_as_written(make_run: str, client_venv: Path, tmp_path: Path) -> None:
@@ -78,3 +79,17 @@ def test_the_shell_page_runs_as_written(make_run: str, client_venv: Path, tmp_pa
     assert (tmp_path / "reliability.png").stat().st_size > 10_000
     assert '"version": 2' in (tmp_path / "v2.json").read_text()
     assert done.stdout.rstrip().endswith("[2, 1]")
+
+
+def test_the_readme_python_block_runs_as_written(
+    make_run: str, client_venv: Path, tmp_path: Path
+) -> None:
+    """The README's Python block; its calibrator renamed, since the README's curl walk
+    (tests/docs/test_end_to_end.py) fits ``example`` on the same server."""
+    script = blocks("README.md", "python").replace(URL, make_run)
+    script = script.replace('"example"', '"example-from-python"')
+    done = run([str(client_venv / "bin" / "python"), "-c"], client_venv, tmp_path, script)
+    assert done.returncode == 0, done.stderr
+    probabilities = [float(p) for p in done.stdout.strip(" []\n").split()]
+    assert len(probabilities) == 3
+    assert probabilities == sorted(probabilities)

@@ -7,16 +7,18 @@ imported on first use, so importing this package never imports scikit-learn."""
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from calibration_client._async import AsyncClient
 from calibration_client._batches import BULK_ROWS
 from calibration_client._errors import (
     APIConnectionError,
+    APIResponseValidationError,
     APITimeoutError,
     AuthenticationError,
     BadRequestError,
     CalibrationError,
+    ClientError,
     ConflictError,
     NotFoundError,
     PayloadTooLargeError,
@@ -38,15 +40,20 @@ from calibration_client._types import (
 )
 from calibration_client._version import __version__
 
+if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
+    from calibration_client.sklearn import RemoteCalibrator
+
 __all__ = [
     "BULK_ROWS",
     "APIConnectionError",
+    "APIResponseValidationError",
     "APITimeoutError",
     "AsyncClient",
     "AuthenticationError",
     "BadRequestError",
     "CalibrationError",
     "Client",
+    "ClientError",
     "Comparison",
     "ConflictError",
     "Diagnostics",

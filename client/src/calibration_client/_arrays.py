@@ -1,6 +1,7 @@
 """Inputs → numpy arrays: lists, numpy arrays, pandas Series and DataFrames, polars Series
-and DataFrames. pandas and polars are never imported here: their objects convert themselves
-(``to_numpy``), recognised by the module their type comes from.
+and DataFrames, pyarrow Arrays and ChunkedArrays (a Table's columns). pandas, polars and
+pyarrow are never imported here: their objects convert themselves (``to_numpy``),
+recognised by the module their type comes from.
 
 Only what encoding needs is checked (the service validates the batch): shapes, equal
 lengths, and finite numbers, which JSON cannot carry."""
@@ -15,16 +16,24 @@ from numpy.typing import NDArray
 _FRAME_MODULES = ("pandas", "polars")
 
 
-def _is_frame_like(values: object) -> bool:
-    module = type(values).__module__
-    return module.split(".", 1)[0] in _FRAME_MODULES
+def _library(values: object) -> str:
+    return type(values).__module__.split(".", 1)[0]
+
+
+def _plain(values: Any) -> Any:
+    """A pandas, polars or pyarrow object as numpy (nulls as NaN, as ``to_numpy`` gives
+    them: refused where numbers must be finite); anything else as it is."""
+    library = _library(values)
+    if library in _FRAME_MODULES:
+        return values.to_numpy()
+    if library == "pyarrow":  # strings and nulls cannot be zero-copy: copy them
+        return values.to_numpy(zero_copy_only=False)
+    return values
 
 
 def _numbers(values: Any, name: str) -> NDArray[Any]:
     """``values`` as a numpy array of numbers (bool, int or float), as given."""
-    if _is_frame_like(values):
-        values = values.to_numpy()
-    array = np.asarray(values)
+    array = np.asarray(_plain(values))
     if array.dtype.kind not in "biuf":
         try:  # pandas' nullable columns come as objects
             array = array.astype(np.float64)
@@ -79,8 +88,7 @@ def as_weights(values: Any, rows: int, name: str = "sample_weight") -> NDArray[n
 
 def as_ids(values: Any, rows: int, name: str = "ids") -> list[str]:
     """Client ids as strings, one per row."""
-    if _is_frame_like(values):
-        values = values.to_numpy()
+    values = _plain(values)
     ids = [str(i) for i in (values.tolist() if isinstance(values, np.ndarray) else values)]
     _check_length(ids, rows, name)
     return ids

@@ -1,29 +1,52 @@
-"""The asyncio client: :class:`~calibration_client._base.BaseClient`'s calls sent with an
+"""The asyncio client: :class:`~calibration_client._calls.Operations`' calls sent with an
 ``httpx.AsyncClient``, retried with ``asyncio.sleep`` between attempts. Its methods are
 :class:`~calibration_client.Client`'s, as coroutines."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import os
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
+from numpy.typing import ArrayLike
 
-from calibration_client._base import DEFAULT_BASE_URL, BaseClient, Call, PredictTransport, Selector
+from calibration_client._base import DEFAULT_BASE_URL, Call, Progress
 from calibration_client._batches import BatchTransport
+from calibration_client._calls import (
+    Operations,
+    PredictTransport,
+    Selector,
+    fit_options,
+    report_options,
+)
+from calibration_client._errors import APITimeoutError
 from calibration_client._types import Comparison, Diagnostics, OutcomeReceipt, Prediction, Version
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
-class AsyncClient(BaseClient):
+class AsyncClient(Operations):
     """A client of the calibration service for asyncio code.
 
-    ``timeout`` bounds each whole call, its retries included; ``retries`` is how many times a
-    connection failure or a 429/503 answer is tried again. ``http_client`` is used as given
-    (and left open by :meth:`close`). Nothing is sent before the first call."""
+    ``timeout`` bounds each whole call, its retries and waits included, each attempt within
+    ``asyncio.timeout`` of the time left; ``retries`` is how many times a connection failure
+    or a 429/503 answer is tried again (read when a call fails, so setting it later takes
+    effect). A retried fit resends the same bytes under the same ``Idempotency-Key``.
+    ``http_client`` is used as given (and left open by :meth:`close`). Nothing is sent before
+    the first call. :meth:`fit_file` reads its file in the event loop's thread, a chunk at a
+    time."""
 
     def __init__(
         self,
@@ -56,33 +79,47 @@ class AsyncClient(BaseClient):
         await self.close()
 
     async def _run(self, call: Call[T]) -> T:
-        """Send ``call`` until it succeeds, fails for good, or its deadline comes."""
-        deadline = self._deadline(call)
+        """Send ``call`` until it succeeds, fails for good, or its deadline comes; each
+        attempt bounded by the time left, however slowly the answer comes."""
         attempt = 0
         while True:
-            request = self._request(self._http, call, deadline)
+            left = self._time_left(call.deadline)
+            request = self._request(self._http, call, _async(self._body(call)), left)
             try:
-                response = await self._http.send(request)
+                async with asyncio.timeout(left):
+                    response = await self._http.send(request)
             except httpx.TransportError as exc:
                 error = self._failed(exc)
+            except TimeoutError:
+                raise APITimeoutError("no whole answer within the call's timeout") from None
             else:
                 if response.is_success:
-                    return call.read(response)
+                    return self._read(call, response)
                 error = self._answer_error(response)
-            wait = self._wait(error, attempt, deadline)
+            wait = self._wait(error, attempt, call.deadline)
             if wait is None:
                 raise error
             await self._sleep(wait)
             attempt += 1
 
+    async def _drive(self, steps: Generator[Call[S], S, T]) -> T:
+        """Run an operation of several calls: each call's result goes back to ``steps``."""
+        call = next(steps)
+        while True:
+            try:
+                call = steps.send(await self._run(call))
+            except StopIteration as done:
+                result: T = done.value
+                return result
+
     async def fit(
         self,
         name: str,
-        scores: Any,
-        labels: Any,
+        scores: ArrayLike,
+        labels: ArrayLike,
         method: str = "auto",
         params: Mapping[str, Any] | None = None,
-        sample_weight: Any = None,
+        sample_weight: ArrayLike | None = None,
         description: str = "",
         tags: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
@@ -95,47 +132,62 @@ class AsyncClient(BaseClient):
         Retried under ``idempotency_key`` (a fresh one when None), so a retry never makes a
         second version. From 10,000 rows the batch goes as Arrow (CSV without pyarrow);
         ``transport`` forces one of ``"json"``, ``"arrow"``, ``"csv"``."""
+        options = fit_options(method, params, description, tags)
+        batch = (scores, labels, sample_weight)
         return await self._run(
-            self._fit_call(
-                name,
-                scores,
-                labels,
-                method,
-                params,
-                sample_weight,
-                description,
-                tags,
-                idempotency_key,
-                transport,
-                timeout,
-            )
+            self._fit_call(name, batch, options, idempotency_key, transport, timeout)
+        )
+
+    async def fit_file(
+        self,
+        name: str,
+        path: str | os.PathLike[str],
+        *,
+        method: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        description: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+        progress: Progress | None = None,
+        timeout: float | None = None,
+    ) -> Version:
+        """Fit on a CSV or Parquet file (columns ``score`` or ``score_0..``, ``label``, and
+        ``weight``), uploaded as it is, streamed from disk; an extension of CLIENT.md's API.
+
+        ``method`` None is the service's default (auto). ``progress(sent, total)`` is called
+        as the bytes go. Retried as :meth:`fit` is; OSError when the file cannot be read."""
+        options = fit_options(method, params, description, tags)
+        return await self._run(
+            self._fit_file_call(name, path, options, idempotency_key, timeout, progress)
         )
 
     async def predict(
         self,
         name: str,
-        scores: Any,
+        scores: ArrayLike,
         version: Selector | None = None,
         ids: Sequence[str] | None = None,
         *,
         intervals: bool = False,
         transport: PredictTransport = "auto",
         timeout: float | None = None,
+        progress: Progress | None = None,
     ) -> Prediction:
         """Calibrated probabilities of ``scores`` from ``version`` (default: the latest).
 
         ``ids`` log the predictions for outcomes. From 10,000 scores without ids the
         scores go to ``/v2`` infer as binary tensors (``transport="json"`` or ``"binary"``
-        forces one way); the probabilities are the same to the bit."""
+        forces one way); the probabilities are the same to the bit. ``progress(sent,
+        total)`` is called as the request's bytes go."""
         return await self._run(
-            self._predict_call(name, scores, version, ids, intervals, transport, timeout)
+            self._predict_call(name, scores, version, ids, intervals, transport, timeout, progress)
         )
 
     async def outcomes(
         self,
         name: str,
-        ids: Sequence[str] | Any,
-        labels: Any,
+        ids: Sequence[str],
+        labels: ArrayLike,
         *,
         overwrite: bool = False,
         timeout: float | None = None,
@@ -150,13 +202,8 @@ class AsyncClient(BaseClient):
         return await self._run(self._version_call(name, selector, timeout))
 
     async def versions(self, name: str, *, timeout: float | None = None) -> list[Version]:
-        """Every version of ``name``, newest first."""
-        found: list[Version] = []
-        while True:
-            page, total = await self._run(self._versions_page_call(name, len(found), timeout))
-            found += page
-            if not page or len(found) >= total:
-                return found
+        """Every version of ``name``, newest first (``timeout`` bounds each page)."""
+        return await self._drive(self._versions_steps(name, timeout))
 
     async def set_alias(
         self, name: str, alias: str, version: int, *, timeout: float | None = None
@@ -173,34 +220,45 @@ class AsyncClient(BaseClient):
         strategy: str | None = None,
         bootstrap: int | None = None,
         class_index: int | None = None,
-        scores: Any = None,
-        labels: Any = None,
-        sample_weight: Any = None,
+        scores: ArrayLike | None = None,
+        labels: ArrayLike | None = None,
+        sample_weight: ArrayLike | None = None,
         transport: BatchTransport = "auto",
         timeout: float | None = None,
     ) -> Diagnostics:
         """Reliability bins and metrics of a version: out-of-fold on its fitting batch, or
         on ``scores`` and ``labels`` when given (nothing is stored)."""
-        options = {
-            "n_bins": n_bins,
-            "strategy": strategy,
-            "bootstrap": bootstrap,
-            "class_index": class_index,
-        }
-        batch = self._given_batch(scores, labels, sample_weight)
+        options = report_options(n_bins, strategy, bootstrap, class_index)
         return await self._run(
-            self._diagnostics_call(name, selector, options, batch, transport, timeout)
+            self._diagnostics_call(
+                name, selector, options, scores, labels, sample_weight, transport, timeout
+            )
         )
+
+    async def diagnostics_png(
+        self,
+        name: str,
+        selector: Selector = "latest",
+        n_bins: int | str = 10,
+        *,
+        strategy: str | None = None,
+        class_index: int | None = None,
+        timeout: float | None = None,
+    ) -> bytes:
+        """The reliability diagram of a version's stored diagnostics as PNG bytes (an
+        extension of CLIENT.md's API)."""
+        options = report_options(n_bins, strategy, None, class_index)
+        return await self._run(self._diagnostics_png_call(name, selector, options, timeout))
 
     async def compare(
         self,
         name: str,
-        scores: Any,
-        labels: Any,
+        scores: ArrayLike,
+        labels: ArrayLike,
         versions: Sequence[Selector] | None = None,
         *,
         by: str = "log_loss",
-        sample_weight: Any = None,
+        sample_weight: ArrayLike | None = None,
         bootstrap: int | None = None,
         transport: BatchTransport = "auto",
         timeout: float | None = None,
@@ -210,3 +268,15 @@ class AsyncClient(BaseClient):
         return await self._run(
             self._compare_call(name, batch, versions, by, bootstrap, transport, timeout)
         )
+
+
+def _async(content: bytes | Iterator[bytes] | None) -> bytes | AsyncIterator[bytes] | None:
+    """A streamed body as the async iterator an ``httpx.AsyncClient`` sends."""
+    if content is None or isinstance(content, bytes):
+        return content
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for chunk in content:
+            yield chunk
+
+    return chunks()

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-PARQUET_MAGIC = b"PAR1"
+from calibration_client._batches import PARQUET_MAGIC
 
 
 class UnreadableFile(Exception):

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from calibration_client._types import Diagnostics
+from calibration_client import Diagnostics
 
 _VERSION_COLUMNS = ("version", "method", "n_samples", "log loss cv", "ece cv", "aliases", "created")
 

@@ -1,20 +1,23 @@
 """What a call raises. The tree, as httpx and openai-python write theirs::
 
-    CalibrationError                 anything the service answered with 4xx/5xx, or no answer
+    CalibrationError                 a call that failed: an error answer, no answer, or one unread
     ├── APIConnectionError           no answer: refused, reset, dropped (status None)
     │   └── APITimeoutError          no answer within the call's timeout
-    ├── BadRequestError          400 a body the service cannot read (and /v2 request errors)
-    ├── AuthenticationError      401 no or bad key
-    ├── PermissionDeniedError    403 a key without the scope
-    ├── NotFoundError            404 unknown calibrator, version or alias
-    ├── ConflictError            409 e.g. an outcome whose stored label differs
-    ├── PayloadTooLargeError     413 past the service's body or batch limits
-    ├── UnprocessableError       422 invalid content: the detail names the field
-    ├── RateLimitError           429 retried
-    └── ServerError              5xx
+    ├── APIResponseValidationError   a 2xx answer this client cannot read (never retried)
+    ├── ClientError              4xx the request was refused (another 4xx raises it itself)
+    │   ├── BadRequestError          400 a body the service cannot read (/v2 request errors)
+    │   ├── AuthenticationError      401 no or bad key
+    │   ├── PermissionDeniedError    403 a key without the scope
+    │   ├── NotFoundError            404 unknown calibrator, version or alias
+    │   ├── ConflictError            409 e.g. an outcome whose stored label differs
+    │   ├── PayloadTooLargeError     413 past the service's body or batch limits
+    │   ├── UnprocessableError       422 invalid content: the detail names the field
+    │   └── RateLimitError           429 retried
+    └── ServerError              5xx the service failed
         └── ServiceUnavailableError  503 database down or the service busy: retried
 
-Other 4xx statuses raise :class:`CalibrationError` itself.
+Another status that is not a success (a 3xx: redirects are not followed) raises
+:class:`CalibrationError` itself.
 """
 
 from __future__ import annotations
@@ -63,35 +66,45 @@ class APITimeoutError(APIConnectionError):
     """No answer within the call's timeout (which bounds all its attempts)."""
 
 
-class BadRequestError(CalibrationError):
+class APIResponseValidationError(CalibrationError):
+    """A successful answer whose body this client cannot read (not JSON, a member missing,
+    binary tensors shorter than their header says); ``status`` is the answer's."""
+
+
+class ClientError(CalibrationError):
+    """4xx: the service refused the request; sending it again would fail the same way
+    (but 429, :class:`RateLimitError`, which is retried)."""
+
+
+class BadRequestError(ClientError):
     """400: a body the service cannot read."""
 
 
-class AuthenticationError(CalibrationError):
+class AuthenticationError(ClientError):
     """401: no key, or a key the service does not know."""
 
 
-class PermissionDeniedError(CalibrationError):
+class PermissionDeniedError(ClientError):
     """403: a key without the scope the call needs."""
 
 
-class NotFoundError(CalibrationError):
+class NotFoundError(ClientError):
     """404: an unknown calibrator, version or alias."""
 
 
-class ConflictError(CalibrationError):
+class ConflictError(ClientError):
     """409: the request contradicts what is stored."""
 
 
-class PayloadTooLargeError(CalibrationError):
+class PayloadTooLargeError(ClientError):
     """413: past the service's body or batch limits."""
 
 
-class UnprocessableError(CalibrationError):
+class UnprocessableError(ClientError):
     """422: content the service refuses; ``detail`` names the field and index."""
 
 
-class RateLimitError(CalibrationError):
+class RateLimitError(ClientError):
     """429: too many requests (retried, honouring ``Retry-After``)."""
 
 
@@ -120,31 +133,60 @@ def error_from_response(response: httpx.Response) -> CalibrationError:
     """The error an answer of status 4xx/5xx stands for, read from its problem+json body
     (``/v2``'s ``{"error": ...}`` becomes the detail; another body, its text)."""
     status = response.status_code
-    kind = _BY_STATUS.get(status) or (ServerError if status >= 500 else CalibrationError)
+    kind = _BY_STATUS.get(status) or _family(status)
     try:
         body: Any = json.loads(response.content)
     except ValueError:
         body = None
-    fields: dict[str, Any] = {}
+    type_: str | None = None
+    title: str | None = None
+    errors: list[dict[str, Any]] | None = None
     if isinstance(body, dict) and "error" in body and "status" not in body:
-        fields["detail"] = str(body["error"])
+        detail = _text(body["error"])
     elif isinstance(body, dict):
-        fields = {key: body.get(key) for key in ("type", "title", "detail")}
-        errors = body.get("errors")
-        fields["errors"] = errors if isinstance(errors, list) else None
+        type_, title, detail = (
+            _text(body.get("type")),
+            _text(body.get("title")),
+            _text(body.get("detail")),
+        )
+        found = body.get("errors")
+        errors = found if isinstance(found, list) else None
     else:
-        fields["detail"] = response.text[:500] or None
-    title = fields.get("title") or response.reason_phrase
-    detail = fields.get("detail")
+        detail = response.text[:500] or None
+    title = title or response.reason_phrase
     message = f"{status} {title}" + (f": {detail}" if detail else "")
     return kind(
         message,
         status=status,
+        type=type_,
         title=title,
+        detail=detail,
+        errors=errors,
         request_id=response.headers.get("x-request-id"),
         response=response,
-        **{key: value for key, value in fields.items() if key != "title"},
     )
+
+
+def unreadable_answer(response: httpx.Response, exc: Exception) -> APIResponseValidationError:
+    """The error a successful answer stands for when reading its body failed with ``exc``."""
+    error = APIResponseValidationError(
+        f"{response.status_code} answer that cannot be read: {type(exc).__name__}: {exc}",
+        status=response.status_code,
+        request_id=response.headers.get("x-request-id"),
+        response=response,
+    )
+    error.__cause__ = exc
+    return error
+
+
+def _family(status: int) -> type[CalibrationError]:
+    if 400 <= status < 500:
+        return ClientError
+    return ServerError if status >= 500 else CalibrationError
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def connection_error(exc: httpx.TransportError) -> APIConnectionError:

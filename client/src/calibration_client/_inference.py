@@ -54,6 +54,8 @@ def read_infer(name: str, response: httpx.Response) -> Prediction:
     content = response.content
     length = response.headers.get(HEADER_LENGTH)
     split = len(content) if length is None else int(length)
+    if not 0 <= split <= len(content):
+        raise ValueError(f"{HEADER_LENGTH} is {split} but the body has {len(content)} bytes")
     header: dict[str, Any] = json.loads(content[:split])
     offset = split
     found: NDArray[np.float64] | None = None
@@ -61,6 +63,8 @@ def read_infer(name: str, response: httpx.Response) -> Prediction:
         shape = tuple(output["shape"])
         size = (output.get("parameters") or {}).get("binary_data_size")
         if size is not None:
+            if size % 8 or offset + size > len(content):
+                raise ValueError(f"output {output['name']!r} is past the body's end")
             # one copy out of the body: an owned, writable array, not a view pinning it
             values = np.frombuffer(content, "<f8", size // 8, offset).astype(np.float64)
             offset += size

@@ -1,28 +1,44 @@
-"""The blocking client: :class:`~calibration_client._base.BaseClient`'s calls sent with an
+"""The blocking client: :class:`~calibration_client._calls.Operations`' calls sent with an
 ``httpx.Client``, retried with ``time.sleep`` between attempts."""
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
+from numpy.typing import ArrayLike
 
-from calibration_client._base import DEFAULT_BASE_URL, BaseClient, Call, PredictTransport, Selector
+from calibration_client._base import DEFAULT_BASE_URL, Call, Progress
 from calibration_client._batches import BatchTransport
+from calibration_client._calls import (
+    Operations,
+    PredictTransport,
+    Selector,
+    fit_options,
+    report_options,
+)
 from calibration_client._types import Comparison, Diagnostics, OutcomeReceipt, Prediction, Version
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
-class Client(BaseClient):
+class Client(Operations):
     """A client of the calibration service.
 
-    ``timeout`` bounds each whole call, its retries included; ``retries`` is how many times a
-    connection failure or a 429/503 answer is tried again. ``http_client`` is used as given
-    (and left open by :meth:`close`). Nothing is sent before the first call."""
+    ``timeout`` bounds each whole call, its retries and waits included; ``retries`` is how
+    many times a connection failure or a 429/503 answer is tried again (read when a call
+    fails, so setting it later takes effect). A retried fit resends the same bytes under the
+    same ``Idempotency-Key``. httpx bounds each connect, write and read of an attempt rather
+    than the attempt, so this client also checks the deadline between the chunks it sends and
+    receives: a call can overrun its ``timeout`` by at most one network wait, never by a
+    server trickling its answer (:class:`AsyncClient` bounds each attempt exactly).
+    ``http_client`` is used as given (and left open by :meth:`close`). Nothing is sent before
+    the first call."""
 
     def __init__(
         self,
@@ -56,32 +72,64 @@ class Client(BaseClient):
 
     def _run(self, call: Call[T]) -> T:
         """Send ``call`` until it succeeds, fails for good, or its deadline comes."""
-        deadline = self._deadline(call)
         attempt = 0
         while True:
-            request = self._request(self._http, call, deadline)
+            left = self._time_left(call.deadline)
+            request = self._request(self._http, call, self._body(call), left)
             try:
-                response = self._http.send(request)
+                response = self._received(request, call.deadline)
             except httpx.TransportError as exc:
                 error = self._failed(exc)
             else:
                 if response.is_success:
-                    return call.read(response)
+                    return self._read(call, response)
                 error = self._answer_error(response)
-            wait = self._wait(error, attempt, deadline)
+            wait = self._wait(error, attempt, call.deadline)
             if wait is None:
                 raise error
             self._sleep(wait)
             attempt += 1
 
+    def _received(self, request: httpx.Request, deadline: float) -> httpx.Response:
+        """The attempt's answer, read a chunk at a time so that a server trickling it cannot
+        stretch the call: APITimeoutError once the deadline has passed."""
+        chunks: list[bytes] = []
+        streamed = self._http.send(request, stream=True)
+        try:
+            for chunk in streamed.iter_bytes():
+                chunks.append(chunk)
+                self._time_left(deadline)
+        finally:
+            streamed.close()
+        headers = [  # the chunks are decoded already
+            (k, v) for k, v in streamed.headers.multi_items() if k.lower() != "content-encoding"
+        ]
+        return httpx.Response(
+            streamed.status_code,
+            headers=headers,
+            content=b"".join(chunks),
+            request=request,
+            extensions=streamed.extensions,
+        )
+
+    def _drive(self, steps: Generator[Call[S], S, T]) -> T:
+        """Run an operation of several calls: each call's result goes back to ``steps``."""
+        call = next(steps)
+        while True:
+            try:
+                call = steps.send(self._run(call))
+            except StopIteration as done:
+                result: T = done.value
+                return result
+
     def fit(
         self,
         name: str,
-        scores: Any,
-        labels: Any,
+        scores: ArrayLike,
+        labels: ArrayLike,
         method: str = "auto",
         params: Mapping[str, Any] | None = None,
-        sample_weight: Any = None,
+        sample_weight: ArrayLike | None = None,
         description: str = "",
         tags: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
@@ -94,47 +142,60 @@ class Client(BaseClient):
         Retried under ``idempotency_key`` (a fresh one when None), so a retry never makes a
         second version. From 10,000 rows the batch goes as Arrow (CSV without pyarrow);
         ``transport`` forces one of ``"json"``, ``"arrow"``, ``"csv"``."""
+        options = fit_options(method, params, description, tags)
+        batch = (scores, labels, sample_weight)
+        return self._run(self._fit_call(name, batch, options, idempotency_key, transport, timeout))
+
+    def fit_file(
+        self,
+        name: str,
+        path: str | os.PathLike[str],
+        *,
+        method: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        description: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+        progress: Progress | None = None,
+        timeout: float | None = None,
+    ) -> Version:
+        """Fit on a CSV or Parquet file (columns ``score`` or ``score_0..``, ``label``, and
+        ``weight``), uploaded as it is, streamed from disk; an extension of CLIENT.md's API.
+
+        ``method`` None is the service's default (auto). ``progress(sent, total)`` is called
+        as the bytes go. Retried as :meth:`fit` is; OSError when the file cannot be read."""
+        options = fit_options(method, params, description, tags)
         return self._run(
-            self._fit_call(
-                name,
-                scores,
-                labels,
-                method,
-                params,
-                sample_weight,
-                description,
-                tags,
-                idempotency_key,
-                transport,
-                timeout,
-            )
+            self._fit_file_call(name, path, options, idempotency_key, timeout, progress)
         )
 
     def predict(
         self,
         name: str,
-        scores: Any,
+        scores: ArrayLike,
         version: Selector | None = None,
         ids: Sequence[str] | None = None,
         *,
         intervals: bool = False,
         transport: PredictTransport = "auto",
         timeout: float | None = None,
+        progress: Progress | None = None,
     ) -> Prediction:
         """Calibrated probabilities of ``scores`` from ``version`` (default: the latest).
 
         ``ids`` log the predictions for outcomes. From 10,000 scores without ids the
         scores go to ``/v2`` infer as binary tensors (``transport="json"`` or ``"binary"``
-        forces one way); the probabilities are the same to the bit."""
+        forces one way); the probabilities are the same to the bit. ``progress(sent,
+        total)`` is called as the request's bytes go."""
         return self._run(
-            self._predict_call(name, scores, version, ids, intervals, transport, timeout)
+            self._predict_call(name, scores, version, ids, intervals, transport, timeout, progress)
         )
 
     def outcomes(
         self,
         name: str,
-        ids: Sequence[str] | Any,
-        labels: Any,
+        ids: Sequence[str],
+        labels: ArrayLike,
         *,
         overwrite: bool = False,
         timeout: float | None = None,
@@ -149,13 +210,8 @@ class Client(BaseClient):
         return self._run(self._version_call(name, selector, timeout))
 
     def versions(self, name: str, *, timeout: float | None = None) -> list[Version]:
-        """Every version of ``name``, newest first."""
-        found: list[Version] = []
-        while True:
-            page, total = self._run(self._versions_page_call(name, len(found), timeout))
-            found += page
-            if not page or len(found) >= total:
-                return found
+        """Every version of ``name``, newest first (``timeout`` bounds each page)."""
+        return self._drive(self._versions_steps(name, timeout))
 
     def set_alias(
         self, name: str, alias: str, version: int, *, timeout: float | None = None
@@ -172,32 +228,45 @@ class Client(BaseClient):
         strategy: str | None = None,
         bootstrap: int | None = None,
         class_index: int | None = None,
-        scores: Any = None,
-        labels: Any = None,
-        sample_weight: Any = None,
+        scores: ArrayLike | None = None,
+        labels: ArrayLike | None = None,
+        sample_weight: ArrayLike | None = None,
         transport: BatchTransport = "auto",
         timeout: float | None = None,
     ) -> Diagnostics:
         """Reliability bins and metrics of a version: out-of-fold on its fitting batch, or
         on ``scores`` and ``labels`` when given (nothing is stored)."""
-        options = {
-            "n_bins": n_bins,
-            "strategy": strategy,
-            "bootstrap": bootstrap,
-            "class_index": class_index,
-        }
-        batch = self._given_batch(scores, labels, sample_weight)
-        return self._run(self._diagnostics_call(name, selector, options, batch, transport, timeout))
+        options = report_options(n_bins, strategy, bootstrap, class_index)
+        return self._run(
+            self._diagnostics_call(
+                name, selector, options, scores, labels, sample_weight, transport, timeout
+            )
+        )
+
+    def diagnostics_png(
+        self,
+        name: str,
+        selector: Selector = "latest",
+        n_bins: int | str = 10,
+        *,
+        strategy: str | None = None,
+        class_index: int | None = None,
+        timeout: float | None = None,
+    ) -> bytes:
+        """The reliability diagram of a version's stored diagnostics as PNG bytes (an
+        extension of CLIENT.md's API)."""
+        options = report_options(n_bins, strategy, None, class_index)
+        return self._run(self._diagnostics_png_call(name, selector, options, timeout))
 
     def compare(
         self,
         name: str,
-        scores: Any,
-        labels: Any,
+        scores: ArrayLike,
+        labels: ArrayLike,
         versions: Sequence[Selector] | None = None,
         *,
         by: str = "log_loss",
-        sample_weight: Any = None,
+        sample_weight: ArrayLike | None = None,
         bootstrap: int | None = None,
         transport: BatchTransport = "auto",
         timeout: float | None = None,

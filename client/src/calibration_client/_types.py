@@ -1,7 +1,7 @@
 """What calls answer: frozen dataclasses read once from the service's JSON, arrays as numpy.
 
-Each keeps the whole document it was read from (``raw`` for a :class:`Version`, ``document``
-for the others), so that fields this client does not name yet stay reachable."""
+Each keeps the whole document it was read from as ``document``, so that fields this client
+does not name yet stay reachable."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class Version:
     """One stored version of a calibrator: what was fitted, on how much, and how it scores.
 
     ``metrics`` holds ``cv`` (out-of-fold on the batch) and ``raw`` (the raw scores);
-    ``selection`` is set for ``method="auto"``; ``raw`` is the whole JSON document."""
+    ``selection`` is set for ``method="auto"``; ``document`` is the whole JSON document."""
 
     name: str
     version: int
@@ -37,7 +37,7 @@ class Version:
     description: str
     tags: dict[str, str]
     source: dict[str, Any] | None
-    raw: Document = field(repr=False, compare=False)
+    document: Document = field(repr=False, compare=False)
 
     @classmethod
     def from_json(cls, data: Document) -> Version:
@@ -58,7 +58,7 @@ class Version:
             description=data.get("description") or "",
             tags=data.get("tags") or {},
             source=data.get("source"),
-            raw=data,
+            document=data,
         )
 
 

@@ -1,7 +1,9 @@
-"""The ``calibration`` command: fit, predict, versions, alias and diagnostics from a shell.
+"""The ``calibration`` command: fit, predict, versions, alias and diagnostics from a shell,
+through :class:`~calibration_client.Client` (its retries and deadline).
 
 Exit status 0 on success; 1 when the service answered an error (its detail goes to stderr)
-or could not be reached; 2 on bad usage (argparse's own, and a file that cannot be read)."""
+or could not be reached; 2 on bad usage (argparse's own, a file that cannot be read or
+written, values that cannot be sent); 130 when interrupted. Never a traceback."""
 
 from __future__ import annotations
 
@@ -10,27 +12,21 @@ import csv
 import json
 import os
 import sys
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import quote
 
 import numpy as np
 from numpy.typing import NDArray
 
 from calibration_client import CalibrationError, Client
-from calibration_client._cli_files import (
-    ScoresFile,
-    UnreadableFile,
-    file_size,
-    is_parquet,
-    read_scores,
-)
+from calibration_client._cli_files import ScoresFile, UnreadableFile, file_size, read_scores
+from calibration_client._cli_progress import ProgressBar
 from calibration_client._cli_tables import print_diagnostics, print_json, print_versions
-from calibration_client._cli_upload import PROGRESS_BYTES, Progress, file_chunks, send
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+TIMEOUT = 300.0
+"""Seconds a command's call may take, its retries included (a big upload is slow)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,15 +39,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: Callable[[argparse.Namespace], int] = args.command
     try:
         return command(args)
-    except UnreadableFile as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
     except CalibrationError as error:
-        print(f"error: {error.detail or error.message}", file=sys.stderr)
-        return 1
+        return _fail(error.detail or error.message, 1)
     except BrokenPipeError:  # `calibration ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except OSError as error:  # a file that cannot be read or written
+        where = f"{error.filename}: " if error.filename else ""
+        return _fail(f"{where}{error.strerror or error}", 2)
+    except (UnreadableFile, ValueError) as error:  # a file or values that cannot be sent
+        return _fail(str(error), 2)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return status
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
         "--url", default=None, help=f"the service (env CALIBRATION_URL; {DEFAULT_URL})"
     )
     parser.add_argument("--key", default=None, help="an API key (env CALIBRATION_KEY)")
+    parser.add_argument(
+        "--timeout", type=float, default=TIMEOUT, help=f"seconds per call (default {TIMEOUT:g})"
+    )
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
 
     fit = commands.add_parser("fit", help="fit a new version on a CSV or Parquet file")
@@ -78,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     predict.add_argument("file", type=Path, help="score (or score_0..) and any other columns")
     predict.add_argument("--version", default=None, help="a number, latest or an alias")
     predict.add_argument("-o", "--output", type=Path, default=None, help="CSV out (stdout)")
+    predict.add_argument("--progress", action="store_true", help="show the upload's progress")
     predict.set_defaults(command=_predict)
 
     versions = commands.add_parser("versions", help="a calibrator's versions, newest first")
@@ -118,58 +126,41 @@ def _tag(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _service(args: argparse.Namespace) -> tuple[str, str | None]:
-    url = args.url or os.environ.get("CALIBRATION_URL") or DEFAULT_URL
-    return url.rstrip("/"), args.key or os.environ.get("CALIBRATION_KEY") or None
-
-
 def _client(args: argparse.Namespace) -> Client:
-    url, key = _service(args)
-    return Client(url, api_key=key)
-
-
-def _calibrator(name: str) -> str:
-    return "/v1/calibrators/" + quote(name, safe="")
+    """The client of the service named by the options, else the environment."""
+    url = args.url or os.environ.get("CALIBRATION_URL") or DEFAULT_URL
+    key = args.key or os.environ.get("CALIBRATION_KEY") or None
+    return Client(url, api_key=key, timeout=args.timeout)
 
 
 def _fit(args: argparse.Namespace) -> int:
-    path: Path = args.file
-    size = file_size(path)
-    parquet = is_parquet(path)
-    query = {
-        "method": args.method,
-        "params": None if args.params is None else json.dumps(args.params),
-        "description": args.description,
-        "tags": json.dumps(dict(args.tag)) if args.tag else None,
-    }
-    headers = {
-        "Content-Type": "application/vnd.apache.parquet" if parquet else "text/csv",
-        "Content-Length": str(size),  # known: httpx sends it instead of chunks
-        "Idempotency-Key": f"cli-{uuid.uuid4()}",
-    }
-    shown = args.progress or (size > PROGRESS_BYTES and sys.stderr.isatty())
-    url, key = _service(args)
-    response = send(
-        url,
-        key,
-        "POST",
-        _calibrator(args.name) + "/fit",
-        lambda: file_chunks(path, Progress(size, sys.stderr) if shown else None),
-        params={option: value for option, value in query.items() if value is not None},
-        headers=headers,
-    )
-    document = response.json()
+    file_size(args.file)  # a missing file is bad usage, said before any request
+    with _client(args) as client:
+        version = client.fit_file(
+            args.name,
+            args.file,
+            method=args.method,
+            params=args.params,
+            description=args.description,
+            tags=dict(args.tag) if args.tag else None,
+            progress=ProgressBar(sys.stderr, always=args.progress),
+        )
     if args.json:
-        print_json(document)
+        print_json(version.document)
     else:
-        print_versions([document])
+        print_versions([version.document])
     return 0
 
 
 def _predict(args: argparse.Namespace) -> int:
     table = read_scores(args.file)
     with _client(args) as client:
-        prediction = client.predict(args.name, table.scores, version=args.version)
+        prediction = client.predict(
+            args.name,
+            table.scores,
+            version=args.version,
+            progress=ProgressBar(sys.stderr, always=args.progress),
+        )
     probabilities = np.asarray(prediction.probabilities, dtype=np.float64)
     if args.output is None:
         _write_predictions(sys.stdout, table, probabilities)
@@ -197,9 +188,9 @@ def _versions(args: argparse.Namespace) -> int:
     with _client(args) as client:
         versions = client.versions(args.name)
     if args.json:
-        print_json([version.raw for version in versions])
+        print_json([version.document for version in versions])
     else:
-        print_versions([version.raw for version in versions])
+        print_versions([version.document for version in versions])
     return 0
 
 
@@ -211,12 +202,15 @@ def _alias(args: argparse.Namespace) -> int:
 
 
 def _diagnostics(args: argparse.Namespace) -> int:
-    if args.png is not None:
-        path = f"{_calibrator(args.name)}/versions/{quote(args.version, safe='')}/diagnostics.png"
-        response = send(*_service(args), "GET", path, params={"n_bins": args.n_bins})
-        args.png.write_bytes(response.content)
     with _client(args) as client:
         report = client.diagnostics(args.name, args.version, n_bins=args.n_bins)
+        picture = (
+            None
+            if args.png is None
+            else client.diagnostics_png(args.name, args.version, n_bins=args.n_bins)
+        )
+    if picture is not None:
+        args.png.write_bytes(picture)
     if args.json:
         print_json(report.document)
         return 0

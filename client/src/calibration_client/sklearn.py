@@ -6,24 +6,17 @@ estimator can be cloned, pickled and sent to joblib workers like any other."""
 
 from __future__ import annotations
 
-import uuid
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.sparse import issparse  # type: ignore[import-untyped, unused-ignore]
-from sklearn.base import BaseEstimator, ClassifierMixin  # type: ignore[import-untyped, unused-ignore]
-from sklearn.utils import Tags  # type: ignore[import-untyped, unused-ignore]
-from sklearn.utils.multiclass import check_classification_targets  # type: ignore[import-untyped, unused-ignore]
-from sklearn.utils.validation import (  # type: ignore[import-untyped, unused-ignore]
-    check_is_fitted,
-    validate_data,
-)
+from scipy.sparse import issparse
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import Tags
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from calibration_client._errors import UnprocessableError
-
-if TYPE_CHECKING:
-    from calibration_client import Client
+from calibration_client import Client, UnprocessableError
 
 __all__ = ["RemoteCalibrator"]
 
@@ -115,8 +108,7 @@ class RemoteCalibrator(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                 method=self.method,
                 params=self.params,
                 sample_weight=weights,
-                idempotency_key=f"sklearn-{uuid.uuid4()}",
-            )
+            )  # under a key of its own (Client.fit makes one): a retry makes no second version
         except UnprocessableError as error:  # the batch is invalid: scikit-learn's ValueError
             raise ValueError(error.detail or error.message) from error
         self.version_: int = version.version
@@ -164,8 +156,6 @@ class RemoteCalibrator(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
     def _client(self) -> Client:
         """The service's client for the current ``url`` and ``api_key``, made on first use."""
-        from calibration_client import Client  # here: the package may import this module
-
         wanted = (self.url, self.api_key)
         connection: tuple[tuple[str, str | None], Client] | None = getattr(
             self, "_connection", None
