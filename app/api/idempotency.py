@@ -56,9 +56,12 @@ REUSED = (
 def idempotency_key(request: Request) -> str | None:
     """The request's key, None without one; 422 for a value out of the contract (read
     before the body, which a bad key makes pointless to upload)."""
-    value = request.headers.get(HEADER)
-    if value is None:
+    values = request.headers.getlist(HEADER)
+    if not values:
         return None
+    if len(values) > 1:
+        raise invalid(("header", HEADER), "was sent more than once; send one key")
+    value = values[0]
     if not KEY.fullmatch(value):
         raise invalid(("header", HEADER), "must be 1 to 128 printable ASCII characters")
     return value

@@ -137,11 +137,12 @@ class FitKeyOperations(RepositoryBase):
         return self.read_fit_key(name, key, lease.now)
 
     def renew_fit_key(self, name: str, key: str, owner: str, lease_until: datetime) -> bool:
-        """Extend ``owner``'s claim; false when it no longer holds it."""
+        """Extend ``owner``'s claim; false when it no longer holds the key (a key its own fit
+        has marked done is still its: a renewal that comes after the version is no loss)."""
         return bool(
             self._changed(
                 update(FitKey)
-                .where(*_held_by(name, key, owner))
+                .where(FitKey.name == name, FitKey.key == key, FitKey.owner == owner)
                 .values(lease_until=lease_until)
                 .execution_options(synchronize_session=False)
             )

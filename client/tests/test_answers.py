@@ -237,3 +237,57 @@ def test_diagnostics_png_returns_the_picture(serve: Serve) -> None:
 def test_every_error_is_a_calibration_error() -> None:
     assert issubclass(APIResponseValidationError, CalibrationError)
     assert issubclass(ClientError, CalibrationError)
+
+
+def _negative_size() -> httpx.Response:
+    header = INFER_HEADER.replace(b'"binary_data_size": 16', b'"binary_data_size": -16')
+    body = header + np.array([0.25, 0.75]).tobytes()
+    return httpx.Response(
+        200, content=body, headers={"Inference-Header-Content-Length": str(len(header))}
+    )
+
+
+def _bad_gzip() -> httpx.Response:
+    return httpx.Response(200, content=b"not gzip", headers={"Content-Encoding": "gzip"})
+
+
+@pytest.mark.parametrize(
+    ("answer", "method", "args"),
+    [(_negative_size, "predict", ("churn", [0.1, 0.9])), (_bad_gzip, "version", ("churn", 1))],
+)
+def test_lying_sizes_and_encodings_are_unreadable_answers(
+    serve: Serve, answer: Answer, method: str, args: tuple[Any, ...]
+) -> None:
+    h = serve(lambda r: answer(), FakeTime())
+    transport = {"transport": "binary"} if method == "predict" else {}
+    with pytest.raises(APIResponseValidationError):
+        h.call(method, *args, **transport)
+    assert len(h.seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"base_url": "http://[::1"}, "base_url"),
+        ({"base_url": "ftp://example.org"}, "base_url"),
+        ({"api_key": "abc\n"}, "api_key"),
+        ({"api_key": "cl\u00e9"}, "api_key"),
+        ({"timeout": float("inf")}, "timeout"),
+        ({"timeout": 0}, "timeout"),
+    ],
+)
+def test_arguments_that_cannot_make_a_request_are_value_errors(
+    options: dict[str, Any], field: str
+) -> None:
+    for kind in (Client, AsyncClient):
+        with pytest.raises(ValueError, match=field):
+            kind(**{"base_url": URL, **options})
+
+
+def test_a_key_or_name_that_cannot_be_sent_is_a_value_error(serve: Serve) -> None:
+    h = serve(lambda r: httpx.Response(500), FakeTime())
+    with pytest.raises(ValueError, match=r"Idempotency-Key|idempotency_key"):
+        h.call("fit", "churn", [0.1, 0.9], [0, 1], idempotency_key="abc\n")
+    with pytest.raises(ValueError, match="name"):
+        h.call("version", None, 1)
+    assert h.seen == []

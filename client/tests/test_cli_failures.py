@@ -118,3 +118,10 @@ def test_predict_shows_its_upload_progress(tmp_path: Path, name: str, capsys: Ca
     assert len(out.read_text().splitlines()) == 20_001
     assert cli.main(["predict", name, str(path), "-o", str(out)]) == 0
     assert capsys.readouterr().err == ""  # stderr is no terminal here
+
+
+def test_a_url_that_is_not_one_is_2_without_a_traceback(capsys: Captured) -> None:
+    assert cli.main(["--url", "http://[::1", "versions", "churn"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: base_url")
+    assert "Traceback" not in err

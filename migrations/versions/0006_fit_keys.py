@@ -1,4 +1,4 @@
-"""Fits' idempotency keys: the claim, fingerprints and version of each (name, key).
+"""Fits' idempotency keys: the claim, fingerprint and version of each (name, key).
 
 Revision ID: 0006
 Revises: 0005
@@ -28,7 +28,6 @@ def upgrade() -> None:
         sa.Column("owner", sa.String(length=32), nullable=False),
         sa.Column("lease_until", sa.DateTime(timezone=True), nullable=False),
         sa.Column("version", sa.Integer(), nullable=True),
-        sa.Column("content", sa.String(length=64), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("name", "key", name="pk_fit_keys"),
     )

@@ -118,6 +118,15 @@ def test_a_key_out_of_the_contract_is_422_naming_the_header(client: TestClient, 
     assert versions(client) == []
 
 
+def test_a_key_sent_twice_is_422(client: TestClient) -> None:
+    """Two header lines (a proxy may fold them into one, which would name another key): the
+    request says which fit it is ambiguously, so it is refused."""
+    headers = [("Idempotency-Key", "a"), ("Idempotency-Key", "b")]
+    r = client.post(FIT, json=BATCH, headers=headers)
+    assert_problem(r, 422, "Idempotency-Key", "more than once")
+    assert versions(client) == []
+
+
 def test_keys_of_128_printable_characters_are_taken(client: TestClient) -> None:
     key = "".join(chr(c) for c in range(0x20, 0x7F))[:95] + "k" * 33
     assert len(key) == 128

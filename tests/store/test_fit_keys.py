@@ -78,6 +78,8 @@ def test_a_completed_key_answers_its_version_for_a_day(database: Database) -> No
         assert not repo.complete_fit_key("n", "k", "b", 3, "c" * 64)  # not b's claim
         assert repo.complete_fit_key("n", "k", "a", 3, "c" * 64)
         repo.release_fit_key("n", "k", "a")  # a no-op once done
+        assert repo.renew_fit_key("n", "k", "a", NOW + 20 * SECOND)  # still a's: no loss
+        assert not repo.renew_fit_key("n", "k", "b", NOW + 20 * SECOND)
     last = NOW + KEY_LIFETIME - SECOND
     state = claim(database, "b", last)
     assert (state.claimed, state.version, state.content) == (False, 3, "c" * 64)

@@ -30,7 +30,7 @@ from calibration_client._calls import (
     fit_options,
     report_options,
 )
-from calibration_client._errors import APITimeoutError
+from calibration_client._errors import APITimeoutError, undecodable_answer
 from calibration_client._types import Comparison, Diagnostics, OutcomeReceipt, Prediction, Version
 
 T = TypeVar("T")
@@ -88,6 +88,8 @@ class AsyncClient(Operations):
             try:
                 async with asyncio.timeout(left):
                     response = await self._http.send(request)
+            except httpx.DecodingError as exc:
+                raise undecodable_answer(exc) from exc
             except httpx.TransportError as exc:
                 error = self._failed(exc)
             except TimeoutError:

@@ -13,6 +13,7 @@ timeout."""
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -55,6 +56,11 @@ class Call(Generic[T]):
     progress: Progress | None = None
 
 
+_PRINTABLE = re.compile(r"[\x20-\x7e]+")
+_LONGEST = 365 * 86_400.0
+"""The longest ``timeout``: a year (an infinite one would overflow the clocks' arithmetic)."""
+
+
 class BaseClient:
     """Configuration, requests and the retry decision of a client; no I/O."""
 
@@ -65,6 +71,18 @@ class BaseClient:
         timeout: float = 30.0,
         retries: int = 3,
     ) -> None:
+        try:
+            url = httpx.URL(base_url)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"base_url {base_url!r} is not a URL: {exc}") from None
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"base_url {base_url!r} is not an http(s) URL")
+        if api_key is not None and not _PRINTABLE.fullmatch(api_key):
+            raise ValueError("api_key must be printable ASCII (it goes in a header)")
+        if not (isinstance(timeout, (int, float)) and 0 < timeout < _LONGEST):
+            raise ValueError(
+                f"timeout must be a number of seconds in (0, {_LONGEST:g}), not {timeout!r}"
+            )
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout

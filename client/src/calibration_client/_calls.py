@@ -34,18 +34,20 @@ PredictTransport = Literal["auto", "json", "binary"]
 Selector = int | str
 Batch = tuple[ArrayLike, ArrayLike, ArrayLike | None]
 VersionsPage = tuple[list[Version], int]
-_KEY = re.compile(r"^[\x20-\x7e]{1,128}$")  # the service's Idempotency-Key: printable ASCII
+_KEY = re.compile(r"[\x20-\x7e]{1,128}")  # the service's Idempotency-Key: printable ASCII
 _PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def _path(name: str, *rest: Selector) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a calibrator's name, not {name!r}")
     parts = [quote(str(p), safe="") for p in (name, *rest)]
     return "/v1/calibrators/" + "/".join(parts)
 
 
 def _fit_key(idempotency_key: str | None) -> str:
     key = idempotency_key if idempotency_key is not None else f"fit-{uuid.uuid4().hex}"
-    if not _KEY.match(key):
+    if not _KEY.fullmatch(key):
         raise ValueError("idempotency_key must be 1 to 128 printable ASCII characters")
     return key
 

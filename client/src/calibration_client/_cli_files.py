@@ -32,8 +32,10 @@ class ScoresFile:
 def file_size(path: Path) -> int:
     """The size of the file at ``path`` in bytes (UnreadableFile when it is not a file)."""
     try:
-        if not path.is_file():
+        if not path.exists():
             raise UnreadableFile(f"{path}: no such file")
+        if not path.is_file():
+            raise UnreadableFile(f"{path}: not a regular file (a CSV or Parquet file is needed)")
         return path.stat().st_size
     except OSError as error:
         raise UnreadableFile(f"{path}: {error.strerror or error}") from None

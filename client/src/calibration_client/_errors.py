@@ -179,6 +179,14 @@ def unreadable_answer(response: httpx.Response, exc: Exception) -> APIResponseVa
     return error
 
 
+def undecodable_answer(exc: httpx.DecodingError) -> APIResponseValidationError:
+    """An answer whose body does not decode as its ``Content-Encoding`` says (not retried:
+    the same server would send it again)."""
+    error = APIResponseValidationError(f"an answer that cannot be decoded: {exc}")
+    error.__cause__ = exc
+    return error
+
+
 def _family(status: int) -> type[CalibrationError]:
     if 400 <= status < 500:
         return ClientError

@@ -63,7 +63,7 @@ def read_infer(name: str, response: httpx.Response) -> Prediction:
         shape = tuple(output["shape"])
         size = (output.get("parameters") or {}).get("binary_data_size")
         if size is not None:
-            if size % 8 or offset + size > len(content):
+            if not isinstance(size, int) or size < 0 or size % 8 or offset + size > len(content):
                 raise ValueError(f"output {output['name']!r} is past the body's end")
             # one copy out of the body: an owned, writable array, not a view pinning it
             values = np.frombuffer(content, "<f8", size // 8, offset).astype(np.float64)

@@ -21,6 +21,7 @@ from calibration_client._calls import (
     fit_options,
     report_options,
 )
+from calibration_client._errors import undecodable_answer
 from calibration_client._types import Comparison, Diagnostics, OutcomeReceipt, Prediction, Version
 
 T = TypeVar("T")
@@ -35,8 +36,9 @@ class Client(Operations):
     fails, so setting it later takes effect). A retried fit resends the same bytes under the
     same ``Idempotency-Key``. httpx bounds each connect, write and read of an attempt rather
     than the attempt, so this client also checks the deadline between the chunks it sends and
-    receives: a call can overrun its ``timeout`` by at most one network wait, never by a
-    server trickling its answer (:class:`AsyncClient` bounds each attempt exactly).
+    receives: a call can overrun its ``timeout`` by at most one network wait when a body
+    trickles, but a server dripping its answer's headers a byte at a time can hold it longer
+    (httpx reads them whole); :class:`AsyncClient` bounds each attempt exactly.
     ``http_client`` is used as given (and left open by :meth:`close`). Nothing is sent before
     the first call."""
 
@@ -78,6 +80,8 @@ class Client(Operations):
             request = self._request(self._http, call, self._body(call), left)
             try:
                 response = self._received(request, call.deadline)
+            except httpx.DecodingError as exc:
+                raise undecodable_answer(exc) from exc
             except httpx.TransportError as exc:
                 error = self._failed(exc)
             else:
