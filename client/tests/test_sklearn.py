@@ -1,5 +1,5 @@
 """RemoteCalibrator as scikit-learn sees it: parameters without network, Pipeline,
-cross-validation in parallel, pickling, labels of any kind, and scikit-learn's own estimator
+cross-validation, pickling, labels of any kind, and scikit-learn's own estimator
 checks, all against the live service of ``service_url``."""
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_the_python_page_runs_as_written(make_run: str, client_venv: Path, tmp_p
     assert "422 labels[1] is 2; labels must be 0 or 1" in done.stdout
     assert "404 /problems/not-found" in done.stdout
     assert (tmp_path / "reliability.png").stat().st_size > 10_000
-    assert (tmp_path / "fraud.png").read_bytes().startswith(b"\x89PNG")
+    assert (tmp_path / "credit.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_the_shell_page_runs_as_written(make_run: str, client_venv: Path, tmp_path: Path) -> None:
