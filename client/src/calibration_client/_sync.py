@@ -44,10 +44,11 @@ class Client(Operations):
     many times a connection failure or a 429/503 answer is tried again (read when a call
     fails, so setting it later takes effect). A retried fit resends the same bytes under the
     same ``Idempotency-Key``. httpx bounds each connect, write and read of an attempt rather
-    than the attempt, so this client also checks the deadline between the chunks it sends and
-    receives: a call can overrun its ``timeout`` by at most one network wait when a body
-    trickles, but a server dripping its answer's headers a byte at a time can hold it longer
-    (httpx reads them whole); :class:`AsyncClient` bounds each attempt exactly.
+    than the attempt, so this client also checks the deadline between the chunks it sends and,
+    for answers over 64 KiB, receives: a call can overrun its ``timeout`` by at most one
+    network wait when a large body trickles, but a server dripping its headers or a short
+    answer a byte at a time can hold it longer; :class:`AsyncClient` bounds each attempt
+    exactly.
     ``http_client`` is used as given (and left open by :meth:`close`). Nothing is sent before
     the first call."""
 
