@@ -1,0 +1,109 @@
+"""Label shift: the class priors of unlabelled predictions, found by maximum likelihood, and
+probabilities corrected to new priors by Bayes' rule.
+
+Under label shift the base rates move while p(x | y) stays. Saerens, Latinne & Decaestecker
+(*Adjusting the outputs of a classifier to new a priori probabilities*, Neural Computation
+2002) estimate the new priors from the predictions alone by EM: with training priors pi and
+calibrated probabilities P_ic, iterate q_ic proportional to (pi'_c / pi_c) P_ic, then
+pi'_c = mean_i q_ic, to the fixed point, which maximises the likelihood of the unlabelled
+scores. Alexandari, Kundaje & Shrikumar (ICML 2020) show that on calibrated probabilities
+this is hard to beat by the alternatives (BBSE, RLLS). The corrected probabilities q are the
+posteriors under the new priors (METHODS.md, "Label shift").
+
+The interval is the likelihood's: the inverse of its observed information at the estimate
+(the sum of the squared scores of the rows, the outer-product estimate), priors
+parametrised by the first k - 1 classes; a normal band clipped to (0, 1). It says how far the
+data pin the priors down, not whether the probabilities are calibrated: an estimate is only
+as good as the calibration and the model's discrimination.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.calibration.base import FloatArray
+
+Z = 1.959963984540054
+TOLERANCE = 1e-10
+"""EM stops when no prior moves by more than this."""
+MAX_STEPS = 10_000
+"""A weak model (probabilities near the priors) converges slowly; EM never goes on longer."""
+FLOOR = 1e-12
+"""Probabilities and priors are kept above this, so that ratios and logs stay finite."""
+
+
+def as_matrix(p: FloatArray) -> FloatArray:
+    """A binary vector of P(y = 1) as its two-column (P(y = 0), P(y = 1)) matrix; a matrix
+    as it is."""
+    p = np.asarray(p, dtype=np.float64)
+    return np.column_stack([1.0 - p, p]) if p.ndim == 1 else p
+
+
+def adjust(p: FloatArray, prior_from: FloatArray, prior_to: FloatArray) -> FloatArray:
+    """Probabilities computed under ``prior_from`` corrected to ``prior_to`` by Bayes' rule:
+    each class's probability times prior_to / prior_from, rows renormalised. A binary
+    vector (priors of class 1 as scalars or 2-vectors) answers a vector."""
+    binary = np.asarray(p).ndim == 1
+    matrix = as_matrix(p)
+    ratio = _priors(prior_to, matrix.shape[1]) / _priors(prior_from, matrix.shape[1])
+    weighted = matrix * ratio
+    adjusted: FloatArray = weighted / weighted.sum(axis=1, keepdims=True)
+    return np.ascontiguousarray(adjusted[:, 1]) if binary else adjusted
+
+
+def em_priors(
+    p: FloatArray, training: FloatArray, weights: FloatArray | None = None
+) -> tuple[FloatArray, int]:
+    """The maximum-likelihood priors of the batch whose probabilities (under ``training``
+    priors) are ``p``, by Saerens et al.'s EM; and the steps it took. Binary input gives
+    the two-class vector (P(y = 0), P(y = 1))."""
+    matrix = np.clip(as_matrix(p), FLOOR, None)
+    k = matrix.shape[1]
+    base = _priors(training, k)
+    w = np.ones(matrix.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    w = w / w.sum()
+    current = base.copy()
+    for step in range(1, MAX_STEPS + 1):
+        weighted = matrix * (current / base)
+        posterior = weighted / weighted.sum(axis=1, keepdims=True)
+        updated = np.clip(w @ posterior, FLOOR, None)
+        updated /= updated.sum()
+        if np.max(np.abs(updated - current)) < TOLERANCE:
+            return updated, step
+        current = updated
+    return current, MAX_STEPS
+
+
+def prior_intervals(
+    p: FloatArray, training: FloatArray, estimate: FloatArray
+) -> list[tuple[float, float]]:
+    """95% intervals of each class's prior at the EM ``estimate``: the inverse of the
+    outer-product information of the log likelihood sum_i log sum_c (pi'_c / pi_c) P_ic,
+    over pi'_1..pi'_{k-1} (the last is 1 minus their sum)."""
+    matrix = np.clip(as_matrix(p), FLOOR, None)
+    k = matrix.shape[1]
+    base = _priors(training, k)
+    scaled = matrix / base  # d/dpi'_c of each row's likelihood
+    density = scaled @ np.asarray(estimate, dtype=np.float64)
+    scores = (scaled[:, :-1] - scaled[:, -1:]) / density[:, None]
+    information = scores.T @ scores
+    try:
+        covariance = np.linalg.inv(information)
+    except np.linalg.LinAlgError:
+        return [(0.0, 1.0)] * k
+    variances = [*np.diag(covariance).tolist(), float(covariance.sum())]
+    bands = []
+    for value, variance in zip(estimate, variances, strict=True):
+        half = Z * float(np.sqrt(max(variance, 0.0)))
+        bands.append((max(0.0, float(value) - half), min(1.0, float(value) + half)))
+    return bands
+
+
+def _priors(prior: FloatArray | float, k: int) -> FloatArray:
+    """A prior as a k-vector: a scalar is the binary prior of class 1."""
+    value = np.asarray(prior, dtype=np.float64)
+    if value.ndim == 0:
+        value = np.array([1.0 - float(value), float(value)])
+    if value.shape != (k,):
+        raise ValueError(f"priors of {value.shape} for {k} classes")
+    return np.clip(value, FLOOR, None)
