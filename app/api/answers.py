@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, overload
 
+import numpy as np
 import orjson
 from starlette.types import Scope
 
@@ -92,6 +93,8 @@ def answer_predict(
         answer["intervals"] = prediction.intervals
     if prediction.logged is not None:
         answer["logged"] = prediction.logged
+    if args.threshold is not None:
+        answer["decisions"] = (prediction.probabilities > args.threshold).astype(np.int8)
     return orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)
 
 

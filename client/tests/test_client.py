@@ -237,3 +237,17 @@ def test_a_fit_repeated_under_its_key_answers_the_first_version(client: Client) 
     assert [v.version for v in client.versions(name)] == [first.version]
     with pytest.raises(UnprocessableError):  # the same key for another batch
         client.fit(name, scores[:200], labels[:200], method="platt", idempotency_key=key)
+
+
+def test_predict_with_a_threshold_answers_decisions(service_url: str) -> None:
+    name = f"decide-{uuid.uuid4().hex[:8]}"
+    rng = np.random.default_rng(5)
+    scores = rng.normal(size=300)
+    labels = (rng.random(300) < 1 / (1 + np.exp(-2 * scores))).astype(int)
+    wide = rng.normal(size=12_000)  # JSON, not /v2: infer has no threshold
+    with Client(service_url) as client:
+        client.fit(name, scores, labels, method="platt")
+        p = client.predict(name, wide, threshold=0.3)
+        assert p.decisions is not None
+        assert np.array_equal(p.decisions, (p.probabilities > 0.3).astype(np.int64))
+        assert client.predict(name, wide).decisions is None

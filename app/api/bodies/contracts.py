@@ -150,6 +150,14 @@ class PredictBody(_Body):
         description="Your id of each score (row), unique within the request: each prediction "
         "is logged under it, for outcomes posted later (`POST .../outcomes`).",
     )
+    threshold: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Binary calibrators: also answer `decisions`, 1 where the probability "
+        "exceeds this threshold, else 0 (with calibrated probabilities, c_FP / (c_FP + c_FN) "
+        "minimises the expected cost: `GET .../decision`).",
+    )
 
 
 class OutcomesBody(_Body):

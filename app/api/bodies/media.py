@@ -67,6 +67,7 @@ class PredictArgs(NamedTuple):  # a tuple: built on every predict, 3x faster tha
     version: str | None
     intervals: bool | None
     ids: list[str] | None
+    threshold: float | None = None
 
 
 def parse_predict(content_type: str | None, body: bytes, max_rows: int) -> PredictArgs:
@@ -79,7 +80,12 @@ def parse_predict(content_type: str | None, body: bytes, max_rows: int) -> Predi
     version = None if data.version is None else str(data.version)
     if data.ids is not None:
         check_ids(data.ids, len(scores), "scores")
-    return PredictArgs(scores, version, data.intervals, data.ids)
+    if data.threshold is not None and scores.ndim == 2:
+        raise invalid(
+            ("body", "threshold"),
+            "is for binary calibrators; a multiclass one decides by its likeliest class",
+        )
+    return PredictArgs(scores, version, data.intervals, data.ids, data.threshold)
 
 
 def check_ids(

@@ -171,18 +171,21 @@ class AsyncClient(Operations):
         ids: Sequence[str] | None = None,
         *,
         intervals: bool = False,
+        threshold: float | None = None,
         transport: PredictTransport = "auto",
         timeout: float | None = None,
         progress: Progress | None = None,
     ) -> Prediction:
         """Calibrated probabilities of ``scores`` from ``version`` (default: the latest).
 
-        ``ids`` log the predictions for outcomes. From 10,000 scores without ids the
-        scores go to ``/v2`` infer as binary tensors (``transport="json"`` or ``"binary"``
-        forces one way); the probabilities are the same to the bit. ``progress(sent,
-        total)`` is called as the request's bytes go."""
+        ``ids`` log the predictions; ``threshold`` adds ``decisions`` (1 where p exceeds it).
+        Without either, 10,000 scores or more go to ``/v2`` infer as binary tensors
+        (``transport`` forces a way), to the same bits; ``progress(sent, total)`` is called
+        as the request's bytes go."""
         return await self._run(
-            self._predict_call(name, scores, version, ids, intervals, transport, timeout, progress)
+            self._predict_call(
+                name, scores, version, ids, intervals, threshold, transport, timeout, progress
+            )
         )
 
     async def outcomes(

@@ -139,16 +139,17 @@ class Operations(BaseClient):
         version: Selector | None,
         ids: Sequence[str] | None,
         intervals: bool,
+        threshold: float | None,
         transport: PredictTransport,
         timeout: float | None,
         progress: Progress | None,
     ) -> Call[Prediction]:
         deadline = self._deadline(timeout)
         values = _arrays.as_scores(scores)
-        plain = ids is None and not intervals
+        plain = ids is None and not intervals and threshold is None
         if transport not in ("auto", "json", "binary") or (transport == "binary" and not plain):
             raise ValueError(
-                f"transport {transport!r}: auto, json, or binary without ids/intervals"
+                f"transport {transport!r}: auto, json, or binary without ids/intervals/threshold"
             )
         if transport == "binary" or (
             transport == "auto" and plain and len(values) >= self.bulk_rows
@@ -164,6 +165,8 @@ class Operations(BaseClient):
             document["ids"] = _arrays.as_ids(ids, len(values))
         if intervals:
             document["intervals"] = True
+        if threshold is not None:
+            document["threshold"] = threshold
         read_json = lambda r: Prediction.from_json(loads(r.content))  # noqa: E731
         headers = {"Content-Type": "application/json"}
         content = dumps_fast(document)  # nothing depends on a predict's exact bytes
