@@ -21,6 +21,7 @@ from app.api.routes import (
     calibrators,
     compare,
     diagnostics,
+    estimates,
     health,
     inference,
     predictions,
@@ -62,6 +63,7 @@ preload(
 ROUTERS: tuple[APIRouter, ...] = (  # the API's, and the problem types' pages
     calibrators.router,
     predictions.router,
+    estimates.router,
     diagnostics.router,
     aliases.router,
     compare.router,

@@ -59,7 +59,7 @@ _READ_METHODS = frozenset({"GET", "HEAD"})
 # POSTs that compute on a batch without changing anything stored (predict and infer sent
 # with ids log their predictions, which needs log: may_log, once the body is parsed).
 _READ_POSTS = re.compile(
-    r"^/v1/calibrators/[^/]+/(?:predict|compare|versions/[^/]+/diagnostics)$"
+    r"^/v1/calibrators/[^/]+/(?:predict|compare|versions/[^/]+/(?:diagnostics|estimate))$"
     r"|^/v2/models/[^/]+(?:/versions/[^/]+)?/infer$"
 )
 
@@ -159,7 +159,7 @@ def required_scope(method: str, path: str) -> Scope | None:
     :data:`OPEN_PREFIXES`).
 
     GET and HEAD read; so do the POSTs that only compute (predict, diagnostics on a batch,
-    compare). Everything else — fit, deletes, aliases, PATCH, and any other method — writes.
+    compare, estimate). Everything else — fit, deletes, aliases, PATCH, and any other method — writes.
     """
     path = path.rstrip("/") or "/"
     if path in OPEN_PATHS:

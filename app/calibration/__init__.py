@@ -48,6 +48,7 @@ from app.calibration.measures.bootstrap import (
 from app.calibration.measures.bootstrap import (
     SEED as BOOTSTRAP_SEED,
 )
+from app.calibration.measures.decisions import Costs, expected_cost
 from app.calibration.measures.diagnostics import (
     fit_resamples,
     raw_as_probabilities,
@@ -55,7 +56,9 @@ from app.calibration.measures.diagnostics import (
     reuses_bin_free,
     with_intervals,
 )
+from app.calibration.measures.expected import expected_binary, expected_multiclass
 from app.calibration.measures.headline_reports import HeadlineReports, headline_resampled
+from app.calibration.measures.label_shift import adjust, em_priors, prior_intervals
 from app.calibration.measures.metrics import log_losses, squared_errors
 from app.calibration.measures.multiclass_metrics import (
     MAX_CLASSES,
@@ -121,6 +124,7 @@ __all__ = [
     "CalibrationError",
     "Calibrator",
     "Capabilities",
+    "Costs",
     "FitOutcome",
     "Flag",
     "FloatArray",
@@ -143,12 +147,17 @@ __all__ = [
     "StateError",
     "TemperatureScaling",
     "VennAbersCalibrator",
+    "adjust",
     "beta_features",
     "brier_distances",
     "calibration_error_interval",
     "checkpoint",
     "current",
+    "em_priors",
     "enter",
+    "expected_binary",
+    "expected_cost",
+    "expected_multiclass",
     "fit_calibrator",
     "fit_checked_batch",
     "fit_resamples",
@@ -161,6 +170,7 @@ __all__ = [
     "overflow_scale",
     "params_markdown",
     "percentile_interval",
+    "prior_intervals",
     "raw_as_probabilities",
     "reliability_reports",
     "require_open_unit_interval",

@@ -14,9 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-from numpy.typing import NDArray
-
 from app import figures
 from app.calibration import BinFree, Report, reuses_bin_free
 from app.errors import NotFound, StoredDataCorrupt
@@ -193,15 +190,14 @@ class Diagnosis:
         )
         return reports, picture
 
-    def fitting_scores(self, record: VersionRecord, repo: Repository) -> NDArray[np.float64]:
-        """The raw scores ``record``'s version was fitted on, read within ``repo``'s unit of
-        work (one snapshot with the caller's reads), unless decoded right now for another."""
+    def fitting_batch(self, record: VersionRecord, repo: Repository) -> StoredBatch:
+        """The batch ``record``'s version was fitted on, read within ``repo``'s unit of work
+        (one snapshot with the caller's reads), unless decoded right now for another."""
 
         def decoded() -> StoredBatch:
             return self._decoded(record, repo.get_batch(record.id))
 
-        stored = self.batches.get_or_compute(_key(record), decoded)
-        return np.asarray(stored.scores, dtype=np.float64)
+        return self.batches.get_or_compute(_key(record), decoded)
 
     def _known(self, record: VersionRecord, query: ReportOptions) -> bool:
         """Whether the reports for ``query`` are kept, or the batch is decoded right now."""

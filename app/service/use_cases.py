@@ -13,6 +13,7 @@ from app.service.browsing import Browsing
 from app.service.calibrators import Calibrators
 from app.service.comparison import Comparison
 from app.service.diagnosis import Diagnosis
+from app.service.estimates import Estimates
 from app.service.fit_keys import FitKeys
 from app.service.onnx_models import OnnxModels
 from app.service.serving import Serving
@@ -29,8 +30,8 @@ from app.store import (
 
 class CalibrationService:
     """The parts: ``versions``, ``fit_keys`` (idempotent fits), ``calibrators``, ``serving``,
-    ``diagnosis``, ``comparison``, ``traffic`` (outcomes and monitoring), ``browsing`` (the web
-    view's reads), ``onnx_models``;
+    ``diagnosis``, ``estimates`` (before the labels), ``comparison``, ``traffic`` (outcomes
+    and monitoring), ``browsing`` (the web view's reads), ``onnx_models``;
     and what they stand on: the ``version_cache``, the ``prediction_log`` and the ``work`` pool."""
 
     def __init__(self, database: Database, settings: Settings, *, worker: bool = False) -> None:
@@ -55,6 +56,7 @@ class CalibrationService:
         self.diagnosis = Diagnosis(database, self.version_cache)
         self.comparison = Comparison(database, self.version_cache)
         self.onnx_models = OnnxModels(database)
+        self.estimates = Estimates(database, self.diagnosis, self.serving)
         self.traffic = TrafficCases(database, self.diagnosis, settings.max_batch_rows)
         self.browsing = Browsing(database, self.diagnosis, self.traffic)
 

@@ -376,6 +376,7 @@ def test_every_entry_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatc
         ("POST", f"{BASE}/predict", "read"),
         ("POST", f"{BASE}/versions/latest/diagnostics", "read"),
         ("POST", f"{BASE}/compare", "read"),
+        ("POST", f"{BASE}/versions/production/estimate", "read"),
         ("POST", f"{BASE}/fit", "write"),
         ("POST", "/v1/calibrators/predict/fit", "write"),
         ("POST", f"{BASE}/predict/extra", "write"),

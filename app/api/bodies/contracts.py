@@ -160,6 +160,23 @@ class PredictBody(_Body):
     )
 
 
+class EstimateBody(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"scores": [0.12, 0.5, 0.87], "threshold": 0.5}]},
+    )
+
+    scores: Numbers = Field(
+        description="Raw scores of unlabelled cases, finite: a vector, or n x k for multiclass."
+    )
+    threshold: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Binary calibrators: decide 1 above it (default 0.5) for the expected "
+        "accuracy, precision, recall and F1; 422 for a multiclass one (argmax).",
+    )
+
+
 class OutcomesBody(_Body):
     """Outcomes of logged predictions, by the ids they were logged under."""
 

@@ -6,7 +6,7 @@ types through :mod:`app.api.bodies.labelled`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -15,6 +15,7 @@ from app.api.bodies.contracts import (
     CompareBody,
     CompareFields,
     DiagnosticsBody,
+    EstimateBody,
     FitBody,
     FitOptions,
     OutcomesBody,
@@ -74,18 +75,42 @@ def parse_predict(content_type: str | None, body: bytes, max_rows: int) -> Predi
     """A predict body: scores (at most ``max_rows``), and the optional selector and flag."""
     require_media_type(content_type, JSON_TYPES)
     data = validated(PredictBody, parse_json_body(body, {"scores": True}))
-    if isinstance(data.scores, list | ParsedArray) and len(data.scores) > max_rows:
-        raise PayloadTooLarge(f"scores has {len(data.scores)} rows; the limit is {max_rows}")
-    scores = number_array(data.scores, "scores", matrix=True, booleans=False)
+    scores = _scores(data.scores, max_rows)
     version = None if data.version is None else str(data.version)
     if data.ids is not None:
         check_ids(data.ids, len(scores), "scores")
-    if data.threshold is not None and scores.ndim == 2:
+    _check_threshold(data.threshold, scores)
+    return PredictArgs(scores, version, data.intervals, data.ids, data.threshold)
+
+
+class EstimateArgs(NamedTuple):
+    scores: NDArray[np.float64]
+    threshold: float | None
+
+
+def parse_estimate(content_type: str | None, body: bytes, max_rows: int) -> EstimateArgs:
+    """An estimate body: unlabelled scores (at most ``max_rows``) and the threshold."""
+    require_media_type(content_type, JSON_TYPES)
+    data = validated(EstimateBody, parse_json_body(body, {"scores": True}))
+    scores = _scores(data.scores, max_rows)
+    _check_threshold(data.threshold, scores)
+    return EstimateArgs(scores, data.threshold)
+
+
+def _scores(scores: Any, max_rows: int) -> NDArray[np.float64]:
+    """A body's scores as an array: 413 past ``max_rows``, 422 for what is not numbers."""
+    if isinstance(scores, list | ParsedArray) and len(scores) > max_rows:
+        raise PayloadTooLarge(f"scores has {len(scores)} rows; the limit is {max_rows}")
+    return number_array(scores, "scores", matrix=True, booleans=False)
+
+
+def _check_threshold(threshold: float | None, scores: NDArray[np.float64]) -> None:
+    """A threshold decides between two classes: 422 beside a matrix of scores."""
+    if threshold is not None and scores.ndim == 2:
         raise invalid(
             ("body", "threshold"),
             "is for binary calibrators; a multiclass one decides by its likeliest class",
         )
-    return PredictArgs(scores, version, data.intervals, data.ids, data.threshold)
 
 
 def check_ids(

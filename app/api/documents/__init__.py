@@ -2,6 +2,7 @@
 OpenAPI and writes its JSON (:class:`~app.api.documents.base.Document`)."""
 
 from app.api.documents.base import NAME_PATTERN, Document, Health, Interval, Problem
+from app.api.documents.estimates import EstimateOut
 from app.api.documents.reports import (
     ComparedVersion,
     CompareOut,
@@ -41,6 +42,7 @@ __all__ = [
     "DiagnosticsOut",
     "Difference",
     "Document",
+    "EstimateOut",
     "HeadlineMetricsOut",
     "Health",
     "Interval",

@@ -118,6 +118,9 @@ class PredictOut(Document):
         "the ids when its buffer was full (the database down, or predicts outrunning its "
         "writer): the rest were dropped, and counted in calibration_traffic_dropped_total.",
     )
+    decisions: list[int] | None = Field(
+        None, description="With `threshold`: 1 where the probability exceeds it, else 0."
+    )
 
 
 _RECORD_FIELDS = tuple(

@@ -127,7 +127,9 @@ class TrafficCases:
             except NotFound:
                 continue
             if record.n_classes == 2:
-                references[v] = Reference(self.diagnosis.fitting_scores(record, repo))
+                references[v] = Reference(
+                    np.asarray(self.diagnosis.fitting_batch(record, repo).scores, dtype=np.float64)
+                )
         return references
 
     def monitoring_figure(
