@@ -159,7 +159,8 @@ def required_scope(method: str, path: str) -> Scope | None:
     :data:`OPEN_PREFIXES`).
 
     GET and HEAD read; so do the POSTs that only compute (predict, diagnostics on a batch,
-    compare, estimate). Everything else — fit, deletes, aliases, PATCH, and any other method — writes.
+    compare, estimate). Everything else — fit, deletes, aliases, PATCH, and any other
+    method — writes.
     """
     path = path.rstrip("/") or "/"
     if path in OPEN_PATHS:
