@@ -48,7 +48,7 @@ from app.calibration.measures.bootstrap import (
 from app.calibration.measures.bootstrap import (
     SEED as BOOTSTRAP_SEED,
 )
-from app.calibration.measures.decisions import Costs, expected_cost
+from app.calibration.measures.decisions import Costs, decide, expected_cost
 from app.calibration.measures.diagnostics import (
     fit_resamples,
     raw_as_probabilities,
@@ -153,6 +153,7 @@ __all__ = [
     "calibration_error_interval",
     "checkpoint",
     "current",
+    "decide",
     "em_priors",
     "enter",
     "expected_binary",

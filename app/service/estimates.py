@@ -1,5 +1,6 @@
 """Decisions before the labels come: what a version's probabilities of an unlabelled batch say
-about its performance and its class priors (``service.estimates.<verb>``).
+about its performance and its class priors, and the threshold its costs call for
+(``service.estimates.<verb>``).
 
 The measures are :mod:`app.calibration`'s: CBPE's expected performance with its sampling
 bands (:func:`~app.calibration.expected_binary`), and Saerens et al.'s EM estimate of the
@@ -17,13 +18,37 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from app.calibration import em_priors, expected_binary, expected_multiclass, prior_intervals
+from app.calibration import (
+    Costs,
+    decide,
+    em_priors,
+    expected_binary,
+    expected_multiclass,
+    prior_intervals,
+)
+from app.errors import invalid
 from app.service.diagnosis import Diagnosis
 from app.service.serving import Serving
 from app.store import Database, Selector
 
+Z = 1.959963984540054
+Band = tuple[float, float]
 PRIORS_KEPT = 1024
 """Training priors kept per process: a few floats each, read once per version."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The Bayes-optimal threshold of a version's costs and what deciding at it cost on the
+    version's out-of-fold predictions, beside deciding at 0.5."""
+
+    name: str
+    version: int
+    threshold: float
+    cost: float
+    interval: tuple[float, float]
+    cost_at_half: float
+    interval_at_half: tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -67,6 +92,24 @@ class Estimates:
             prior_of(p, training),
         )
 
+    def decision(self, name: str, selector: Selector, costs: Costs) -> Decision:
+        """The threshold ``costs`` call for (Elkan's, for calibrated probabilities), and the
+        mean cost per case of deciding at it, and at 0.5, on the version's out-of-fold
+        predictions and their labels (weighted as fitted), each with a 95% normal interval of
+        a weighted mean (422 for a multiclass version: its decision is the argmax)."""
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, selector)
+            stored = self.diagnosis.fitting_batch(record, repo)
+        if record.n_classes != 2:
+            raise invalid(("selector",), "is a multiclass version: it decides by argmax")
+        p = np.asarray(stored.out_of_fold, dtype=np.float64)
+        y = np.asarray(stored.labels, dtype=np.float64)
+        w = np.asarray(stored.weights, dtype=np.float64)
+        t = costs.threshold
+        cost, interval = _mean_cost(costs.per_case(decide(p, t), y), w)
+        half, half_interval = _mean_cost(costs.per_case(decide(p, 0.5), y), w)
+        return Decision(name, record.version, t, cost, interval, half, half_interval)
+
     def training_priors(self, name: str, version: int) -> NDArray[np.float64]:
         """The class shares of the version's fitting batch, weighted: sum of the weights of
         each label over all the weights."""
@@ -86,6 +129,15 @@ class Estimates:
             while len(self._priors) > PRIORS_KEPT:
                 self._priors.popitem(last=False)
         return priors
+
+
+def _mean_cost(per_case: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[float, Band]:
+    """The weighted mean cost and its 95% normal interval (the weighted mean's standard
+    error, sum w^2 (c - mean)^2 / (sum w)^2)."""
+    total = float(w.sum())
+    mean = float(w @ per_case) / total
+    error = float(np.sqrt((w**2) @ (per_case - mean) ** 2)) / total
+    return mean, (mean - Z * error, mean + Z * error)
 
 
 def prior_of(p: NDArray[np.float64], training: NDArray[np.float64]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 OpenAPI and writes its JSON (:class:`~app.api.documents.base.Document`)."""
 
 from app.api.documents.base import NAME_PATTERN, Document, Health, Interval, Problem
-from app.api.documents.estimates import EstimateOut
+from app.api.documents.estimates import DecisionOut, EstimateOut
 from app.api.documents.reports import (
     ComparedVersion,
     CompareOut,
@@ -39,6 +39,7 @@ __all__ = [
     "CalibratorOut",
     "CompareOut",
     "ComparedVersion",
+    "DecisionOut",
     "DiagnosticsOut",
     "Difference",
     "Document",

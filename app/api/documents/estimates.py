@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from app.api.documents.base import Document
+from app.api.documents.base import Document, Interval
 
 
 class EstimateOut(Document):
@@ -26,3 +26,17 @@ class EstimateOut(Document):
         "shares), weighted; `estimated`: the batch's, by Saerens et al.'s EM on its "
         "probabilities (label shift); `interval`: its 95% interval."
     )
+
+
+class DecisionOut(Document):
+    name: str
+    version: int
+    threshold: float = Field(description="Decide 1 above it: (c_FP + b_TN) / (all four).")
+    expected_cost: float = Field(
+        description="The mean cost per case of deciding at `threshold` on the version's "
+        "out-of-fold predictions and their labels (benefits count negative)."
+    )
+    intervals: dict[str, Interval] = Field(
+        description="`expected_cost`'s 95% interval (normal, of a weighted mean)."
+    )
+    at_half: dict[str, Any] = Field(description="The same for deciding at 0.5.")

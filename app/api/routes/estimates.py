@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from app.api.bodies.media import parse_estimate
@@ -15,8 +18,10 @@ from app.api.deps import (
     json_response,
     parse_selector,
 )
-from app.api.documents import EstimateOut
+from app.api.documents import DecisionOut, EstimateOut
 from app.api.openapi_docs import ERRORS
+from app.api.places import Places, invalid, placing
+from app.calibration import Costs
 
 router = APIRouter(prefix="/v1", tags=["decisions"])
 
@@ -53,3 +58,50 @@ async def estimate(
         )
 
     return json_response(await answer_by_size(request, answer))
+
+
+Cost = Annotated[float, Query(ge=0, le=1e12, allow_inf_nan=False)]
+
+
+@router.get(
+    "/calibrators/{name}/versions/{selector}/decision",
+    response_model=DecisionOut,
+    summary="The cost-optimal threshold and its cost",
+    responses=ERRORS,
+)
+async def decision(
+    name: NameParam,
+    selector: SelectorParam,
+    service: ServiceDep,
+    cost_fp: Cost = 1.0,
+    cost_fn: Cost = 1.0,
+    benefit_tp: Cost = 0.0,
+    benefit_tn: Cost = 0.0,
+) -> Response:
+    """For calibrated probabilities, deciding 1 above (c_FP + b_TN) / (c_FP + b_TN + c_FN +
+    b_TP) minimises the expected cost (Elkan 2001). Answers that threshold and the mean cost
+    per case of deciding at it on the version's out-of-fold predictions and their labels,
+    with its 95% interval, beside deciding at 0.5 (`at_half`). Binary versions only."""
+    try:
+        costs = Costs(cost_fp, cost_fn, benefit_tp, benefit_tn)
+    except ValueError as exc:
+        raise invalid(("query", "cost_fp"), str(exc)) from None
+    chosen = parse_selector(name, selector)
+
+    def decide() -> DecisionOut:
+        with placing(Places({"selector": "path"}, default="query")):
+            found = service.estimates.decision(name, chosen, costs)
+        return DecisionOut(
+            name=found.name,
+            version=found.version,
+            threshold=found.threshold,
+            expected_cost=found.cost,
+            intervals={"expected_cost": list(found.interval)},
+            at_half={
+                "threshold": 0.5,
+                "expected_cost": found.cost_at_half,
+                "intervals": {"expected_cost": found.interval_at_half},
+            },
+        )
+
+    return json_response(await run_in_threadpool(decide))
