@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import rankdata
 
 from app.calibration.base import FloatArray
 
@@ -151,7 +150,7 @@ def expected_roc_auc(p: FloatArray) -> float | None:
 def realized_auc_draws(p: FloatArray, draws: int, rng: np.random.Generator) -> FloatArray:
     """The ROC AUC of ``draws`` label vectors drawn from ``p`` (Mann-Whitney on mid-ranks;
     NaN for a draw of one class)."""
-    ranks = rankdata(p)
+    ranks = midranks(p)
     found = np.empty(draws)
     for start in range(0, draws, 25):
         chunk = min(25, draws - start)
@@ -162,6 +161,15 @@ def realized_auc_draws(p: FloatArray, draws: int, rng: np.random.Generator) -> F
         with np.errstate(divide="ignore", invalid="ignore"):
             found[start : start + chunk] = (sums - ones * (ones + 1) / 2) / (ones * zeros)
     return found
+
+
+def midranks(values: FloatArray) -> FloatArray:
+    """The ranks of ``values`` from 1, ties given their mean rank (scipy's ``rankdata``,
+    without importing ``scipy.stats``: the app starts without it)."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts).astype(np.float64)
+    ranks: FloatArray = (ends - (counts - 1) / 2.0)[inverse]
+    return ranks
 
 
 def _auc_band(p: FloatArray, auc: float) -> Band:

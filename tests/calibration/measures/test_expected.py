@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import rankdata
 from sklearn.metrics import accuracy_score, brier_score_loss, log_loss, roc_auc_score
 
 from app.calibration.measures.expected import (
@@ -17,6 +18,7 @@ from app.calibration.measures.expected import (
     expected_binary,
     expected_multiclass,
     expected_roc_auc,
+    midranks,
 )
 
 
@@ -187,3 +189,8 @@ def test_the_auc_band_of_a_large_batch_is_scaled_from_a_sample() -> None:
     assert 0.9 <= inside <= 0.99
     spread = float(np.std(realized))
     assert (high - low) / 2 == pytest.approx(Z * spread, rel=0.15)
+
+
+def test_midranks_are_scipys() -> None:
+    values = np.round(np.random.default_rng(9).normal(size=500), 1)
+    assert np.array_equal(midranks(values), rankdata(values))
