@@ -99,9 +99,9 @@ class Estimates:
         a weighted mean (422 for a multiclass version: its decision is the argmax)."""
         with self.database.transaction() as repo:
             record = repo.get_version(name, selector)
+            if record.n_classes != 2:
+                raise invalid(("selector",), "is a multiclass version: it decides by argmax")
             stored = self.diagnosis.fitting_batch(record, repo)
-        if record.n_classes != 2:
-            raise invalid(("selector",), "is a multiclass version: it decides by argmax")
         p = np.asarray(stored.out_of_fold, dtype=np.float64)
         y = np.asarray(stored.labels, dtype=np.float64)
         w = np.asarray(stored.weights, dtype=np.float64)
