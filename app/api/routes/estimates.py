@@ -1,12 +1,12 @@
-"""Route: what a version's probabilities of unlabelled scores say before their labels come
-(expected performance and label shift: :mod:`app.service.estimates`)."""
+"""Routes: what a version's probabilities of unlabelled scores say before their labels come
+(expected performance and label shift), and the threshold its costs call for
+(:mod:`app.service.estimates`)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from app.api.bodies.media import parse_estimate
@@ -16,6 +16,7 @@ from app.api.deps import (
     ServiceDep,
     answer_by_size,
     json_response,
+    off_loop,
     parse_selector,
 )
 from app.api.documents import DecisionOut, EstimateOut
@@ -72,6 +73,7 @@ Cost = Annotated[float, Query(ge=0, le=1e12, allow_inf_nan=False)]
 async def decision(
     name: NameParam,
     selector: SelectorParam,
+    request: Request,
     service: ServiceDep,
     cost_fp: Cost = 1.0,
     cost_fn: Cost = 1.0,
@@ -104,4 +106,5 @@ async def decision(
             },
         )
 
-    return json_response(await run_in_threadpool(decide))
+    # a job of the bounded pool: it may read and decode a stored batch of millions of rows
+    return json_response(await off_loop(request, decide))
