@@ -133,11 +133,12 @@ class Estimates:
 
 def _mean_cost(per_case: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[float, Band]:
     """The weighted mean cost and its 95% normal interval (the weighted mean's standard
-    error, sum w^2 (c - mean)^2 / (sum w)^2)."""
+    error, sum w^2 (c - mean)^2 / (sum w)^2), kept within the costs a case can have."""
     total = float(w.sum())
     mean = float(w @ per_case) / total
     error = float(np.sqrt((w**2) @ (per_case - mean) ** 2)) / total
-    return mean, (mean - Z * error, mean + Z * error)
+    low, high = float(per_case.min()), float(per_case.max())
+    return mean, (max(low, mean - Z * error), min(high, mean + Z * error))
 
 
 def prior_of(p: NDArray[np.float64], training: NDArray[np.float64]) -> dict[str, Any]:

@@ -46,6 +46,7 @@ def test_the_threshold_and_its_cost_on_the_out_of_fold_predictions(client: TestC
     assert found["expected_cost"] < half["expected_cost"]  # the threshold pays for itself
     low, high = found["intervals"]["expected_cost"]
     assert low < found["expected_cost"] < high
+    assert low >= 0  # no case costs less than nothing without benefits
     # benefits: the threshold moves as Elkan's formula says
     b = client.get(f"{BASE}/versions/1/decision?cost_fp=2&cost_fn=1&benefit_tp=1&benefit_tn=1")
     assert b.json()["threshold"] == pytest.approx(3 / 5)

@@ -102,3 +102,33 @@ def test_multiclass_priors_by_em_and_their_intervals() -> None:
 def test_bad_priors_are_refused() -> None:
     with pytest.raises(ValueError, match="priors"):
         adjust(np.array([[0.2, 0.8]]), np.array([0.5, 0.3, 0.2]), np.array([0.5, 0.5]))
+
+
+def test_a_weak_model_converges_to_the_likelihoods_maximum_in_few_steps() -> None:
+    """EM alone creeps here (probabilities barely move with the class: 10^4 steps were not
+    enough); Newton's method after a few EM steps reaches scipy's maximum."""
+    rng = np.random.default_rng(0)
+    p = expit(0.05 * rng.normal(size=200_000) + 0.06)
+    found, steps = em_priors(p, 0.515)
+    assert steps < 40
+
+    def negative_log_likelihood(prior: float) -> float:
+        return -float(np.log(prior / 0.515 * p + (1 - prior) / 0.485 * (1 - p)).sum())
+
+    best = minimize_scalar(
+        negative_log_likelihood,
+        bounds=(1e-9, 1 - 1e-9),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
+    assert found[1] == pytest.approx(best.x, abs=1e-6)
+    # a maximum on the boundary: scores that all say "more positives than in training"
+    edge, _ = em_priors(np.full(1_000, 0.52), 0.5)
+    assert edge[1] > 1 - 1e-6
+
+
+def test_an_interval_the_data_cannot_give_is_the_whole_range() -> None:
+    P = np.array([[1 - 2e-12, 1e-12, 1e-12]] * 5)
+    training = np.array([0.3, 0.3, 0.4])
+    found, _ = em_priors(P, training)
+    assert prior_intervals(P, training, found) == [(0.0, 1.0)] * 3
