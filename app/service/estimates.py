@@ -10,8 +10,6 @@ class shares of its fitting batch, weighted as it was fitted.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +26,7 @@ from app.calibration import (
 )
 from app.errors import invalid
 from app.service.diagnosis import Diagnosis
+from app.service.memo import Memo
 from app.service.serving import Serving
 from app.store import Database, Selector
 
@@ -70,8 +69,7 @@ class Estimates:
         self.database = database
         self.diagnosis = diagnosis
         self.serving = serving
-        self._priors: OrderedDict[tuple[str, int, int], NDArray[np.float64]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._priors: Memo[NDArray[np.float64]] = Memo(PRIORS_KEPT)
 
     def estimate(
         self, name: str, selector: Selector, scores: NDArray[np.float64], threshold: float
@@ -112,23 +110,19 @@ class Estimates:
 
     def training_priors(self, name: str, version: int) -> NDArray[np.float64]:
         """The class shares of the version's fitting batch, weighted: sum of the weights of
-        each label over all the weights."""
-        with self.database.transaction() as repo:
-            record = repo.get_version(name, version)
-            key = (name, version, record.id)
-            with self._lock:
-                if key in self._priors:
-                    self._priors.move_to_end(key)
-                    return self._priors[key]
-            stored = self.diagnosis.fitting_batch(record, repo)
-        weights = np.asarray(stored.weights, dtype=np.float64)
-        shares = np.bincount(stored.labels, weights=weights, minlength=record.n_classes)
-        priors: NDArray[np.float64] = shares / shares.sum()
-        with self._lock:
-            self._priors[key] = priors
-            while len(self._priors) > PRIORS_KEPT:
-                self._priors.popitem(last=False)
-        return priors
+        each label over all the weights (kept per version: a name and number never denote
+        another fit)."""
+
+        def compute() -> NDArray[np.float64]:
+            with self.database.transaction() as repo:
+                record = repo.get_version(name, version)
+                stored = self.diagnosis.fitting_batch(record, repo)
+            weights = np.asarray(stored.weights, dtype=np.float64)
+            shares = np.bincount(stored.labels, weights=weights, minlength=record.n_classes)
+            priors: NDArray[np.float64] = shares / shares.sum()
+            return priors
+
+        return self._priors.get_or_compute((name, version), compute)
 
 
 def _mean_cost(per_case: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[float, Band]:
