@@ -16,6 +16,7 @@ from app.api.problems import install_problem_handlers
 from app.api.request_id import RequestIdMiddleware
 from app.api.request_log import install_observability
 from app.api.routes import (
+    adjustments,
     aliases,
     artifacts,
     calibrators,
@@ -53,7 +54,10 @@ error's `type` is a page of this service that explains it (all of them: [/proble
 # come from (app.service.workers), with what their pictures and exports load on first use
 # (matplotlib, onnx): this process never imports those, a new worker has them already.
 preload(
-    *(module.__name__ for module in (artifacts, calibrators, compare, diagnostics, traffic, pages)),
+    *(
+        module.__name__
+        for module in (adjustments, artifacts, calibrators, compare, diagnostics, traffic, pages)
+    ),
     "app.figures.monitoring",
     "app.figures.reliability",
     "app.export.exporter",
@@ -64,6 +68,7 @@ ROUTERS: tuple[APIRouter, ...] = (  # the API's, and the problem types' pages
     calibrators.router,
     predictions.router,
     estimates.router,
+    adjustments.router,
     diagnostics.router,
     aliases.router,
     compare.router,

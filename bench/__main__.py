@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from bench.adjust import adjust_rows
 from bench.columnar import columnar_rows
 from bench.diagnostics import diagnostics_rows
+from bench.estimates import estimates_rows
 from bench.fits import sklearn_rows, variant_rows
 from bench.kernels import kernel_rows
 from bench.load import load_rows
@@ -33,6 +35,8 @@ def main() -> None:
         rows += memory_rows(10**4)
         rows += columnar_rows(10**3, one_server=True)
         rows += diagnostics_rows([10**3], repeat=1)
+        rows += adjust_rows([10**4], repeat=1)
+        rows += estimates_rows(10**5, repeat=1)
         rows += load_rows(quick=True)
     else:
         rows += sklearn_rows([10**4, 10**5, 10**6, 10**7])
@@ -41,6 +45,8 @@ def main() -> None:
         rows += memory_rows(10**7)
         rows += columnar_rows(10**7)
         rows += diagnostics_rows([10**5, 10**6])
+        rows += adjust_rows([10**6])
+        rows += estimates_rows(10**6)
         from bench.client import client_rows  # the client's own distribution (client/)
         from bench.http import http_rows  # needs wrk; imported only for the full run
         from bench.traffic import traffic_rows  # needs PostgreSQL's server

@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 from starlette.types import Scope
 
-from app.api.bodies.media import PredictArgs
+from app.api.bodies.media import PredictArgs, chosen_threshold
 from app.api.bodies.tensors import (
     InferRequest,
     decompressed,
@@ -34,6 +34,7 @@ def answer_predict(
     intervals: bool | None,
     asgi: Scope,
     *,
+    threshold: float | None = None,
     cached_only: Literal[False] = False,
 ) -> bytes: ...
 @overload
@@ -45,6 +46,7 @@ def answer_predict(
     intervals: bool | None,
     asgi: Scope,
     *,
+    threshold: float | None = None,
     cached_only: Literal[True],
 ) -> bytes | None: ...
 def answer_predict(
@@ -55,11 +57,13 @@ def answer_predict(
     intervals: bool | None,
     asgi: Scope,
     *,
+    threshold: float | None = None,
     cached_only: bool = False,
 ) -> bytes | None:
-    """The answer to a parsed predict request (``version`` and ``intervals`` from its
-    query; ``asgi``, the request's scope, says whose key sent it): checked against its query
-    and its key (ids need a key that may log), predicted, written as JSON.
+    """The answer to a parsed predict request (``version``, ``intervals`` and
+    ``threshold`` from its query; ``asgi``, the request's scope, says whose key sent it):
+    checked against its query and its key (ids need a key that may log), predicted, written
+    as JSON.
 
     The one predict path: the route runs it off the event loop (a body may hold millions of
     scores); the hot path (:mod:`app.api.fast_predict`) runs it inline for small bodies with
@@ -73,6 +77,7 @@ def answer_predict(
         raise invalid(("body", "intervals"), "is {} but the query says {}".format(*flags))
     if version == "":  # as the body's version may not be
         raise invalid(("query", "version"), "must be a version number, 'latest' or an alias")
+    cut = chosen_threshold(args.threshold, threshold, args.scores)
     may_log_predictions(asgi, args.ids)
     given = args.version if args.version is not None else version
     selector = parse_selector(name, "latest" if given is None else given)
@@ -93,8 +98,8 @@ def answer_predict(
         answer["intervals"] = prediction.intervals
     if prediction.logged is not None:
         answer["logged"] = prediction.logged
-    if args.threshold is not None:
-        answer["decisions"] = (prediction.probabilities > args.threshold).astype(np.int8)
+    if cut is not None:
+        answer["decisions"] = (prediction.probabilities > cut).astype(np.int8)
     return orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)
 
 

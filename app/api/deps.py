@@ -70,6 +70,7 @@ def query_flag(value: object) -> object:
 
 
 Flag = Annotated[bool, BeforeValidator(query_flag)]
+
 """A boolean query parameter (:func:`query_flag`)."""
 
 P = ParamSpec("P")

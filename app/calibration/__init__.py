@@ -56,9 +56,24 @@ from app.calibration.measures.diagnostics import (
     reuses_bin_free,
     with_intervals,
 )
-from app.calibration.measures.expected import expected_binary, expected_multiclass
+from app.calibration.measures.expected import (
+    DEFAULT_THRESHOLD,
+    BinarySums,
+    ClassSums,
+    expected_binary,
+    expected_multiclass,
+)
 from app.calibration.measures.headline_reports import HeadlineReports, headline_resampled
-from app.calibration.measures.label_shift import adjust, em_priors, prior_intervals
+from app.calibration.measures.label_shift import (
+    adjust,
+    adjust_interval,
+    bayes_bound,
+    em_priors,
+    prior_intervals,
+    prior_ratio,
+    rest_ratios,
+)
+from app.calibration.measures.logit_bins import ProbabilityBins
 from app.calibration.measures.metrics import log_losses, squared_errors
 from app.calibration.measures.multiclass_metrics import (
     MAX_CLASSES,
@@ -86,6 +101,7 @@ from app.calibration.methods.logistic import LogisticCorrection
 from app.calibration.methods.minmax import MinMaxScaling
 from app.calibration.methods.multiclass import MulticlassCalibrator, OneVsRest
 from app.calibration.methods.platt import PlattCalibrator
+from app.calibration.methods.prior_adjusted import Adjustment, PriorAdjusted
 from app.calibration.methods.registry import (
     BINARY_ONLY,
     CALIBRATOR_METHODS,
@@ -105,6 +121,7 @@ __all__ = [
     "BOOTSTRAP_SEED",
     "CALIBRATOR_METHODS",
     "CAPABILITIES",
+    "DEFAULT_THRESHOLD",
     "LOGISTIC_SATURATION",
     "MAX_BINS",
     "MAX_CLASSES",
@@ -117,13 +134,16 @@ __all__ = [
     "TEMPERATURE_FLOOR",
     "TEMPERATURE_SMALLEST_P",
     "Abandoned",
+    "Adjustment",
     "BetaCalibrator",
     "BinFree",
+    "BinarySums",
     "BostromCalibrator",
     "Budget",
     "CalibrationError",
     "Calibrator",
     "Capabilities",
+    "ClassSums",
     "Costs",
     "FitOutcome",
     "Flag",
@@ -140,6 +160,8 @@ __all__ = [
     "OutputBound",
     "ParamError",
     "PlattCalibrator",
+    "PriorAdjusted",
+    "ProbabilityBins",
     "Progress",
     "Report",
     "Resampled",
@@ -148,6 +170,8 @@ __all__ = [
     "TemperatureScaling",
     "VennAbersCalibrator",
     "adjust",
+    "adjust_interval",
+    "bayes_bound",
     "beta_features",
     "brier_distances",
     "calibration_error_interval",
@@ -172,9 +196,11 @@ __all__ = [
     "params_markdown",
     "percentile_interval",
     "prior_intervals",
+    "prior_ratio",
     "raw_as_probabilities",
     "reliability_reports",
     "require_open_unit_interval",
+    "rest_ratios",
     "reuses_bin_free",
     "squared_errors",
     "top_label",

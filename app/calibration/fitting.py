@@ -27,6 +27,7 @@ from app.calibration.methods.multiclass import (
     load_multiclass,
     make_multiclass,
 )
+from app.calibration.methods.prior_adjusted import ADJUSTMENTS, PriorAdjusted, split_state
 from app.calibration.methods.registry import (
     BINARY,
     BINARY_ONLY,
@@ -82,17 +83,17 @@ def make_calibrator(method: str, params: Mapping[str, object]) -> Calibrator:
 
 
 def load_calibrator(
-    method: str,
-    params: Mapping[str, object],
-    state: Mapping[str, object],
-    *,
-    n_classes: int = 2,
+    method: str, params: Mapping[str, object], state: Mapping[str, object], *, n_classes: int = 2
 ) -> Calibrator | MulticlassCalibrator:
     """Rebuild a fitted calibrator from its stored method, params and state.
 
-    ``n_classes`` > 2 rebuilds a multiclass calibrator (one-vs-rest, temperature, bostrom).
+    ``n_classes`` > 2 rebuilds a multiclass calibrator (one-vs-rest, temperature, bostrom); a
+    state with ``"adjustments"``, the method's followed by those Bayes steps (PriorAdjusted).
     :class:`StateError` when ``state`` is not a valid state of ``method``.
     """
+    if isinstance(state, Mapping) and ADJUSTMENTS in state:
+        base, steps = split_state(state, n_classes)
+        return PriorAdjusted(load_calibrator(method, params, base, n_classes=n_classes), steps)
     if n_classes > 2:
         return load_multiclass(method, params, state)
     cls = BINARY.get(method)

@@ -11,7 +11,9 @@ semantics as the standard defines them) on the probes of :mod:`app.export.probes
 the largest absolute difference from ``predict``, and refuses the export
 (:class:`ExportError`) past :data:`PARITY_BOUND`. The evaluator is not a runtime's kernels:
 the tests run every method's graph in ONNX Runtime too, which is how its optimiser's habit of
-dropping a multiply by a float32 1 was found (:meth:`GraphBuilder.times`).
+dropping a multiply by a float32 1 was found (:meth:`GraphBuilder.times`). A version adjusted
+to new priors exports its method's graph followed by its Bayes steps
+(:mod:`app.export.adjusted`), probed as its method is.
 
 ``dtype="float32"`` gives a graph with FLOAT inputs and outputs for FP32 pipelines: the
 scores are widened to DOUBLE exactly, the same double graph runs, and each output is rounded
@@ -44,10 +46,12 @@ from app.calibration import (
     FloatArray,
     IntervalCalibrator,
     MulticlassCalibrator,
+    PriorAdjusted,
     checkpoint,
 )
 
 from . import Dtype
+from .adjusted import adjusted_outputs
 from .binary import binary_outputs
 from .graph import DOUBLE, FLOAT, ExportError, GraphBuilder, tensor
 from .multiclass import multiclass_outputs
@@ -97,10 +101,15 @@ def export_onnx(
     shape: list[str | int] = ["n"] if n_classes == 2 else ["n", n_classes]
     g = GraphBuilder()
     scores = g.op("Cast", INPUT, to=DOUBLE) if dtype == "float32" else INPUT
+    # an adjusted version: its method's graph, then its Bayes steps
+    adjusted = calibrator if isinstance(calibrator, PriorAdjusted) else None
+    method = calibrator if adjusted is None else adjusted.base
     if n_classes == 2:
-        outputs = binary_outputs(g, cast(Calibrator, calibrator), scores)
+        outputs = binary_outputs(g, cast(Calibrator, method), scores)
     else:
-        outputs = multiclass_outputs(g, cast(MulticlassCalibrator, calibrator), scores, n_classes)
+        outputs = multiclass_outputs(g, cast(MulticlassCalibrator, method), scores, n_classes)
+    if adjusted is not None:
+        outputs = adjusted_outputs(g, outputs, adjusted.adjustments, n_classes)
     for name, value in outputs.items():
         g.rename(g.op("Cast", value, to=FLOAT) if dtype == "float32" else value, name)
     model = g.model(
@@ -109,7 +118,7 @@ def export_onnx(
         name="calibrator",
         doc="Calibrated probabilities of scores, as the calibration service's predict.",
     )
-    probes = probe_scores(calibrator, n_classes)
+    probes = probe_scores(method, n_classes)  # the Bayes steps are smooth: the method's
     element_type = np.float32 if dtype == "float32" else np.float64
     parity, checked = _parity(model, calibrator, probes, element_type)
     bound = FLOAT32_BOUND if dtype == "float32" else PARITY_BOUND

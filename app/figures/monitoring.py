@@ -7,14 +7,21 @@ version):
 - rates: the mean predicted probability (solid) against the observed rate (dashed);
 - shift: PSI (solid) and KS (dotted) of the raw scores against the fitting batch, with a
   dashed line at PSI 0.25, the usual mark of a major shift;
+- expected: the accuracy expected of all the window's predictions (solid, its 95% band
+  shaded) against the accuracy realized on the labelled ones (dashed);
+- prior: the positive rate estimated by EM from all the predictions (solid, its interval
+  shaded) against the rate the version was trained under (dotted); binary versions;
 - traffic: the predictions logged per window, and the labelled ones, as bars.
 
 One colour per version in the first three panels. A window where a version has no number is a
 gap in its line, never a zero; a panel with nothing to draw says so. Drawn and written as the
 reliability diagram is (:mod:`app.figures.reliability`): the same rows give the same bytes. In SVG
 the lines have the ids ``ece-v{n}``, ``log-loss-v{n}``, ``mean-predicted-v{n}``,
-``observed-rate-v{n}``, ``psi-v{n}`` and ``ks-v{n}``; the bars ``n-predictions`` and
-``n-labelled``; the panels ``calibration``, ``rates``, ``shift`` and ``traffic``.
+``observed-rate-v{n}``, ``psi-v{n}``, ``ks-v{n}``, ``estimated-accuracy-v{n}``,
+``realized-accuracy-v{n}``, ``estimated-prior-v{n}`` and ``training-prior-v{n}``, the bands
+``estimated-accuracy-band-v{n}`` and ``estimated-prior-band-v{n}``; the bars
+``n-predictions`` and ``n-labelled``; the panels ``calibration``, ``rates``, ``shift``,
+``expected``, ``prior`` and ``traffic``.
 """
 
 from __future__ import annotations
@@ -36,6 +43,17 @@ from app.figures.reliability import figure_bytes, margins, new_figure
 PSI_MAJOR_SHIFT = 0.25
 """PSI above this is commonly read as a major shift of the population (Yurdakul, 2018)."""
 METRICS = ("ece", "log_loss", "mean_predicted", "observed_rate", "psi", "ks")
+NESTED = {
+    "estimated_accuracy": ("estimated", "accuracy"),
+    "estimated_accuracy_low": ("estimated", "intervals", "accuracy", 0),
+    "estimated_accuracy_high": ("estimated", "intervals", "accuracy", 1),
+    "realized_accuracy": ("realized", "accuracy"),
+    "estimated_prior": ("prior", "estimated"),
+    "estimated_prior_low": ("prior", "interval", 0),
+    "estimated_prior_high": ("prior", "interval", 1),
+    "training_prior": ("prior", "training"),
+}
+"""The figures drawn from a row's ``estimated``, ``realized`` and ``prior``: where each is."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +80,7 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> Timeline:
     column = {start: j for j, start in enumerate(starts)}
     versions = sorted({row["version"] for row in rows if row["version"] is not None})
     line = {version: i for i, version in enumerate(versions)}
-    values = {key: np.full((len(versions), len(starts)), np.nan) for key in METRICS}
+    values = {key: np.full((len(versions), len(starts)), np.nan) for key in (*METRICS, *NESTED)}
     n_predictions, n_labelled = np.zeros(len(starts)), np.zeros(len(starts))
     for row in rows:  # one per window and version: at most a few thousand
         j = column[row["start"]]
@@ -72,6 +90,10 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> Timeline:
             for key in METRICS:
                 if row[key] is not None:
                     values[key][line[row["version"]], j] = row[key]
+            for key, path in NESTED.items():
+                found = _nested(row, path)
+                if isinstance(found, float | int):  # a k-class prior is a vector: not drawn
+                    values[key][line[row["version"]], j] = found
     return Timeline(
         starts=_days(starts),
         ends=_days(ends),
@@ -80,6 +102,16 @@ def timeline(rows: Sequence[Mapping[str, Any]]) -> Timeline:
         n_predictions=n_predictions,
         n_labelled=n_labelled,
     )
+
+
+def _nested(row: Mapping[str, Any], path: Sequence[str | int]) -> Any:
+    """The value at ``path`` in ``row``, None where a step is missing or null."""
+    found: Any = row
+    for step in path:
+        if found is None:
+            return None
+        found = found.get(step) if isinstance(step, str) else found[step]
+    return found
 
 
 def _days(moments: Sequence[datetime]) -> FloatArray:
@@ -93,27 +125,34 @@ def render_monitoring(
     title: str,
     image_format: Literal["png", "svg"],
     width_px: int = 1000,
-    height_px: int = 1000,
+    height_px: int = 1400,
     dpi: int = 100,
 ) -> bytes:
     """Draw the monitoring rows of one range as PNG or SVG bytes, ``width_px`` x ``height_px``
     pixels (SVG: the same size at 72 points per inch); ``title`` is drawn as given."""
     fig = new_figure(image_format, width_px, height_px, dpi)
-    panels = fig.subplots(4, 1, sharex=True, gridspec_kw=margins(fig, rows=4, right=0.8))
+    panels = fig.subplots(6, 1, sharex=True, gridspec_kw=margins(fig, rows=6, right=0.8))
     fig.suptitle(title, parse_math=False)
     line = timeline(rows)
     empty = "no traffic" if line.n_predictions.sum() == 0 else "no labelled traffic"
     _calibration(panels[0], line, empty)
     _rates(panels[1], line, empty)
     _shift(panels[2], line, "no traffic" if empty == "no traffic" else "no shift measured")
-    _traffic(panels[3], line)
+    quiet = empty == "no traffic"
+    expected = ("expected", "expected (solid)\nrealized (dashed)", "accuracy")
+    keys = ("estimated_accuracy", "realized_accuracy")
+    _banded(panels[3], line, keys, "--", expected, empty if quiet else "no estimate")
+    prior = ("prior", "by EM (solid)\ntraining (dotted)", "positive rate")
+    keys = ("estimated_prior", "training_prior")
+    _banded(panels[4], line, keys, ":", prior, empty if quiet else "no binary prior")
+    _traffic(panels[5], line)
     if line.starts.size:
-        panels[3].set_xlim(line.starts[0], line.ends[-1])
+        panels[5].set_xlim(line.starts[0], line.ends[-1])
     locator = mdates.AutoDateLocator(tz=UTC)  # type: ignore[no-untyped-call]
-    panels[3].xaxis.set_major_locator(locator)
+    panels[5].xaxis.set_major_locator(locator)
     concise = mdates.ConciseDateFormatter(locator, tz=UTC)  # type: ignore[no-untyped-call]
-    panels[3].xaxis.set_major_formatter(concise)
-    panels[3].set_xlabel("window (UTC)")
+    panels[5].xaxis.set_major_formatter(concise)
+    panels[5].set_xlabel("window (UTC)")
     return figure_bytes(fig, image_format)
 
 
@@ -144,6 +183,45 @@ def _shift(ax: Axes, line: Timeline, empty: str) -> None:
     ax.set_ylim(bottom=0.0)
     ax.set_ylabel("PSI (solid)\nKS (dotted)")
     _finish(ax, "shift", line, ("psi", "ks"), empty)
+
+
+def _banded(
+    ax: Axes,
+    line: Timeline,
+    keys: tuple[str, str],
+    style: str,
+    what: tuple[str, str, str],
+    empty: str,
+) -> None:
+    """``keys[0]`` with its 95% band against ``keys[1]`` drawn in ``style``; ``what`` is the
+    panel's id, its y label and its caption; ``empty`` its note when it has no number."""
+    gid, label, caption = what
+    _bands(ax, line, keys[0])
+    _lines(ax, line, keys[0], "-")
+    _lines(ax, line, keys[1], style)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_ylabel(label)
+    _caption(ax, caption)
+    _finish(ax, gid, line, keys, empty)
+
+
+def _caption(ax: Axes, text: str) -> None:
+    """What a panel's lines measure, at its lower left."""
+    ax.text(0.01, 0.04, text, transform=ax.transAxes, fontsize="small", color="0.35")
+
+
+def _bands(ax: Axes, line: Timeline, key: str) -> None:
+    """Each version's 95% band of ``key`` (``{key}_low`` to ``{key}_high``), shaded."""
+    for i, version in enumerate(line.versions):
+        band = ax.fill_between(
+            line.middles,
+            line.values[f"{key}_low"][i],
+            line.values[f"{key}_high"][i],
+            color=f"C{i % 10}",
+            alpha=0.15,
+            lw=0,
+        )
+        band.set_gid(f"{key.replace('_', '-')}-band-v{version}")
 
 
 def _traffic(ax: Axes, line: Timeline) -> None:

@@ -73,6 +73,22 @@ GAUGES: dict[str, tuple[str, str]] = {
 }
 """A :class:`LiveValues` field, and the gauge it is exported as."""
 
+PRIOR_GAUGES: tuple[tuple[str, str], ...] = (
+    (
+        "calibration_live_prior_training",
+        "The class prior the calibrator's live version was trained under (binary: class 1's).",
+    ),
+    (
+        "calibration_live_prior_estimated",
+        "The class prior of the calibrator's most recent complete window, estimated by EM from "
+        "all its predictions, labelled or not (label shift).",
+    ),
+    ("calibration_live_prior_low", "The lower end of that estimate's 95% interval."),
+    ("calibration_live_prior_high", "The upper end of that estimate's 95% interval."),
+)
+"""The gauges of :attr:`LiveValues.priors`, in the order of each class's four numbers; with
+the labels ``calibrator``, ``version`` and ``class``."""
+
 SKIPPED = (
     "calibration_live_skipped_calibrators",
     "Calibrators with traffic in the window left out of the live gauges by "
@@ -83,13 +99,15 @@ SKIPPED = (
 @dataclass(frozen=True)
 class LiveValues:
     """One calibrator's numbers for the window: None where there are none (no labelled
-    predictions: no log loss nor ECE)."""
+    predictions: no log loss nor ECE). ``priors``: per class (binary: class ``"1"`` only),
+    the training prior, the window's estimate and its interval's ends."""
 
     version: int
     labelled: int
     log_loss: float | None
     ece: float | None
     psi: float | None
+    priors: dict[str, list[float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +170,14 @@ class LiveCollector(Collector):
                 value = getattr(values, field)
                 if value is not None:
                     family.add_metric([calibrator], value)
+            yield family
+        for i, (name, documentation) in enumerate(PRIOR_GAUGES):
+            family = GaugeMetricFamily(
+                name, documentation, labels=["calibrator", "version", "class"]
+            )
+            for calibrator, values in sorted(calibrators.items()):
+                for label, numbers in sorted((values.priors or {}).items()):
+                    family.add_metric([calibrator, str(values.version), label], numbers[i])
             yield family
         skipped = GaugeMetricFamily(*SKIPPED)
         if snapshot is not None:

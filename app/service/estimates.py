@@ -25,10 +25,11 @@ from app.calibration import (
     prior_intervals,
 )
 from app.errors import invalid
+from app.service.adjusted import adjusted_to
 from app.service.diagnosis import Diagnosis
 from app.service.memo import Memo
 from app.service.serving import Serving
-from app.store import Database, Selector
+from app.store import Database, Selector, StoredBatch, VersionRecord
 
 Z = 1.959963984540054
 Band = tuple[float, float]
@@ -116,13 +117,45 @@ class Estimates:
         def compute() -> NDArray[np.float64]:
             with self.database.transaction() as repo:
                 record = repo.get_version(name, version)
-                stored = self.diagnosis.fitting_batch(record, repo)
-            weights = np.asarray(stored.weights, dtype=np.float64)
-            shares = np.bincount(stored.labels, weights=weights, minlength=record.n_classes)
-            priors: NDArray[np.float64] = shares / shares.sum()
-            return priors
+                return version_priors(record, self.diagnosis.fitting_batch(record, repo))
 
         return self._priors.get_or_compute((name, version), compute)
+
+
+COST_TAGS = {
+    "cost_fp": "false_positive",
+    "cost_fn": "false_negative",
+    "benefit_tp": "true_positive",
+    "benefit_tn": "true_negative",
+}
+"""The version tags that configure its costs, as ``GET …/decision``'s query names them."""
+
+
+def tagged_costs(tags: dict[str, str]) -> Costs | None:
+    """The costs a version's tags configure (``cost_fp`` and ``cost_fn``, optionally
+    ``benefit_tp`` and ``benefit_tn``); None when it configures none or they do not read
+    as costs (the web view then shows no decision table)."""
+    if "cost_fp" not in tags and "cost_fn" not in tags:
+        return None
+    try:
+        given = {field: float(tags[tag]) for tag, field in COST_TAGS.items() if tag in tags}
+        return Costs(**given)
+    except ValueError:
+        return None
+
+
+def version_priors(record: VersionRecord, stored: StoredBatch) -> NDArray[np.float64]:
+    """The priors a version's probabilities are computed under: the class shares of its
+    fitting batch, weighted (the sum of the weights of each label over all the weights); for
+    a version adjusted to new priors (:mod:`app.service.adjustments`), those it was adjusted
+    to, as its Bayes step used them."""
+    adjusted = adjusted_to(record)
+    if adjusted is not None:
+        return adjusted
+    weights = np.asarray(stored.weights, dtype=np.float64)
+    shares = np.bincount(stored.labels, weights=weights, minlength=record.n_classes)
+    priors: NDArray[np.float64] = shares / shares.sum()
+    return priors
 
 
 def _mean_cost(per_case: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[float, Band]:
@@ -135,15 +168,20 @@ def _mean_cost(per_case: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[f
     return mean, (max(low, mean - Z * error), min(high, mean + Z * error))
 
 
-def prior_of(p: NDArray[np.float64], training: NDArray[np.float64]) -> dict[str, Any]:
+def prior_of(
+    p: NDArray[np.float64],
+    training: NDArray[np.float64],
+    weights: NDArray[np.float64] | None = None,
+) -> dict[str, Any]:
     """``{"training", "estimated", "interval"}``: the positive class's for a binary batch,
-    vectors for k classes; the estimate None for an empty batch."""
+    vectors for k classes; the estimate None for an empty batch. ``weights``: how many rows
+    each row of ``p`` stands for (:func:`~app.calibration.prior_intervals`)."""
     if p.shape[0] == 0:
         estimated: Any = None
         interval: Any = None
     else:
-        found, _ = em_priors(p, training)
-        bands = prior_intervals(p, training, found)
+        found, _ = em_priors(p, training, weights)
+        bands = prior_intervals(p, training, found, weights)
         estimated, interval = found.tolist(), [list(band) for band in bands]
     if p.ndim == 1:
         return {

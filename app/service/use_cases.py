@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from app.service.adjustments import Adjustments
 from app.service.browsing import Browsing
 from app.service.calibrators import Calibrators
 from app.service.comparison import Comparison
@@ -30,8 +31,9 @@ from app.store import (
 
 class CalibrationService:
     """The parts: ``versions``, ``fit_keys`` (idempotent fits), ``calibrators``, ``serving``,
-    ``diagnosis``, ``estimates`` (before the labels), ``comparison``, ``traffic`` (outcomes
-    and monitoring), ``browsing`` (the web view's reads), ``onnx_models``;
+    ``diagnosis``, ``estimates`` (before the labels), ``adjustments`` (to new priors),
+    ``comparison``, ``traffic`` (outcomes and monitoring), ``browsing`` (the web view's reads),
+    ``onnx_models``;
     and what they stand on: the ``version_cache``, the ``prediction_log`` and the ``work`` pool."""
 
     def __init__(self, database: Database, settings: Settings, *, worker: bool = False) -> None:
@@ -58,6 +60,7 @@ class CalibrationService:
         self.onnx_models = OnnxModels(database)
         self.estimates = Estimates(database, self.diagnosis, self.serving)
         self.traffic = TrafficCases(database, self.diagnosis, settings.max_batch_rows)
+        self.adjustments = Adjustments(database, self.version_cache, self.diagnosis, self.traffic)
         self.browsing = Browsing(database, self.diagnosis, self.traffic)
 
     def ready(self) -> bool:

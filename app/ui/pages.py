@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,6 +22,7 @@ from app.calibration import Report
 from app.errors import NotFound, ServiceError, StoredDataCorrupt
 from app.service.browsing import Listed, StoredVersion
 from app.service.diagnosis import Reports
+from app.service.estimates import Decision, tagged_costs
 from app.service.reporting import DEFAULT_REPORT
 from app.service.traffic.cases import Monitored
 from app.service.use_cases import CalibrationService
@@ -138,6 +139,7 @@ class VersionPanel:
     diagram: Markup | None
     problem: ServiceError | None
     traffic: tuple[int, int] | None
+    decision: Decision | None = None
 
 
 @dataclass(frozen=True)
@@ -162,9 +164,23 @@ def calibrator(
     )
     if number > 1 and not found.versions:
         raise NotFound(f"{name!r} has no page {number} of versions")
-    panels = [_panel(stored) for stored in found.versions]
+    panels = [_decided(service, _panel(stored)) for stored in found.versions]
     pager = pager_links(number, found.total, VERSIONS_PER_PAGE)
     return CalibratorPage(name, found.summary, found.aliases, panels, found.total, monitored, pager)
+
+
+def _decided(service: CalibrationService, panel: VersionPanel) -> VersionPanel:
+    """The panel with the decision its version's tagged costs call for
+    (:func:`~app.service.estimates.tagged_costs`), if any and it can be computed."""
+    record = panel.record
+    costs = tagged_costs(record.tags)
+    if costs is None or record.n_classes != 2 or panel.problem is not None:
+        return panel
+    try:
+        decision = service.estimates.decision(record.name, record.version, costs)
+    except ServiceError:
+        return panel  # deleted meanwhile, or its batch unreadable: the panel says the rest
+    return replace(panel, decision=decision)
 
 
 def _panel(stored: StoredVersion) -> VersionPanel:

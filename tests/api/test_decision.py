@@ -75,3 +75,8 @@ def test_a_multiclass_version_has_no_threshold(client: TestClient) -> None:
     problem = assert_problem(r, 422, "multiclass")
     assert problem["errors"][0]["loc"] == ["path", "selector"]
     assert client.get(f"{BASE}/versions/1/decision").status_code == 404
+
+
+def test_a_cost_given_twice_is_422(fitted: TestClient) -> None:
+    r = fitted.get(f"{BASE}/versions/latest/decision?cost_fp=1&cost_fp=5")
+    assert assert_problem(r, 422, "once")["errors"][0]["loc"] == ["query", "cost_fp"]

@@ -103,7 +103,7 @@ def test_png_of_the_monitoring_is_a_png_of_its_size(shared_app: TestClient, logg
     assert r.headers["content-type"] == "image/png"
     assert r.content.startswith(b"\x89PNG\r\n\x1a\n")
     with Image.open(io.BytesIO(r.content)) as image:
-        assert (image.format, image.size) == ("PNG", (1000, 1000))
+        assert (image.format, image.size) == ("PNG", (1000, 1400))
     assert shared_app.get(f"{BASE}/monitoring.png", params=HOURS).content == r.content  # same bytes
 
 
@@ -114,9 +114,12 @@ def test_svg_names_the_calibrator_and_draws_a_line_per_version(
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("image/svg+xml")
     drawn = ids(r.content)
-    assert {"calibration", "rates", "shift", "traffic", "psi-threshold"} <= drawn
-    assert {"n-predictions", "n-labelled"} <= drawn
-    for key in ("ece", "log-loss", "mean-predicted", "observed-rate", "psi", "ks"):
+    assert {"calibration", "rates", "shift", "expected", "prior", "traffic"} <= drawn
+    assert {"psi-threshold", "n-predictions", "n-labelled"} <= drawn
+    lines = ("ece", "log-loss", "mean-predicted", "observed-rate", "psi", "ks")
+    expectations = ("estimated-accuracy", "realized-accuracy", "estimated-prior", "training-prior")
+    bands = ("estimated-accuracy-band", "estimated-prior-band")
+    for key in (*lines, *expectations, *bands):
         assert {i for i in drawn if i.startswith(f"{key}-v")} == {f"{key}-v1", f"{key}-v2"}
     assert not any(i.endswith("-empty") for i in drawn)
     title = "churn · 1h windows · 2026-11-20 00:00 to 2026-11-20 03:00 UTC"
@@ -134,12 +137,13 @@ def test_a_range_without_traffic_draws_empty_panels(client: TestClient) -> None:
     r = client.get(f"{BASE}/monitoring.svg", params=HOURS)
     assert r.status_code == 200, r.text
     drawn = ids(r.content)
-    assert {"calibration-empty", "rates-empty", "shift-empty", "traffic-empty"} <= drawn
+    panels = ("calibration", "rates", "shift", "expected", "prior", "traffic")
+    assert {f"{panel}-empty" for panel in panels} <= drawn
     assert not any(i.startswith("ece-v") for i in drawn)
-    assert texts(r.content).count("no traffic") == 4
+    assert texts(r.content).count("no traffic") == 6
     png = client.get(f"{BASE}/monitoring.png")  # the default range: 30 days, none of it logged
     with Image.open(io.BytesIO(png.content)) as image:
-        assert image.size == (1000, 1000)
+        assert image.size == (1000, 1400)
 
 
 @pytest.mark.parametrize("suffix", ["png", "svg"])

@@ -76,3 +76,31 @@ def test_threshold_with_ids_logs_and_decides(fitted: TestClient) -> None:
     answer = fitted.post(f"{BASE}/predict", json=body).json()
     assert answer["logged"] == 4
     assert len(answer["decisions"]) == 4
+
+
+def test_the_query_may_give_the_threshold_once_and_not_against_the_body(
+    fitted: TestClient,
+) -> None:
+    scores = [-1.0, 0.0, 1.0]
+    by_body = fitted.post(f"{BASE}/predict", json={"scores": scores, "threshold": 0.4}).json()
+    by_query = fitted.post(f"{BASE}/predict?threshold=0.4", json={"scores": scores}).json()
+    assert by_query["decisions"] == by_body["decisions"]
+    both = fitted.post(f"{BASE}/predict?threshold=0.4", json={"scores": scores, "threshold": 0.4})
+    assert both.json()["decisions"] == by_body["decisions"]
+    differ = fitted.post(f"{BASE}/predict?threshold=0.6", json={"scores": scores, "threshold": 0.4})
+    assert assert_problem(differ, 422, "0.6")["errors"][0]["loc"] == ["body", "threshold"]
+    twice = fitted.post(f"{BASE}/predict?threshold=0.4&threshold=0.6", json={"scores": scores})
+    assert assert_problem(twice, 422, "once")["errors"][0]["loc"] == ["query", "threshold"]
+    for bad in ("1.5", "nan", "-0.1"):
+        r = fitted.post(f"{BASE}/predict?threshold={bad}", json={"scores": scores})
+        assert assert_problem(r, 422)["errors"][0]["loc"] == ["query", "threshold"]
+
+
+def test_a_threshold_of_minus_zero_is_zero(fitted: TestClient) -> None:
+    estimate = fitted.post(
+        f"{BASE}/versions/latest/estimate", json={"scores": [0.1, 2.0], "threshold": -0.0}
+    )
+    assert estimate.status_code == 200, estimate.text
+    assert str(estimate.json()["threshold"]) == "0.0"
+    query = fitted.post(f"{BASE}/versions/latest/estimate?threshold=-0.0", json={"scores": [0.1]})
+    assert str(query.json()["threshold"]) == "0.0"

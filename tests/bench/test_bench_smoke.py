@@ -36,6 +36,9 @@ EXPECTED = {
     ("columnar", "server + children peak RSS, Parquet / JSON", "1e3"),
     ("diagnostics", "both reports, 1000 resamples / bootstrap=0", "1e3"),
     ("diagnostics", "both reports, 1000 resamples / relplot smECE x 1000", "1e3"),
+    ("adjust", "adjust / fit (platt)", "1e4"),
+    ("adjust", "adjust / predict of n scores", "1e4"),
+    ("estimates", "monitoring 30x1d with estimated, prior / without", "1e5"),
 }
 
 

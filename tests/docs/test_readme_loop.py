@@ -88,6 +88,45 @@ def test_the_readme_loop_runs_as_written(served: str, tmp_path: Path) -> None:
     assert alias.json()["version"] == 2
 
 
+def test_the_label_shift_walk_runs_as_written(served: str, tmp_path: Path) -> None:
+    """docs/traffic.md's label-shift walk: the prior found before any outcome, the version
+    adjusted to it, the realized positive rate outside version 1's band and inside the
+    prior's interval, the adjusted version better on held-out pairs, and promoted."""
+    walk = shell_block("docs/traffic.md", "## Before the labels: see the prior move")
+    run = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", walk.replace("http://127.0.0.1:8000", served)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    prior_line, adjusted, window, ranking, promoted = run.stdout.strip().splitlines()
+    prior = ast.literal_eval(prior_line)
+    fitted = json.loads((tmp_path / "fit.json").read_text())
+    assert prior["training"] == round(sum(fitted["labels"]) / len(fitted["labels"]), 3)
+    truth = json.loads((tmp_path / "outcomes.json").read_text())["labels"]
+    rate = sum(truth) / len(truth)
+    low, high = prior["interval"]
+    assert low <= rate <= high  # the EM's interval holds the rate the labels later show
+    assert low > prior["training"] + 0.1  # clear of the training prior: label shift
+    assert prior["realized"] is None  # no outcome yet
+    number, parent, prior_from, prior_to = adjusted.split()
+    assert (number, parent) == ("2", "1")
+    assert float(prior_from) == prior["training"]
+    assert float(prior_to) == prior["estimated"]
+    found = ast.literal_eval(window)
+    expected, band, realized = found["positive_rate"]
+    assert realized == round(rate, 3)
+    assert realized > band[1]  # version 1's probabilities expected fewer positives
+    assert expected == pytest.approx(sum(band) / 2, abs=0.002)
+    assert set(found) == {"positive_rate", "accuracy", "roc_auc"}
+    order = ast.literal_eval(ranking)
+    assert [version for version, *_ in order] == [2, 1]
+    assert [significant for *_, significant in order] == [False, True]
+    assert promoted == "200"
+
+
 def test_the_readme_parquet_upload(served: str, tmp_path: Path) -> None:
     """docs/api.md's curls of a Parquet file, as written, from the directory holding it: a fit
     uploading it, then diagnostics with it as the body, which answer what its rows in JSON

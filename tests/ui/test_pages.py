@@ -85,6 +85,25 @@ def test_a_calibrator_page_shows_every_version_with_its_diagram_and_bins(
     assert "production" in section.text
 
 
+def test_a_version_tagged_with_costs_shows_its_decision_table(shown: TestClient) -> None:
+    fit(shown, "costly", "platt", tags={"cost_fp": "1", "cost_fn": "4"})
+    fit(shown, "costly", "platt", tags={"cost_fp": "cheap"})  # not a cost: no table
+    page = parse(shown.get("/ui/calibrators/costly").text)
+    (table,) = [t for t in page.all("table") if "decision" in t.attrs.get("class", "").split()]
+    text = " ".join(table.text.split())
+    assert text.startswith("Deciding with v1 at the costs its tags set")
+    decision = shown.get(
+        "/v1/calibrators/costly/versions/1/decision", params={"cost_fp": 1, "cost_fn": 4}
+    ).json()
+    assert decision["threshold"] == pytest.approx(0.2)
+    low, high = decision["intervals"]["expected_cost"]
+    packed = text.replace(" ", "")  # the cells' texts run together
+    cost = decision["expected_cost"]
+    assert f"0.2000(Bayes-optimal){cost:.4f}[{low:.4f},{high:.4f}]" in packed
+    assert f"0.5{decision['at_half']['expected_cost']:.4f}[" in packed
+    assert "cost_fp 1, cost_fn 4" in text
+
+
 @pytest.mark.in_threads  # few_page_resamples patches what its jobs run
 def test_versions_come_five_a_page_newest_first(
     open_client: TestClient, few_page_resamples: None

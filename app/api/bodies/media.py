@@ -104,6 +104,23 @@ def _scores(scores: Any, max_rows: int) -> NDArray[np.float64]:
     return number_array(scores, "scores", matrix=True, booleans=False)
 
 
+def chosen_threshold(
+    body: float | None, query: float | None, scores: NDArray[np.float64]
+) -> float | None:
+    """The threshold a request gives, in its body or its query (422 when both give it and
+    differ, or beside a matrix of scores); -0.0 read as 0.0."""
+    if body is not None and query is not None and body != query:
+        raise invalid(("body", "threshold"), f"is {body!r} but the query says {query!r}")
+    if body is None and query is not None:
+        if scores.ndim == 2:
+            raise invalid(
+                ("query", "threshold"),
+                "is for binary calibrators; a multiclass one decides by its likeliest class",
+            )
+        return query + 0.0
+    return None if body is None else body + 0.0
+
+
 def _check_threshold(threshold: float | None, scores: NDArray[np.float64]) -> None:
     """A threshold decides between two classes: 422 beside a matrix of scores."""
     if threshold is not None and scores.ndim == 2:

@@ -2,7 +2,7 @@
 OpenAPI and writes its JSON (:class:`~app.api.documents.base.Document`)."""
 
 from app.api.documents.base import NAME_PATTERN, Document, Health, Interval, Problem
-from app.api.documents.estimates import DecisionOut, EstimateOut
+from app.api.documents.estimates import DecisionOut, EstimateOut, PerformanceOut, PriorOut
 from app.api.documents.reports import (
     ComparedVersion,
     CompareOut,
@@ -51,7 +51,9 @@ __all__ = [
     "MonitoringOut",
     "MonitoringWindowOut",
     "OutcomesOut",
+    "PerformanceOut",
     "PredictOut",
+    "PriorOut",
     "Problem",
     "ReliabilityBinOut",
     "ReliabilityOut",

@@ -9,23 +9,53 @@ from pydantic import Field
 from app.api.documents.base import Document, Interval
 
 
+class PerformanceOut(Document):
+    """Performance measures at a threshold: binary `positive_rate`, `accuracy`, `precision`,
+    `recall`, `f1`, `roc_auc`, `log_loss`, `brier`; k classes `accuracy` (of the arg max),
+    `log_loss`, `brier`. Null where a measure is undefined (no predicted positives for
+    precision)."""
+
+    positive_rate: float | None = None
+    accuracy: float | None = None
+    precision: float | None = None
+    recall: float | None = None
+    f1: float | None = None
+    roc_auc: float | None = None
+    log_loss: float | None = None
+    brier: float | None = None
+    intervals: dict[str, Interval] | None = Field(
+        None,
+        description="Expected measures: each one's 95% sampling band, where its realized "
+        "value falls if the labels are drawn from the probabilities.",
+    )
+
+
+class PriorOut(Document):
+    """Label shift: the class prior the version was trained under and the one its
+    probabilities of the batch imply."""
+
+    training: float | list[float] = Field(
+        description="The version's training positive rate (k classes: its class shares), "
+        "weighted; for an adjusted version, the prior it was adjusted to."
+    )
+    estimated: float | list[float] | None = Field(
+        description="The batch's, by Saerens et al.'s EM on its probabilities; null without "
+        "predictions."
+    )
+    interval: Interval | list[Interval] | None = Field(
+        description="Its 95% interval (the likelihood's observed information)."
+    )
+
+
 class EstimateOut(Document):
     name: str
     version: int
     n_predictions: int
     threshold: float | None = Field(description="The threshold used (binary calibrators).")
-    estimated: dict[str, Any] = Field(
-        description="Expected performance if the probabilities are calibrated: binary "
-        "`positive_rate`, `accuracy`, `precision`, `recall`, `f1`, `roc_auc`, `log_loss`, "
-        "`brier`; k classes `accuracy`, `log_loss`, `brier`; `intervals`: each one's 95% "
-        "sampling band (labels drawn from the probabilities). None where a measure has no "
-        "expectation (no predicted positives for precision)."
+    estimated: PerformanceOut = Field(
+        description="Expected performance if the probabilities are calibrated (CBPE)."
     )
-    prior: dict[str, Any] = Field(
-        description="`training`: the version's training positive rate (k classes: its class "
-        "shares), weighted; `estimated`: the batch's, by Saerens et al.'s EM on its "
-        "probabilities (label shift); `interval`: its 95% interval."
-    )
+    prior: PriorOut
 
 
 class DecisionOut(Document):

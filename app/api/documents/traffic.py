@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from app.api.documents.base import Document, Interval
+from app.api.documents.estimates import PerformanceOut, PriorOut
 
 
 class WindowIntervalsOut(Document):
@@ -49,6 +50,21 @@ class MonitoringWindowOut(Document):
         description="Percentiles of `bootstrap` draws of each bin's sums from the Gaussian "
         "with the Poisson bootstrap's mean and covariance (sums kept per window, so the cost "
         "does not grow with the traffic).",
+    )
+    estimated: PerformanceOut | None = Field(
+        None,
+        description="Expected performance of all the window's predictions, labelled or not, "
+        "at the query's `threshold`, if the version is calibrated (CBPE), with 95% sampling "
+        "bands; null without traffic.",
+    )
+    realized: PerformanceOut | None = Field(
+        None,
+        description="The same measures over the labelled predictions; null without labels.",
+    )
+    prior: PriorOut | None = Field(
+        None,
+        description="The version's training prior and the window's by EM on all its "
+        "predictions (label shift); null without traffic or for a deleted version.",
     )
 
 

@@ -37,7 +37,10 @@ class VersionSummary(Document):
         default=None,
         description="Where the fitting batch came from: null for a posted batch; for a fit "
         "`from_traffic`, the range and version filter (`traffic`), `n_samples`, "
-        "`parent_version` (the latest at the time), and the range's counts by version.",
+        "`parent_version` (the latest at the time), and the range's counts by version; for a "
+        "version corrected to new priors, `adjusted`: `parent_version`, `prior_from`, "
+        "`prior_to` (binary: P(y = 1); k classes: vectors) and `estimated_from` (null, or the "
+        "traffic range the new priors were estimated on).",
     )
     aliases: list[str] = Field(default_factory=list)
     artifact: ArtifactInfo

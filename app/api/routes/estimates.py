@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
-from app.api.bodies.media import parse_estimate
+from app.api.bodies.media import chosen_threshold, parse_estimate
 from app.api.deps import (
     NameParam,
     SelectorParam,
@@ -22,11 +22,10 @@ from app.api.deps import (
 from app.api.documents import DecisionOut, EstimateOut
 from app.api.openapi_docs import ERRORS
 from app.api.places import Places, invalid, placing
-from app.calibration import Costs
+from app.api.query_params import Threshold, given_once
+from app.calibration import DEFAULT_THRESHOLD, Costs
 
 router = APIRouter(prefix="/v1", tags=["decisions"])
-
-DEFAULT_THRESHOLD = 0.5
 
 
 @router.post(
@@ -34,9 +33,14 @@ DEFAULT_THRESHOLD = 0.5
     response_model=EstimateOut,
     summary="Estimate performance and priors of unlabelled scores",
     responses=ERRORS,
+    dependencies=[Depends(given_once("threshold"))],
 )
 async def estimate(
-    name: NameParam, selector: SelectorParam, request: Request, service: ServiceDep
+    name: NameParam,
+    selector: SelectorParam,
+    request: Request,
+    service: ServiceDep,
+    threshold: Threshold = None,
 ) -> Response:
     """The version's probabilities of `scores` and what they say if calibrated: expected
     accuracy, precision, recall, F1 and ROC AUC at `threshold` (default 0.5), expected log
@@ -47,8 +51,9 @@ async def estimate(
 
     def answer(body: bytes) -> EstimateOut:
         args = parse_estimate(content_type, body, service.settings.max_batch_rows)
-        threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
-        found = service.estimates.estimate(name, chosen, args.scores, threshold)
+        given = chosen_threshold(args.threshold, threshold, args.scores)
+        cut = DEFAULT_THRESHOLD if given is None else given
+        found = service.estimates.estimate(name, chosen, args.scores, cut)
         return EstimateOut(
             name=found.name,
             version=found.version,
@@ -69,6 +74,7 @@ Cost = Annotated[float, Query(ge=0, le=1e12, allow_inf_nan=False)]
     response_model=DecisionOut,
     summary="The cost-optimal threshold and its cost",
     responses=ERRORS,
+    dependencies=[Depends(given_once("cost_fp", "cost_fn", "benefit_tp", "benefit_tn"))],
 )
 async def decision(
     name: NameParam,

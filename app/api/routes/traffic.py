@@ -24,8 +24,9 @@ from app.api.deps import (
 )
 from app.api.documents import MonitoringOut, OutcomesOut, TrafficDiagnosticsOut
 from app.api.openapi_docs import ERRORS, add_picture_route, body_doc
+from app.api.query_params import given_once
 from app.api.report_query import MEDIA_TYPES, FixedBins, ReportQuery, Resamples
-from app.calibration import RESAMPLES
+from app.calibration import DEFAULT_THRESHOLD, RESAMPLES
 from app.service.reporting import DEFAULT_BINS, ImageFormat, ReportOptions
 from app.service.traffic.cases import (
     Monitored,
@@ -54,11 +55,20 @@ def windows_query(
     ] = None,
     version: VersionFilter = None,
     n_bins: FixedBins = DEFAULT_BINS,
+    threshold: Annotated[
+        float,
+        Query(
+            ge=0.0,
+            le=1.0,
+            allow_inf_nan=False,
+            description="Where `estimated` and `realized` decide 1: a probability above it.",
+        ),
+    ] = DEFAULT_THRESHOLD,
 ) -> Monitored:
     """The windows asked for: the pictures' whole query (they draw no intervals), and the
     JSON monitoring's but ``bootstrap``."""
     start, end = monitored_range(window, since, until)
-    return Monitored(window, start, end, version, n_bins)
+    return Monitored(window, start, end, version, n_bins, threshold=threshold)
 
 
 WindowsQuery = Annotated[Monitored, Depends(windows_query)]
@@ -103,6 +113,7 @@ async def post_outcomes(
     response_model=MonitoringOut,
     summary="Live calibration of the logged traffic",
     responses=ERRORS,
+    dependencies=[Depends(given_once("threshold"))],
 )
 async def monitoring(
     name: NameParam, request: Request, service: ServiceDep, query: MonitoringQuery
@@ -122,6 +133,7 @@ async def monitoring(
         _selector(name, query.version),
         n_bins=query.n_bins,
         resamples=query.bootstrap,
+        threshold=query.threshold,
     )
     return json_response(
         MonitoringOut.model_validate(
@@ -152,6 +164,7 @@ def _picture_route(image_format: ImageFormat) -> None:
             _selector(name, query.version),
             image_format,
             n_bins=query.n_bins,
+            threshold=query.threshold,
         )
         return Response(drawn.picture, media_type=MEDIA_TYPES[image_format])
 
@@ -237,9 +250,10 @@ def _monitoring_figure(
     image_format: ImageFormat,
     *,
     n_bins: int,
+    threshold: float,
 ) -> MonitoringFigure:
     return service.traffic.monitoring_figure(
-        name, window, since, until, selector, image_format, n_bins=n_bins
+        name, window, since, until, selector, image_format, n_bins=n_bins, threshold=threshold
     )
 
 

@@ -50,10 +50,60 @@ def adjust(p: FloatArray, prior_from: FloatArray, prior_to: FloatArray) -> Float
     vector (priors of class 1 as scalars or 2-vectors) answers a vector."""
     binary = np.asarray(p).ndim == 1
     matrix = as_matrix(p)
-    ratio = _priors(prior_to, matrix.shape[1]) / _priors(prior_from, matrix.shape[1])
-    weighted = matrix * ratio
+    weighted = matrix * prior_ratio(prior_from, prior_to, matrix.shape[1])
     adjusted: FloatArray = weighted / weighted.sum(axis=1, keepdims=True)
     return np.ascontiguousarray(adjusted[:, 1]) if binary else adjusted
+
+
+def prior_ratio(prior_from: FloatArray | float, prior_to: FloatArray | float, k: int) -> FloatArray:
+    """prior_to / prior_from of each of ``k`` classes (binary priors of class 1 may be
+    scalars), each prior kept above :data:`FLOOR`: what Bayes' rule multiplies a class's
+    probability by, and a row of that class's weight by to move a batch's class shares from
+    ``prior_from`` to ``prior_to`` (importance weights under label shift)."""
+    ratio: FloatArray = _priors(prior_to, k) / _priors(prior_from, k)
+    return ratio
+
+
+def adjust_interval(
+    p0: FloatArray, p1: FloatArray, prior_from: FloatArray, prior_to: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Probability intervals [p0, p1] computed under ``prior_from``, corrected to ``prior_to``.
+
+    Binary (vectors): each end by :func:`adjust`. Bayes' rule multiplies the odds by a
+    constant, so it is increasing in p: an interval that held a probability holds its
+    corrected value (Venn-ABERS' merged p included, which lies in [p0, p1]).
+
+    k classes (n x k, each class's interval against the rest, before any renormalisation):
+    the class-c probability under the new priors is q_c = P_c r_c / (P_c r_c + sum_{j != c}
+    P_j r_j) with r = prior_to / prior_from, increasing in P_c and, whatever the other
+    classes' shares of 1 - P_c, between P_c r_c / (P_c r_c + (1 - P_c) max_{j != c} r_j) and
+    the same with the min. So p0_c is mapped with the largest ratio of the other classes and
+    p1_c with the smallest: the interval holds q_c whenever [p0_c, p1_c] held P_c (for two
+    classes both are the other class's ratio, Bayes' rule itself).
+    """
+    if np.ndim(p0) == 1:
+        return adjust(p0, prior_from, prior_to), adjust(p1, prior_from, prior_to)
+    ratio = prior_ratio(prior_from, prior_to, np.shape(p0)[1])
+    largest, smallest = rest_ratios(ratio)
+    return bayes_bound(p0, ratio, largest), bayes_bound(p1, ratio, smallest)
+
+
+def rest_ratios(ratio: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """For each class, the largest and the smallest ratio among the other classes."""
+    order = np.argsort(ratio, kind="stable")
+    largest = np.full(ratio.size, ratio[order[-1]])
+    largest[order[-1]] = ratio[order[-2]]
+    smallest = np.full(ratio.size, ratio[order[0]])
+    smallest[order[0]] = ratio[order[1]]
+    return largest, smallest
+
+
+def bayes_bound(p: FloatArray, ratio: FloatArray, rest: FloatArray) -> FloatArray:
+    """p r / (p r + (1 - p) rest), column by column: Bayes' rule for a class of ratio r
+    against the rest of the row taken to have the ratio ``rest``."""
+    weighted = np.asarray(p, dtype=np.float64) * ratio
+    bound: FloatArray = weighted / (weighted + (1.0 - p) * rest)
+    return bound
 
 
 def em_priors(
@@ -120,18 +170,24 @@ def _newton_step(scaled: FloatArray, w: FloatArray, current: FloatArray) -> Floa
 
 
 def prior_intervals(
-    p: FloatArray, training: FloatArray, estimate: FloatArray
+    p: FloatArray,
+    training: FloatArray,
+    estimate: FloatArray,
+    weights: FloatArray | None = None,
 ) -> list[tuple[float, float]]:
     """95% intervals of each class's prior at the EM ``estimate``: the inverse of the
-    outer-product information of the log likelihood sum_i log sum_c (pi'_c / pi_c) P_ic,
-    over pi'_1..pi'_{k-1} (the last is 1 minus their sum)."""
+    outer-product information of the log likelihood sum_i w_i log sum_c (pi'_c / pi_c) P_ic,
+    over pi'_1..pi'_{k-1} (the last is 1 minus their sum). ``weights`` count how many rows
+    each row of ``p`` stands for (a bin of equal probabilities, or a row of a sample): 1
+    each by default."""
     matrix = np.clip(as_matrix(p), FLOOR, None)
     k = matrix.shape[1]
     base = _priors(training, k)
     scaled = matrix / base  # d/dpi'_c of each row's likelihood
     density = scaled @ np.asarray(estimate, dtype=np.float64)
     scores = (scaled[:, :-1] - scaled[:, -1:]) / density[:, None]
-    information = scores.T @ scores
+    w = np.ones(matrix.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    information = (scores * w[:, None]).T @ scores
     if not np.all(np.isfinite(information)) or np.linalg.cond(information) > 1e12:
         return [(0.0, 1.0)] * k  # the data pin nothing down (or too little to say)
     covariance = np.linalg.inv(information)

@@ -15,7 +15,9 @@ from app import figures
 from app.calibration import Report
 from app.errors import Conflict, NotFound, invalid
 from app.service.diagnosis import Diagnosis
+from app.service.estimates import version_priors
 from app.service.reporting import DEFAULT_REPORT, ImageFormat, ReportOptions, labelled_reports
+from app.service.traffic.expectations import BinaryWindow, ClassWindow
 from app.service.traffic.monitoring import (
     MAX_WINDOWS,
     WINDOW_SECONDS,
@@ -39,6 +41,7 @@ class Monitored:
     version: str | None
     n_bins: int
     bootstrap: int = 0
+    threshold: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,12 @@ class TrafficCases:
         *,
         n_bins: int = 10,
         resamples: int = 0,
+        threshold: float = 0.5,
     ) -> list[dict[str, Any]]:
         """Live calibration of ``name``'s logged traffic per window and version
-        (:mod:`app.service.traffic.monitoring`); with ``selector``, of that version's traffic only.
+        (:mod:`app.service.traffic.monitoring`), and its expectations at ``threshold``
+        (:mod:`app.service.traffic.expectations`); with ``selector``, of that version's traffic
+        only.
         Read as a stream, in one snapshot: the versions that answered, their fitting batches, then
         the rows in time order.
 
@@ -98,12 +104,14 @@ class TrafficCases:
             repo.latest_version_number(name)  # 404 for a calibrator that does not exist
             version = None if selector is None else repo.get_version(name, selector).version
             versions = list(repo.traffic_counts(name, since, until, version))
-            references = self._references(repo, name, versions)
+            references, priors = self._baselines(repo, name, versions)
             monitor = Monitor(
                 since,
                 until,
                 window,
                 references,
+                priors=priors,
+                threshold=threshold,
                 version=version,
                 n_bins=n_bins,
                 resamples=resamples,
@@ -115,22 +123,56 @@ class TrafficCases:
                     monitor.add_class_rows(v, rows)
         return monitor.rows()
 
-    def _references(
+    def prior_estimate(
+        self, name: str, version: int, since: datetime, until: datetime
+    ) -> dict[str, Any]:
+        """The EM estimate of the class priors of ``version``'s logged predictions in
+        [since, until), as a monitoring window's (:mod:`app.service.traffic.expectations`):
+        ``{"estimated": k-vector, "interval": [low, high] per class, "n_predictions"}``, the
+        estimate and interval None without predictions."""
+        with self.database.transaction() as repo:
+            record = repo.get_version(name, version)
+            training = version_priors(record, self.diagnosis.fitting_batch(record, repo))
+            window: BinaryWindow | ClassWindow
+            if record.n_classes == 2:
+                window = BinaryWindow(0.5, training)
+                for chunk in repo.traffic_chunks(name, since, until, version):
+                    window.add(chunk[:, 3])  # the probability column
+                n = window.bins.n
+            else:
+                window = ClassWindow(training)
+                for _, rows in repo.class_row_chunks(name, since, until, version):
+                    window.add(rows.probabilities)
+                n = window.seen
+        prior = window.prior() if n else None
+        if prior is None:
+            return {"estimated": None, "interval": None, "n_predictions": n}
+        if record.n_classes == 2:  # class 1's: as the two-class vectors
+            (low, high), estimated = prior["interval"], prior["estimated"]
+            return {
+                "estimated": [1.0 - estimated, estimated],
+                "interval": [[1.0 - high, 1.0 - low], [low, high]],
+                "n_predictions": n,
+            }
+        return {"estimated": prior["estimated"], "interval": prior["interval"], "n_predictions": n}
+
+    def _baselines(
         self, repo: Repository, name: str, versions: Iterable[int]
-    ) -> dict[int, Reference]:
-        """The fitting batches of the binary ones among ``versions`` (none for a version
+    ) -> tuple[dict[int, Reference], dict[int, NDArray[np.float64]]]:
+        """What ``versions`` were fitted on: the fitting batches of the binary ones, prepared
+        for the shift measures, and every one's training priors (neither for a version
         deleted since it answered)."""
-        references = {}
+        references, priors = {}, {}
         for v in versions:
             try:
                 record = repo.get_version(name, v)
             except NotFound:
                 continue
+            stored = self.diagnosis.fitting_batch(record, repo)
+            priors[v] = version_priors(record, stored)
             if record.n_classes == 2:
-                references[v] = Reference(
-                    np.asarray(self.diagnosis.fitting_batch(record, repo).scores, dtype=np.float64)
-                )
-        return references
+                references[v] = Reference(np.asarray(stored.scores, dtype=np.float64))
+        return references, priors
 
     def monitoring_figure(
         self,
@@ -142,11 +184,14 @@ class TrafficCases:
         image_format: ImageFormat,
         *,
         n_bins: int = 10,
+        threshold: float = 0.5,
     ) -> MonitoringFigure:
         """The rows of :meth:`monitoring` and their figure over time
         (:mod:`app.figures.monitoring`), titled with what they are, from one read of the
         traffic; live data, so drawn for each request."""
-        rows = self.monitoring(name, window, since, until, selector, n_bins=n_bins)
+        rows = self.monitoring(
+            name, window, since, until, selector, n_bins=n_bins, threshold=threshold
+        )
         title = f"{name} · {window} windows · {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC"
         if selector is not None:
             title += f" · version {selector}"

@@ -152,6 +152,7 @@ class LiveMetrics:
             log_loss=row["log_loss"],
             ece=row["ece"],
             psi=row["psi"],
+            priors=live_priors(row["prior"]),
         )
 
     def _log_skipped(self, skipped: int) -> None:
@@ -182,6 +183,21 @@ def most_answered(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     predictions, the higher version on a tie; None when none answered."""
     answered = [row for row in rows if row["version"] is not None and row["n_predictions"]]
     return max(answered, key=lambda row: (row["n_predictions"], row["version"]), default=None)
+
+
+def live_priors(prior: dict[str, Any] | None) -> dict[str, list[float]] | None:
+    """A window's ``prior`` as the live gauges export it: per class, [training, estimated,
+    low, high]; a binary version's class 1 only. None without an estimate."""
+    if prior is None or prior["estimated"] is None:
+        return None
+    if not isinstance(prior["training"], list):  # binary: the positive class's
+        return {"1": [prior["training"], prior["estimated"], *prior["interval"]]}
+    return {
+        str(c): [training, estimated, *interval]
+        for c, (training, estimated, interval) in enumerate(
+            zip(prior["training"], prior["estimated"], prior["interval"], strict=True)
+        )
+    }
 
 
 def start_live_metrics(service: CalibrationService, settings: Settings) -> LiveMetrics | None:

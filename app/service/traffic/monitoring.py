@@ -40,6 +40,7 @@ from app.calibration import (
     top_label,
 )
 from app.errors import invalid
+from app.service.traffic.expectations import BinaryWindow, ClassWindow, Closed
 from app.service.traffic.sums import CalibrationSums, Reference, ShiftSums
 from app.store import ClassRows
 
@@ -80,6 +81,7 @@ class _WindowSums:
         self.n_labelled = 0
         self.calibration: CalibrationSums | None = None
         self.shift: dict[str, float] = {}  # psi and ks, once the window has been read
+        self.closed: Closed | None = None  # estimated, realized, prior: likewise
 
 
 class Monitor:
@@ -91,7 +93,10 @@ class Monitor:
     a window is closed as soon as a later one's rows arrive, within a chunk too.
 
     ``references`` are the fitting batches of the binary versions, prepared; a version
-    without one (deleted) gets no PSI or KS."""
+    without one (deleted) gets no PSI or KS. ``priors`` are the versions' training priors
+    (:func:`app.service.estimates.version_priors`); a version without them gets no
+    ``prior``. ``threshold`` is the one ``estimated`` and ``realized`` decide at
+    (:mod:`app.service.traffic.expectations`)."""
 
     def __init__(
         self,
@@ -100,6 +105,8 @@ class Monitor:
         window: Window,
         references: Mapping[int, Reference],
         *,
+        priors: Mapping[int, FloatArray] | None = None,
+        threshold: float = 0.5,
         version: int | None = None,
         n_bins: int = 10,
         resamples: int = 0,
@@ -108,11 +115,14 @@ class Monitor:
         self.width = WINDOW_SECONDS[window]
         self.count = math.ceil((until.timestamp() - since.timestamp()) / self.width)
         self.references = references
+        self.priors = priors or {}
+        self.threshold = threshold
         self.version = version
         self.n_bins = n_bins
         self.resamples = resamples
         self.sums: dict[tuple[int, int], _WindowSums] = {}
         self.open_shifts: dict[tuple[int, int], ShiftSums] = {}  # of the window being read
+        self.open_windows: dict[tuple[int, int], BinaryWindow | ClassWindow] = {}  # likewise
         self.saw_k_class = False  # whether some rows are of k-class versions
 
     def add_traffic(self, chunk: FloatArray) -> None:
@@ -132,12 +142,19 @@ class Monitor:
             indices = indices[binary[indices]]  # k-class rows: traffic only (add_class_rows)
             if not indices.size:
                 continue
+            window = self.open_windows.get((w, v))
+            if not isinstance(window, BinaryWindow):
+                window = self.open_windows[(w, v)] = BinaryWindow(
+                    self.threshold, self.priors.get(v)
+                )
+            window.add(probabilities[indices])
             y = labels[indices]
             known = indices[(y == 0) | (y == 1)]
             if known.size:
                 p, t = probabilities[known], labels[known]
                 sums.calibration = sums.calibration or CalibrationSums(self.n_bins)
                 sums.calibration.add(p, t, log_losses(p, t), squared_errors(p, t))
+                window.add_labelled(p, t)
             if v in self.references:
                 shift = self.open_shifts.get((w, v))
                 if shift is None:
@@ -148,8 +165,18 @@ class Monitor:
         """A k-class version's rows (after :meth:`add_traffic`): its windows' multiclass log
         loss and Brier score, the top-label ECE, and the mean top-label confidence
         (``mean_predicted``) against the accuracy (``observed_rate``), the top-label reading
-        of predicted against observed, on the labelled ones."""
+        of predicted against observed, on the labelled ones; and the expectations of all
+        (:class:`~app.service.traffic.expectations.ClassWindow`). The rows come in time order
+        across the calls, so the windows before this chunk's are closed."""
         k = rows.probabilities.shape[1]
+        every = self._windows(rows.seconds)
+        if every.size:
+            self._close_windows_before(int(every.min()))
+        for (w, _), indices in _by_window_and_version(every, np.full(every.size, version)):
+            window = self.open_windows.get((w, version))
+            if not isinstance(window, ClassWindow):
+                window = self.open_windows[(w, version)] = ClassWindow(self.priors.get(version))
+            window.add(rows.probabilities[indices])
         labelled = (rows.labels >= 0) & (rows.labels < k)
         if not labelled.any():
             return
@@ -196,6 +223,12 @@ class Monitor:
         and its slot counts let go."""
         for key in [key for key in self.open_shifts if key[0] < w]:
             self.sums[key].shift = self.open_shifts.pop(key).result()
+        self._close_windows_before(w)
+
+    def _close_windows_before(self, w: int) -> None:
+        """The expectations of each window before ``w``: summarised, and their bins let go."""
+        for key in [key for key in self.open_windows if key[0] < w]:
+            self._sums(*key).closed = self.open_windows.pop(key).close()
 
 
 def _by_window_and_version(
@@ -234,4 +267,13 @@ def _row(
         if intervals:
             row["intervals"] = {k: list(v) for k, v in intervals.items()}
     row.update(sums.shift)
+    closed = sums.closed
+    row["estimated"] = None if closed is None else closed.estimated
+    row["realized"] = None if closed is None else closed.realized(row_calibration(row))
+    row["prior"] = None if closed is None else closed.prior
     return row
+
+
+def row_calibration(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The row's calibration figures, None when it has no labelled predictions."""
+    return None if row["log_loss"] is None else row

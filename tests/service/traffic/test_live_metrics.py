@@ -33,7 +33,7 @@ from app.observability import (
     publish_live,
     published_live,
 )
-from app.observability.live_gauges import GAUGES, SKIPPED
+from app.observability.live_gauges import GAUGES, PRIOR_GAUGES, SKIPPED
 from app.service.traffic.live import STALE_PERIODS, last_complete_window
 from app.settings import Settings
 from app.store import Database, Repository
@@ -47,7 +47,7 @@ NOW = T0 + timedelta(hours=2, minutes=30)
 """The ticks' now: the most recent complete 1 h window is [T0 + 1 h, T0 + 2 h)."""
 PERIOD = 3600.0
 """The task's period in these tests: it never ticks by itself while a test runs."""
-LIVE_NAMES = {name for name, _ in GAUGES.values()}
+LIVE_NAMES = {name for name, _ in GAUGES.values()} | {name for name, _ in PRIOR_GAUGES}
 
 Opener = Callable[..., TestClient]
 
@@ -183,6 +183,41 @@ def test_the_gauges_are_the_most_answered_versions_numbers(open_client: Opener) 
     assert "fraud" not in found["calibration_live_log_loss"]
     assert "fraud" not in found["calibration_live_ece"]
     assert found["calibration_live_skipped_calibrators"] == {"": 0.0}
+
+
+def test_the_prior_gauges_are_the_live_versions_window_prior(open_client: Opener) -> None:
+    client = open_client()
+    fit(client, "churn", seed=1)
+    batch_labels = sigmoid_batch(800, seed=2)["labels"]
+    fit(client, "churn", seed=2, n=800)
+    window = T0 + timedelta(hours=1)
+    log_traffic(client, "churn", 2, window, 300, seed=10, labelled_every=0)  # no outcomes
+    log_traffic(client, "churn", 1, window, 100, seed=11)
+
+    assert tick(client)
+    response = client.get("/metrics")
+    found = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        if family.name in {name for name, _ in PRIOR_GAUGES}
+        for sample in family.samples
+    }
+    labels = (("calibrator", "churn"), ("class", "1"), ("version", "2"))
+    assert {key[1] for key in found} == {labels}  # the most answered version's only
+    monitoring = client.get(
+        "/v1/calibrators/churn/monitoring",
+        params={"window": "1h", "since": window.isoformat(), "until": NOW.isoformat()},
+    ).json()["windows"]
+    (row,) = (row for row in monitoring if row["version"] == 2)
+    prior = row["prior"]
+    assert found[("calibration_live_prior_training", labels)] == pytest.approx(
+        np.mean(batch_labels), rel=1e-12
+    )
+    assert found[("calibration_live_prior_estimated", labels)] == prior["estimated"]
+    assert found[("calibration_live_prior_low", labels)] == prior["interval"][0]
+    assert found[("calibration_live_prior_high", labels)] == prior["interval"][1]
+    # the traffic was drawn with more positives than the fitting batch: the shift is seen
+    assert prior["interval"][0] > np.mean(batch_labels)
 
 
 def test_the_cap_leaves_out_the_last_names_and_counts_them(
@@ -373,13 +408,13 @@ def test_every_alert_reads_metrics_the_service_exports() -> None:
         assert rule["annotations"]["summary"]
 
 
-def test_the_alerts_cover_ece_and_a_psi_above_a_quarter() -> None:
-    by_metric = {
-        metric: rule
-        for rule in rules()
-        for metric in ("calibration_live_ece", "calibration_traffic_psi")
-        if metric in rule["expr"]
-    }
-    assert set(by_metric) == {"calibration_live_ece", "calibration_traffic_psi"}
+def test_the_alerts_cover_ece_a_psi_above_a_quarter_and_a_prior_shift() -> None:
+    metrics = ("calibration_live_ece", "calibration_traffic_psi", "calibration_live_prior_low")
+    by_metric = {metric: rule for rule in rules() for metric in metrics if metric in rule["expr"]}
+    assert set(by_metric) == set(metrics)
+    shift = by_metric["calibration_live_prior_low"]["expr"]
+    assert {"calibration_live_prior_high", "calibration_live_prior_training"} <= set(
+        re.findall(r"\bcalibration_[a-z_]+\b", shift)
+    )
     assert re.search(r"> 0\.25\b", by_metric["calibration_traffic_psi"]["expr"])
     assert re.search(r"> 0\.\d+", by_metric["calibration_live_ece"]["expr"])
