@@ -194,3 +194,33 @@ def test_k_class_windows_estimate_accuracy_and_the_priors(
     assert q.mean(axis=0) == pytest.approx(prior["estimated"], abs=1e-8)
     for value, (low, high) in zip(prior["estimated"], prior["interval"], strict=True):
         assert low < value < high
+
+
+def test_an_adjusted_versions_shift_is_measured_against_its_reweighted_batch(
+    client: TestClient,
+) -> None:
+    """Label shift only: the adjusted version's reference is its batch reweighted to the
+    new prior, so its PSI and KS on the shifted traffic are far below its parent's, and its
+    window's training prior is the prior it was adjusted to."""
+    rng = np.random.default_rng(21)
+    batch = sigmoid_batch(4000, seed=8)
+    assert client.post(f"{BASE}/fit", json={**batch, "method": "platt"}).status_code == 201
+    pool = sigmoid_batch(20000, seed=9)
+    scores, labels = np.array(pool["scores"]), np.array(pool["labels"])
+    kept = (labels == 1) | (rng.random(labels.size) < 0.3)  # more positives, same p(s | y)
+    shifted = scores[kept][:3000]
+    rate = float(labels[kept][:3000].mean())
+    adjusted = client.post(f"{BASE}/versions/1/adjust", json={"prior": rate})
+    assert adjusted.status_code == 201, adjusted.text
+    rows = [
+        LoggedPrediction(
+            "churn", f"v{v}-{i}", v, T0 + timedelta(seconds=i), score=float(s), probability=0.5
+        )
+        for v in (1, 2)
+        for i, s in enumerate(shifted)
+    ]
+    log_rows(client, rows, {})
+    found = {row["version"]: row for row in _monitoring(client) if row["version"]}
+    assert found[2]["psi"] < found[1]["psi"] / 3
+    assert found[2]["ks"] < found[1]["ks"] / 2
+    assert found[2]["prior"]["training"] == pytest.approx(rate, rel=1e-12)

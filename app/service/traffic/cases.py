@@ -171,7 +171,10 @@ class TrafficCases:
             stored = self.diagnosis.fitting_batch(record, repo)
             priors[v] = version_priors(record, stored)
             if record.n_classes == 2:
-                references[v] = Reference(np.asarray(stored.scores, dtype=np.float64))
+                references[v] = Reference(
+                    np.asarray(stored.scores, dtype=np.float64),
+                    np.asarray(stored.weights, dtype=np.float64),
+                )
         return references, priors
 
     def monitoring_figure(

@@ -38,10 +38,14 @@ PSI_FLOOR = 1e-4
 
 
 class Reference:
-    """A version's fitting scores (at least one), prepared for the shift measures.
+    """A version's fitting scores (at least one), prepared for the shift measures, with their
+    weights if the batch has unequal ones (a weighted fit, or an adjusted version's batch,
+    whose weights give it the new class shares: its scores are then compared with the score
+    mix the new priors imply).
 
     - PSI: the inner edges of the batch's deciles (:data:`PSI_BINS` bins, fewer when ties
-      merge them) and the batch's share in each, floored at :data:`PSI_FLOOR`;
+      merge them; weighted: the inverted-CDF quantiles of the weights) and the batch's share
+      in each, floored at :data:`PSI_FLOOR`;
     - KS: the batch's distinct scores u_0 < … < u_{m-1} and its distribution function at
       each. A traffic score falls in one of 2m + 1 slots: below u_0, at u_j, between u_j
       and u_{j+1}, or above u_{m-1}. Both distribution functions are constant on a slot, and
@@ -50,12 +54,23 @@ class Reference:
       that add up chunk by chunk.
     """
 
-    def __init__(self, scores: FloatArray) -> None:
+    def __init__(self, scores: FloatArray, weights: FloatArray | None = None) -> None:
         levels = np.arange(1, PSI_BINS) / PSI_BINS  # i / 10 rounded once, as the deciles are
-        self.inner = np.unique(np.quantile(scores, levels))
-        self.expected = np.maximum(self.psi_counts(scores) / scores.size, PSI_FLOOR)
-        self.values, counts = np.unique(scores, return_counts=True)
-        at_or_below = np.cumsum(counts) / scores.size
+        if weights is not None and np.all(weights == weights[0]):
+            weights = None  # equal weights: the plain batch
+        shares: FloatArray
+        if weights is None:
+            self.inner = np.unique(np.quantile(scores, levels))
+            shares = self.psi_counts(scores) / scores.size
+        else:
+            w = weights / weights.sum()
+            self.inner = np.unique(np.quantile(scores, levels, weights=w, method="inverted_cdf"))
+            which = np.searchsorted(self.inner, scores, side="right")
+            shares = np.bincount(which, w, minlength=self.inner.size + 1).astype(np.float64)
+        self.expected = np.maximum(shares, PSI_FLOOR)
+        self.values, inverse = np.unique(scores, return_inverse=True)
+        mass = np.bincount(inverse, None if weights is None else weights, self.values.size)
+        at_or_below = np.cumsum(mass) / mass.sum()
         # F_batch on the slots: 0 below u_0, then F(u_j) at u_j and up to u_{j+1}
         self.slot_cdf = np.concatenate([[0.0], np.repeat(at_or_below, 2)])
 

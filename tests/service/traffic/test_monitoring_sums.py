@@ -163,3 +163,24 @@ def test_a_window_of_few_labelled_predictions_gets_no_intervals() -> None:
         sums = CalibrationSums(10)
         sums.add(p, y, log_losses(p, y), squared_errors(p, y))
         assert bool(sums.intervals(1000)) is expected, n
+
+
+def test_a_weighted_reference_is_its_batch_with_rows_repeated_by_weight() -> None:
+    """Integer weights: KS against the batch whose rows are repeated that many times
+    (scipy), and PSI over that batch's inverted-CDF deciles (numpy)."""
+    rng = np.random.default_rng(3)
+    scores = np.round(rng.normal(size=400), 2)
+    weights = rng.integers(1, 4, size=400).astype(float)
+    repeated = np.repeat(scores, weights.astype(int))
+    traffic = rng.normal(0.4, 1.1, 300)
+    monitor = Monitor(T0, T0 + timedelta(hours=1), "1h", {1: Reference(scores, weights)})
+    monitor.add_traffic(columns(traffic, np.full(300, 0.5), np.full(300, -1.0)))
+    (row,) = monitor.rows()
+    assert row["ks"] == pytest.approx(ks(repeated, traffic), rel=1e-12)
+    edges = np.unique(np.quantile(repeated, np.arange(1, 10) / 10, method="inverted_cdf"))
+    expected = np.bincount(np.searchsorted(edges, repeated, side="right")) / repeated.size
+    seen = np.bincount(np.searchsorted(edges, traffic, side="right"), minlength=edges.size + 1)
+    a, e = np.maximum(seen / traffic.size, 1e-4), np.maximum(expected, 1e-4)
+    assert row["psi"] == pytest.approx(float(np.sum((a - e) * np.log(a / e))), rel=1e-9)
+    plain = Reference(scores, np.full(400, 2.5))  # equal weights: the plain batch
+    assert np.array_equal(plain.inner, Reference(scores).inner)
