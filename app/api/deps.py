@@ -70,7 +70,6 @@ def query_flag(value: object) -> object:
 
 
 Flag = Annotated[bool, BeforeValidator(query_flag)]
-
 """A boolean query parameter (:func:`query_flag`)."""
 
 P = ParamSpec("P")

@@ -63,6 +63,9 @@ from app.calibration.measures.expected import (
     expected_binary,
     expected_multiclass,
 )
+from app.calibration.measures.expected import (
+    Z as NORMAL_95,
+)
 from app.calibration.measures.headline_reports import HeadlineReports, headline_resampled
 from app.calibration.measures.label_shift import (
     adjust,
@@ -129,6 +132,7 @@ __all__ = [
     "METHODS",
     "MIN_BINS",
     "MULTICLASS_ONLY",
+    "NORMAL_95",
     "PROBABILITY_METHODS",
     "RESAMPLES",
     "TEMPERATURE_FLOOR",

@@ -26,12 +26,15 @@ def adjusted_outputs(
     """``outputs`` (``probabilities``, and ``p0``, ``p1`` for Venn-ABERS) through each step."""
     for step in steps:
         ratio = prior_ratio(step.prior_from, step.prior_to, k)
-        moved = {name: _bayes(g, value, ratio) for name, value in outputs.items()}
-        if k > 2 and "p0" in outputs:
+        if k > 2 and "p0" in outputs:  # the class against the rest: bounded, not one map
             largest, smallest = rest_ratios(ratio)
-            moved["p0"] = _bound(g, outputs["p0"], ratio, largest)
-            moved["p1"] = _bound(g, outputs["p1"], ratio, smallest)
-        outputs = moved
+            outputs = {
+                "probabilities": _bayes(g, outputs["probabilities"], ratio),
+                "p0": _bound(g, outputs["p0"], ratio, largest),
+                "p1": _bound(g, outputs["p1"], ratio, smallest),
+            }
+        else:
+            outputs = {name: _bayes(g, value, ratio) for name, value in outputs.items()}
     return outputs
 
 

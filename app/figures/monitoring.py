@@ -13,7 +13,7 @@ version):
   shaded) against the rate the version was trained under (dotted); binary versions;
 - traffic: the predictions logged per window, and the labelled ones, as bars.
 
-One colour per version in the first three panels. A window where a version has no number is a
+One colour per version in every panel but the traffic's. A window where a version has no number is a
 gap in its line, never a zero; a panel with nothing to draw says so. Drawn and written as the
 reliability diagram is (:mod:`app.figures.reliability`): the same rows give the same bytes. In SVG
 the lines have the ids ``ece-v{n}``, ``log-loss-v{n}``, ``mean-predicted-v{n}``,
@@ -199,7 +199,9 @@ def _banded(
     _bands(ax, line, keys[0])
     _lines(ax, line, keys[0], "-")
     _lines(ax, line, keys[1], style)
-    ax.set_ylim(0.0, 1.0)
+    ax.set_ylim(bottom=0.0)  # the top fits the data: a base rate of 0.2% is not flattened
+    if not any(np.isfinite(line.values[key]).any() for key in keys):
+        ax.set_ylim(0.0, 1.0)
     ax.set_ylabel(label)
     _caption(ax, caption)
     _finish(ax, gid, line, keys, empty)

@@ -17,6 +17,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration import (
+    DEFAULT_THRESHOLD,
+    NORMAL_95,
     Costs,
     decide,
     em_priors,
@@ -31,7 +33,6 @@ from app.service.memo import Memo
 from app.service.serving import Serving
 from app.store import Database, Selector, StoredBatch, VersionRecord
 
-Z = 1.959963984540054
 Band = tuple[float, float]
 PRIORS_KEPT = 1024
 """Training priors kept per process: a few floats each, read once per version."""
@@ -106,7 +107,7 @@ class Estimates:
         w = np.asarray(stored.weights, dtype=np.float64)
         t = costs.threshold
         cost, interval = _mean_cost(costs.per_case(decide(p, t), y), w)
-        half, half_interval = _mean_cost(costs.per_case(decide(p, 0.5), y), w)
+        half, half_interval = _mean_cost(costs.per_case(decide(p, DEFAULT_THRESHOLD), y), w)
         return Decision(name, record.version, t, cost, interval, half, half_interval)
 
     def training_priors(self, name: str, version: int) -> NDArray[np.float64]:
@@ -165,7 +166,7 @@ def _mean_cost(per_case: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[f
     mean = float(w @ per_case) / total
     error = float(np.sqrt((w**2) @ (per_case - mean) ** 2)) / total
     low, high = float(per_case.min()), float(per_case.max())
-    return mean, (max(low, mean - Z * error), min(high, mean + Z * error))
+    return mean, (max(low, mean - NORMAL_95 * error), min(high, mean + NORMAL_95 * error))
 
 
 def prior_of(
@@ -182,7 +183,8 @@ def prior_of(
     else:
         found, _ = em_priors(p, training, weights)
         bands = prior_intervals(p, training, found, weights)
-        estimated, interval = found.tolist(), [list(band) for band in bands]
+        estimated = found.tolist()
+        interval = None if bands is None else [list(band) for band in bands]
     if p.ndim == 1:
         return {
             "training": float(training[1]),

@@ -22,10 +22,14 @@ def _stored(client: TestClient) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.asarray(stored.out_of_fold), np.asarray(stored.labels), np.asarray(stored.weights)
 
 
-def _cost(p: np.ndarray, y: np.ndarray, w: np.ndarray, t: float, fp: float, fn: float) -> float:
+def _per_case(p: np.ndarray, y: np.ndarray, t: float, fp: float, fn: float) -> np.ndarray:
     d = p > t
-    per_case = fp * (d & (y == 0)) + fn * (~d & (y == 1))
-    return float((w * per_case).sum() / w.sum())
+    cost: np.ndarray = fp * (d & (y == 0)) + fn * (~d & (y == 1))
+    return cost
+
+
+def _cost(p: np.ndarray, y: np.ndarray, w: np.ndarray, t: float, fp: float, fn: float) -> float:
+    return float((w * _per_case(p, y, t, fp, fn)).sum() / w.sum())
 
 
 def test_the_threshold_and_its_cost_on_the_out_of_fold_predictions(client: TestClient) -> None:
@@ -45,7 +49,10 @@ def test_the_threshold_and_its_cost_on_the_out_of_fold_predictions(client: TestC
     assert half["expected_cost"] == pytest.approx(_cost(p, y, w, 0.5, 1, 5), abs=1e-12)
     assert found["expected_cost"] < half["expected_cost"]  # the threshold pays for itself
     low, high = found["intervals"]["expected_cost"]
-    assert low < found["expected_cost"] < high
+    per_case = _per_case(p, y, 1 / 6, 1, 5)
+    mean = float(w @ per_case / w.sum())
+    error = float(np.sqrt((w**2) @ (per_case - mean) ** 2) / w.sum())  # a weighted mean's
+    assert (high - low) / 2 == pytest.approx(1.959964 * error, rel=1e-6)
     assert low >= 0  # no case costs less than nothing without benefits
     # benefits: the threshold moves as Elkan's formula says
     b = client.get(f"{BASE}/versions/1/decision?cost_fp=2&cost_fn=1&benefit_tp=1&benefit_tn=1")
@@ -53,10 +60,18 @@ def test_the_threshold_and_its_cost_on_the_out_of_fold_predictions(client: TestC
 
 
 @pytest.mark.parametrize(
-    "query", ["cost_fp=-1", "cost_fn=nan", "cost_fp=0&cost_fn=0", "cost_fp=inf", "cost_fp=x"]
+    ("query", "loc"),
+    [
+        ("cost_fp=-1", ["query", "cost_fp"]),
+        ("cost_fn=nan", ["query", "cost_fn"]),
+        ("cost_fp=0&cost_fn=0", ["query"]),
+        ("benefit_tp=inf", ["query", "benefit_tp"]),
+        ("cost_fp=x", ["query", "cost_fp"]),
+    ],
 )
-def test_costs_out_of_range_are_422(fitted: TestClient, query: str) -> None:
-    assert_problem(fitted.get(f"{BASE}/versions/1/decision?{query}"), 422)
+def test_costs_out_of_range_are_422(fitted: TestClient, query: str, loc: list[str]) -> None:
+    problem = assert_problem(fitted.get(f"{BASE}/versions/1/decision?{query}"), 422)
+    assert problem["errors"][0]["loc"] == loc
 
 
 def test_a_multiclass_version_has_no_threshold(client: TestClient) -> None:

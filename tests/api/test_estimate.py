@@ -50,8 +50,15 @@ def test_the_estimate_of_a_batch_is_cbpe_of_its_probabilities(client: TestClient
     assert e["f1"] == pytest.approx(2 * tp / (2 * tp + fp + fn), abs=1e-12)
     assert e["brier"] == pytest.approx(np.mean(p * (1 - p)), abs=1e-12)
     assert set(e["intervals"]) == set(e) - {"intervals"}
-    for key, (low, high) in e["intervals"].items():
-        assert low <= e[key] <= high, key
+    spread = p * (1 - p)  # each label's variance: the bands' exact half-widths
+    logit = np.log(p) - np.log1p(-p)
+    for key, variance in (
+        ("accuracy", spread.sum() / p.size**2),
+        ("precision", spread[predicted].sum() / predicted.sum() ** 2),
+        ("log_loss", (spread * logit**2).sum() / p.size**2),
+    ):
+        low, high = e["intervals"][key]
+        assert (high - low) / 2 == pytest.approx(1.959964 * np.sqrt(variance), rel=1e-6), key
     prior = found["prior"]
     assert prior["training"] == pytest.approx(y.mean(), abs=1e-12)
     training = y.mean()

@@ -104,8 +104,13 @@ def test_each_window_against_numpy_scikit_learn_and_scipy(
         assert e["log_loss"] == pytest.approx(entropy.mean(), rel=1e-12)
         assert e["brier"] == pytest.approx(np.mean(p * (1 - p)), rel=1e-12)
         assert e["roc_auc"] == pytest.approx(_pairwise_expected_auc(p), abs=1e-3)  # binned
-        for key, (low, high) in e["intervals"].items():
-            assert low <= e[key] <= high, key
+        spread, logit = p * (1 - p), np.log(p) - np.log1p(-p)  # the bands' exact half-widths
+        for key, variance in (
+            ("accuracy", spread.sum() / p.size**2),
+            ("log_loss", (spread * logit**2).sum() / p.size**2),
+        ):
+            low, high = e["intervals"][key]
+            assert (high - low) / 2 == pytest.approx(1.959964 * np.sqrt(variance), rel=1e-6)
 
         r = row["realized"]
         q = p[labelled]

@@ -79,7 +79,6 @@ def parse_predict(content_type: str | None, body: bytes, max_rows: int) -> Predi
     version = None if data.version is None else str(data.version)
     if data.ids is not None:
         check_ids(data.ids, len(scores), "scores")
-    _check_threshold(data.threshold, scores)
     return PredictArgs(scores, version, data.intervals, data.ids, data.threshold)
 
 
@@ -93,7 +92,6 @@ def parse_estimate(content_type: str | None, body: bytes, max_rows: int) -> Esti
     require_media_type(content_type, JSON_TYPES)
     data = validated(EstimateBody, parse_json_body(body, {"scores": True}))
     scores = _scores(data.scores, max_rows)
-    _check_threshold(data.threshold, scores)
     return EstimateArgs(scores, data.threshold)
 
 
@@ -108,26 +106,17 @@ def chosen_threshold(
     body: float | None, query: float | None, scores: NDArray[np.float64]
 ) -> float | None:
     """The threshold a request gives, in its body or its query (422 when both give it and
-    differ, or beside a matrix of scores); -0.0 read as 0.0."""
+    differ, or beside a matrix of scores: a multiclass calibrator decides by its likeliest
+    class); -0.0 read as 0.0."""
     if body is not None and query is not None and body != query:
         raise invalid(("body", "threshold"), f"is {body!r} but the query says {query!r}")
-    if body is None and query is not None:
-        if scores.ndim == 2:
-            raise invalid(
-                ("query", "threshold"),
-                "is for binary calibrators; a multiclass one decides by its likeliest class",
-            )
-        return query + 0.0
-    return None if body is None else body + 0.0
-
-
-def _check_threshold(threshold: float | None, scores: NDArray[np.float64]) -> None:
-    """A threshold decides between two classes: 422 beside a matrix of scores."""
-    if threshold is not None and scores.ndim == 2:
+    given = body if body is not None else query
+    if given is not None and scores.ndim == 2:
         raise invalid(
-            ("body", "threshold"),
+            ("body" if body is not None else "query", "threshold"),
             "is for binary calibrators; a multiclass one decides by its likeliest class",
         )
+    return None if given is None else given + 0.0
 
 
 def check_ids(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from app.api.documents.base import Document, Interval
@@ -58,6 +56,14 @@ class EstimateOut(Document):
     prior: PriorOut
 
 
+class CostAtOut(Document):
+    """Deciding at another threshold, for comparison."""
+
+    threshold: float
+    expected_cost: float = Field(description="The mean cost per case of deciding at it.")
+    intervals: dict[str, Interval] = Field(description="`expected_cost`'s 95% interval.")
+
+
 class DecisionOut(Document):
     name: str
     version: int
@@ -69,4 +75,4 @@ class DecisionOut(Document):
     intervals: dict[str, Interval] = Field(
         description="`expected_cost`'s 95% interval (normal, of a weighted mean)."
     )
-    at_half: dict[str, Any] = Field(description="The same for deciding at 0.5.")
+    at_half: CostAtOut = Field(description="The same for deciding at 0.5.")

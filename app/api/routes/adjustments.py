@@ -53,7 +53,9 @@ async def adjust(
     "prior_from", "prior_to", "estimated_from"}}`; its batch is the parent's fitting batch
     with the out-of-fold predictions adjusted and the weights times prior_to / prior_from of
     each row's class, and its metrics are measured on that. Venn-ABERS intervals are
-    corrected too, each end by the same monotone Bayes map. Aliases stay where they were."""
+    corrected too: binary, each end by the same increasing Bayes map; k classes, each
+    class's p0 with the largest and p1 with the smallest ratio of the other classes, which
+    bounds its corrected probability whatever their mix. Aliases stay where they were."""
     body = await read_small_json(request, AdjustBody)
     target = body.target()
     chosen = parse_selector(name, selector)

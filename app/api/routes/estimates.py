@@ -4,11 +4,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
+from app.api.bodies.contracts import EstimateBody
 from app.api.bodies.media import chosen_threshold, parse_estimate
 from app.api.deps import (
     NameParam,
@@ -20,9 +19,9 @@ from app.api.deps import (
     parse_selector,
 )
 from app.api.documents import DecisionOut, EstimateOut
-from app.api.openapi_docs import ERRORS
+from app.api.openapi_docs import ERRORS, body_doc
 from app.api.places import Places, invalid, placing
-from app.api.query_params import Threshold, given_once
+from app.api.query_params import Cost, EstimateThreshold, given_once
 from app.calibration import DEFAULT_THRESHOLD, Costs
 
 router = APIRouter(prefix="/v1", tags=["decisions"])
@@ -32,6 +31,7 @@ router = APIRouter(prefix="/v1", tags=["decisions"])
     "/calibrators/{name}/versions/{selector}/estimate",
     response_model=EstimateOut,
     summary="Estimate performance and priors of unlabelled scores",
+    openapi_extra=body_doc(EstimateBody),
     responses=ERRORS,
     dependencies=[Depends(given_once("threshold"))],
 )
@@ -40,7 +40,7 @@ async def estimate(
     selector: SelectorParam,
     request: Request,
     service: ServiceDep,
-    threshold: Threshold = None,
+    threshold: EstimateThreshold = None,
 ) -> Response:
     """The version's probabilities of `scores` and what they say if calibrated: expected
     accuracy, precision, recall, F1 and ROC AUC at `threshold` (default 0.5), expected log
@@ -66,9 +66,6 @@ async def estimate(
     return json_response(await answer_by_size(request, answer))
 
 
-Cost = Annotated[float, Query(ge=0, le=1e12, allow_inf_nan=False)]
-
-
 @router.get(
     "/calibrators/{name}/versions/{selector}/decision",
     response_model=DecisionOut,
@@ -90,10 +87,12 @@ async def decision(
     b_TP) minimises the expected cost (Elkan 2001). Answers that threshold and the mean cost
     per case of deciding at it on the version's out-of-fold predictions and their labels,
     with its 95% interval, beside deciding at 0.5 (`at_half`). Binary versions only."""
-    try:
-        costs = Costs(cost_fp, cost_fn, benefit_tp, benefit_tn)
-    except ValueError as exc:
-        raise invalid(("query", "cost_fp"), str(exc)) from None
+    if cost_fp + cost_fn + benefit_tp + benefit_tn == 0:  # each is >= 0 (the query's check)
+        raise invalid(
+            ("query",),
+            "cost_fp, cost_fn, benefit_tp and benefit_tn are all 0: every decision is as good",
+        )
+    costs = Costs(cost_fp, cost_fn, benefit_tp, benefit_tn)
     chosen = parse_selector(name, selector)
 
     def decide() -> DecisionOut:
@@ -106,7 +105,7 @@ async def decision(
             expected_cost=found.cost,
             intervals={"expected_cost": list(found.interval)},
             at_half={
-                "threshold": 0.5,
+                "threshold": DEFAULT_THRESHOLD,
                 "expected_cost": found.cost_at_half,
                 "intervals": {"expected_cost": found.interval_at_half},
             },

@@ -18,7 +18,7 @@ from app.api.deps import (
 )
 from app.api.documents import PredictOut
 from app.api.openapi_docs import ERRORS, PREDICT_BODY
-from app.api.query_params import Threshold, given_once
+from app.api.query_params import DecisionThreshold, given_once
 
 router = APIRouter(prefix="/v1", tags=["predictions"])
 
@@ -42,7 +42,7 @@ async def predict(
         Flag | None,
         Query(description="Also answer each score's Venn-ABERS interval [p0, p1] (venn_abers)."),
     ] = None,
-    threshold: Threshold = None,
+    threshold: DecisionThreshold = None,
 ) -> Response:
     """Map raw scores to calibrated probabilities, in input order, with the version used;
     with `intervals`, a `venn_abers` version also answers each score's interval [p0, p1]."""

@@ -24,7 +24,7 @@ from app.api.deps import (
 )
 from app.api.documents import MonitoringOut, OutcomesOut, TrafficDiagnosticsOut
 from app.api.openapi_docs import ERRORS, add_picture_route, body_doc
-from app.api.query_params import given_once
+from app.api.query_params import WindowThreshold, given_once
 from app.api.report_query import MEDIA_TYPES, FixedBins, ReportQuery, Resamples
 from app.calibration import DEFAULT_THRESHOLD, RESAMPLES
 from app.service.reporting import DEFAULT_BINS, ImageFormat, ReportOptions
@@ -55,15 +55,7 @@ def windows_query(
     ] = None,
     version: VersionFilter = None,
     n_bins: FixedBins = DEFAULT_BINS,
-    threshold: Annotated[
-        float,
-        Query(
-            ge=0.0,
-            le=1.0,
-            allow_inf_nan=False,
-            description="Where `estimated` and `realized` decide 1: a probability above it.",
-        ),
-    ] = DEFAULT_THRESHOLD,
+    threshold: WindowThreshold = DEFAULT_THRESHOLD,
 ) -> Monitored:
     """The windows asked for: the pictures' whole query (they draw no intervals), and the
     JSON monitoring's but ``bootstrap``."""

@@ -24,7 +24,7 @@ log loss, Brier, precision, whose denominator is fixed by p and t) have their ex
 a sum of independent terms, and a normal band; recall and F1 (ratios of two independent sums)
 the delta method's, and so does ROC AUC (:func:`grouped_auc_band`): its first-order
 variance as a function of the independent labels, which matches the spread of simulated
-label vectors within a few per cent from 50 rows up, in time linear in the rows.
+label vectors within about 10% from 50 rows up, in time linear in the rows.
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration.base import FloatArray
+from app.calibration.measures.reliability import WILSON_Z
 
 DEFAULT_THRESHOLD = 0.5
 """Where expected and realized measures decide 1 unless told: a probability above it."""
 EPS = 1e-15
 """Probabilities are clipped to [EPS, 1 - EPS] for log losses, as everywhere."""
-Z = 1.959963984540054
+Z = WILSON_Z
 """The standard normal's 97.5% quantile: two-sided 95% bands."""
 BINARY_KEYS = (
     "positive_rate",
@@ -161,19 +162,22 @@ class ClassSums:
         self.brier = self.var_brier = 0.0
 
     def add(self, p: FloatArray) -> None:
+        """Rows of probabilities, (n, k)."""
         top = p.max(axis=1)
         losses = -np.log(np.clip(p, EPS, 1.0))  # the loss of each label
         brier_rows = 1.0 - 2.0 * p + (p**2).sum(axis=1, keepdims=True)  # the Brier of each
         self.n += p.shape[0]
         self.top += float(top.sum())
         self.var_top += float((top * (1 - top)).sum())
-        for name, per_label in (("loss", losses), ("brier", brier_rows)):
-            mean = (p * per_label).sum(axis=1)
-            variance = ((p * per_label**2).sum(axis=1) - mean**2).clip(min=0)
-            setattr(self, name, getattr(self, name) + float(mean.sum()))
-            setattr(self, f"var_{name}", getattr(self, f"var_{name}") + float(variance.sum()))
+        loss, var_loss = _label_moments(p, losses)
+        brier, var_brier = _label_moments(p, brier_rows)
+        self.loss += loss
+        self.var_loss += var_loss
+        self.brier += brier
+        self.var_brier += var_brier
 
     def estimate(self) -> dict[str, Any]:
+        """The expected accuracy, log loss and Brier score, and their 95% bands."""
         n = self.n
         if n == 0:
             return {**dict.fromkeys(MULTICLASS_KEYS), "intervals": {}}
@@ -183,7 +187,7 @@ class ClassSums:
         return {**values, "intervals": intervals}
 
 
-def expected_binary(p: FloatArray, threshold: float = 0.5) -> dict[str, Any]:
+def expected_binary(p: FloatArray, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
     """Every expected measure of ``p`` at ``threshold`` and its 95% sampling band
     (``intervals``); a measure with no expectation (no predicted positives for precision)
     is None."""
@@ -232,7 +236,7 @@ def grouped_auc(positives: NDArray[Any], negatives: NDArray[Any]) -> float | Non
     if total_p <= 0 or total_n <= 0:
         return None
     below = np.cumsum(negatives) - negatives  # negatives in lower groups
-    concordant = float(positives @ (below + 0.5 * negatives))
+    concordant = float((positives * (below + 0.5 * negatives)).sum())
     return concordant / (total_p * total_n)
 
 
@@ -252,13 +256,21 @@ def grouped_auc_band(
     below = np.cumsum(negatives) - negatives + 0.5 * negatives
     above = total_p - np.cumsum(positives) + 0.5 * positives
     slope = ((below - above) - auc * (total_n - total_p)) / (total_p * total_n)
-    half = Z * math.sqrt(max(float(spreads @ slope**2), 0.0))
+    half = Z * math.sqrt(max(float((spreads * slope**2).sum()), 0.0))
     return (max(0.0, auc - half), min(1.0, auc + half))
 
 
+def _label_moments(p: FloatArray, per_label: FloatArray) -> tuple[float, float]:
+    """The sums over rows of a measure's mean and variance when each row's label is drawn
+    from the row (``per_label[i, c]``: the measure of row i if its label is c)."""
+    mean = (p * per_label).sum(axis=1)
+    variance = ((p * per_label**2).sum(axis=1) - mean**2).clip(min=0)
+    return float(mean.sum()), float(variance.sum())
+
+
 def _normal(value: float, variance: float, key: str) -> Band:
+    """The 95% normal band of ``value``, within [0, 1] for a fraction (every measure here
+    but the log loss, which is only >= 0)."""
     half = Z * math.sqrt(max(variance, 0.0))
-    low, high = value - half, value + half
-    if key != "log_loss":  # the others are fractions
-        low, high = max(low, 0.0), min(high, 1.0)
-    return (max(low, 0.0), high)
+    high = value + half if key == "log_loss" else min(value + half, 1.0)
+    return (max(value - half, 0.0), high)

@@ -11,10 +11,15 @@ this is hard to beat by the alternatives (BBSE, RLLS). The corrected probabiliti
 posteriors under the new priors (METHODS.md, "Label shift").
 
 The interval is the likelihood's: the inverse of its observed information at the estimate
-(the sum of the squared scores of the rows, the outer-product estimate), priors
-parametrised by the first k - 1 classes; a normal band clipped to (0, 1). It says how far the
-data pin the priors down, not whether the probabilities are calibrated: an estimate is only
-as good as the calibration and the model's discrimination.
+(minus the Hessian of the log likelihood, which for this log of a linear function is exactly
+the sum of the rows' score outer products), priors parametrised by the first k - 1 classes; a
+normal band clipped to (0, 1). It says how far the data pin the priors down, not whether the
+probabilities are calibrated: an estimate is only as good as the calibration and the model's
+discrimination.
+
+Newton's steps and the interval invert a (k - 1) x (k - 1) matrix: up to
+:data:`NEWTON_CLASSES` classes. Past that (a thousand classes would take seconds a step), EM
+alone runs to the fixed point, within :data:`EM_ONLY_STEPS`, and there is no interval.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ import numpy as np
 
 from app.calibration.base import FloatArray
 from app.calibration.kernels.budget import checkpoint
+from app.calibration.measures.expected import Z
 
-Z = 1.959963984540054
 TOLERANCE = 1e-10
 """EM stops when no prior moves by more than this."""
 EM_STEPS = 10
@@ -35,6 +40,10 @@ HALVINGS = 30
 """Halvings of a Newton step that does not raise the likelihood, before it is given up."""
 FLOOR = 1e-12
 """Probabilities and priors are kept above this, so that ratios and logs stay finite."""
+NEWTON_CLASSES = 64
+"""The most classes whose priors get Newton's steps and an interval."""
+EM_ONLY_STEPS = 1000
+"""EM steps at most past :data:`NEWTON_CLASSES` classes."""
 
 
 def as_matrix(p: FloatArray) -> FloatArray:
@@ -127,7 +136,8 @@ def em_priors(
     w = w / w.sum()
     scaled = matrix / base
     current = base.copy()
-    for step in range(1, EM_STEPS + 1):
+    em_steps = EM_STEPS if k <= NEWTON_CLASSES else EM_ONLY_STEPS
+    for step in range(1, em_steps + 1):
         checkpoint()
         weighted = scaled * current
         posterior = weighted / weighted.sum(axis=1, keepdims=True)
@@ -136,6 +146,8 @@ def em_priors(
         if np.max(np.abs(updated - current)) < TOLERANCE:
             return updated, step
         current = updated
+    if k > NEWTON_CLASSES:
+        return current, em_steps
     for step in range(EM_STEPS + 1, EM_STEPS + NEWTON_STEPS + 1):
         checkpoint()
         moved = _newton_step(scaled, w, current)
@@ -174,14 +186,17 @@ def prior_intervals(
     training: FloatArray,
     estimate: FloatArray,
     weights: FloatArray | None = None,
-) -> list[tuple[float, float]]:
+) -> list[tuple[float, float]] | None:
     """95% intervals of each class's prior at the EM ``estimate``: the inverse of the
     outer-product information of the log likelihood sum_i w_i log sum_c (pi'_c / pi_c) P_ic,
     over pi'_1..pi'_{k-1} (the last is 1 minus their sum). ``weights`` count how many rows
     each row of ``p`` stands for (a bin of equal probabilities, or a row of a sample): 1
-    each by default."""
+    each by default. None past :data:`NEWTON_CLASSES` classes."""
     matrix = np.clip(as_matrix(p), FLOOR, None)
     k = matrix.shape[1]
+    if k > NEWTON_CLASSES:
+        return None
+    checkpoint()
     base = _priors(training, k)
     scaled = matrix / base  # d/dpi'_c of each row's likelihood
     density = scaled @ np.asarray(estimate, dtype=np.float64)

@@ -39,7 +39,8 @@ ADJUSTMENTS = "adjustments"
 @dataclass(frozen=True)
 class Adjustment:
     """One Bayes step: probabilities computed under ``prior_from`` corrected to ``prior_to``
-    (k-vectors, each inside (0, 1) and summing to 1)."""
+    (k-vectors, each inside (0, 1); Bayes' rule reads only their ratios, so a sum off 1
+    by rounding changes nothing)."""
 
     prior_from: FloatArray
     prior_to: FloatArray

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app import figures
-from app.calibration import Report
+from app.calibration import DEFAULT_THRESHOLD, Report
 from app.errors import Conflict, NotFound, invalid
 from app.service.diagnosis import Diagnosis
 from app.service.estimates import version_priors
@@ -41,7 +41,7 @@ class Monitored:
     version: str | None
     n_bins: int
     bootstrap: int = 0
-    threshold: float = 0.5
+    threshold: float = DEFAULT_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class TrafficCases:
         *,
         n_bins: int = 10,
         resamples: int = 0,
-        threshold: float = 0.5,
+        threshold: float = DEFAULT_THRESHOLD,
     ) -> list[dict[str, Any]]:
         """Live calibration of ``name``'s logged traffic per window and version
         (:mod:`app.service.traffic.monitoring`), and its expectations at ``threshold``
@@ -135,7 +135,7 @@ class TrafficCases:
             training = version_priors(record, self.diagnosis.fitting_batch(record, repo))
             window: BinaryWindow | ClassWindow
             if record.n_classes == 2:
-                window = BinaryWindow(0.5, training)
+                window = BinaryWindow(DEFAULT_THRESHOLD, training)
                 for chunk in repo.traffic_chunks(name, since, until, version):
                     window.add(chunk[:, 3])  # the probability column
                 n = window.bins.n
@@ -187,7 +187,7 @@ class TrafficCases:
         image_format: ImageFormat,
         *,
         n_bins: int = 10,
-        threshold: float = 0.5,
+        threshold: float = DEFAULT_THRESHOLD,
     ) -> MonitoringFigure:
         """The rows of :meth:`monitoring` and their figure over time
         (:mod:`app.figures.monitoring`), titled with what they are, from one read of the

@@ -14,11 +14,13 @@
 
 A k-class window has the expected accuracy, log loss and Brier score from exact sums
 (:class:`~app.calibration.ClassSums`), and its priors by EM on a uniform sample of at most
-:data:`SAMPLE_ROWS` of its rows (Vitter's algorithm R, seeded), the interval's information
-scaled to the window's rows.
+:data:`SAMPLE_ROWS` of its rows (Vitter's algorithm R, seeded; fewer when k is large: at most
+:data:`SAMPLE_ENTRIES` numbers). The interval is the sample's: the estimate rests on the
+sample alone, so its error is the sample's, however many rows the window holds.
 
 A window is summed while its rows are read and summarised (:meth:`BinaryWindow.close`) as
-soon as a later window's rows come, so memory holds the window being read, not the range.
+soon as a later window's rows come (:meth:`BinaryWindow.close`, into a
+:class:`WindowExpectations`), so memory holds the window being read, not the range.
 """
 
 from __future__ import annotations
@@ -32,32 +34,43 @@ from app.service.estimates import prior_of
 
 SAMPLE_ROWS = 20_000
 """The rows of a k-class window its priors' EM reads at most."""
+SAMPLE_ENTRIES = 2_000_000
+"""The numbers (rows times classes) that sample holds at most: 16 MB."""
 SAMPLE_SEED = 20_260_111
 
 
-class Closed:
-    """A window's figures once its rows have all been read: ``estimated`` and ``prior``
-    whole, ``realized`` but the measures the row's calibration sums have (:meth:`realized`)."""
+class WindowExpectations:
+    """A window's expectations once its rows have all been read: ``estimated`` and ``prior``
+    whole, and the realized measures the calibration sums do not have (:meth:`realized`
+    completes them)."""
 
     def __init__(
-        self, estimated: dict[str, Any], prior: dict[str, Any] | None, realized: dict[str, Any]
+        self,
+        estimated: dict[str, Any],
+        prior: dict[str, Any] | None,
+        confusion: dict[str, Any],
+        *,
+        binary: bool,
     ) -> None:
         self.estimated = estimated
         self.prior = prior
-        self.partial = realized
+        self.confusion = confusion
+        self.binary = binary
 
     def realized(self, calibration: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The realized measures, given the row's calibration figures (None without labels):
-        the observed rate, log loss and Brier score come from those."""
+        """The realized measures, given the window's calibration figures
+        (:meth:`~app.service.traffic.sums.CalibrationSums.result`; None without labels): the
+        observed rate (binary: the positive rate; k classes: the top label's, the accuracy),
+        log loss and Brier score come from those."""
         if calibration is None:
             return None
-        rate = calibration["observed_rate"]
-        found = {**self.partial, "log_loss": calibration["log_loss"], "brier": calibration["brier"]}
-        if "positive_rate" in found:
-            found["positive_rate"] = rate
-        else:  # k classes: the top label's observed rate is the accuracy
-            found["accuracy"] = rate
-        return found
+        rate = "positive_rate" if self.binary else "accuracy"
+        return {
+            **self.confusion,
+            rate: calibration["observed_rate"],
+            "log_loss": calibration["log_loss"],
+            "brier": calibration["brier"],
+        }
 
 
 class BinaryWindow:
@@ -84,10 +97,13 @@ class BinaryWindow:
         ):
             self.confusion[i] += np.count_nonzero(left & right)
 
-    def close(self) -> Closed:
+    def close(self) -> WindowExpectations:
+        """The window's expectations, once its rows have all been added."""
         auc = self.bins.expected_auc()
         band = None if auc is None else self.bins.expected_auc_band(auc)
-        return Closed(self.sums.estimate(auc, band), self.prior(), self._realized())
+        return WindowExpectations(
+            self.sums.estimate(auc, band), self.prior(), self._confusion(), binary=True
+        )
 
     def prior(self) -> dict[str, Any] | None:
         """The training prior and the EM estimate of the window's, on the bins' means
@@ -98,11 +114,12 @@ class BinaryWindow:
         means, counts = self.bins.means()
         return prior_of(means, self.training, counts)
 
-    def _realized(self) -> dict[str, Any]:
+    def _confusion(self) -> dict[str, Any]:
+        """The realized measures of the labelled predictions' confusion counts and bins."""
         tp, fp, fn, tn = self.confusion.tolist()
         n = tp + fp + fn + tn
         return {
-            "positive_rate": None,  # from the row's calibration: its observed rate
+            "positive_rate": None,  # the calibration sums' observed rate
             "accuracy": (tp + tn) / n if n else None,
             "precision": tp / (tp + fp) if tp + fp else None,
             "recall": tp / (tp + fn) if tp + fn else None,
@@ -125,22 +142,24 @@ class ClassWindow:
         """Predictions (rows of probabilities), labelled or not."""
         self.sums.add(p)
         if self.sample is None:
-            self.sample = np.empty((SAMPLE_ROWS, p.shape[1]))
+            size = max(1, min(SAMPLE_ROWS, SAMPLE_ENTRIES // p.shape[1]))
+            self.sample = np.empty((size, p.shape[1]))
+        size = self.sample.shape[0]
         positions = self.seen + np.arange(p.shape[0])
         slots = positions.copy()
-        full = positions >= SAMPLE_ROWS  # algorithm R: row i replaces a slot w.p. SAMPLE/(i+1)
+        full = positions >= size  # algorithm R: row i replaces a slot with chance size/(i+1)
         slots[full] = self.rng.integers(0, positions[full] + 1)
-        kept = slots < SAMPLE_ROWS
+        kept = slots < size
         self.sample[slots[kept]] = p[kept]  # a slot drawn twice keeps the later row, as in R
         self.seen += p.shape[0]
 
-    def close(self) -> Closed:
-        return Closed(self.sums.estimate(), self.prior(), {})
+    def close(self) -> WindowExpectations:
+        """The window's expectations, once its rows have all been added."""
+        return WindowExpectations(self.sums.estimate(), self.prior(), {}, binary=False)
 
     def prior(self) -> dict[str, Any] | None:
-        """The training priors and the EM estimate of the window's, on the sample, each row
-        standing for seen / sampled rows; None without training priors or predictions."""
+        """The training priors and the EM estimate of the window's, on the sample, with the
+        sample's interval; None without training priors or predictions."""
         if self.training is None or self.sample is None:
             return None
-        rows = self.sample[: min(self.seen, SAMPLE_ROWS)]
-        return prior_of(rows, self.training, np.full(rows.shape[0], self.seen / rows.shape[0]))
+        return prior_of(self.sample[: min(self.seen, self.sample.shape[0])], self.training)

@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration import (
+    DEFAULT_THRESHOLD,
     brier_distances,
     log_losses,
     multiclass_log_losses,
@@ -40,7 +41,7 @@ from app.calibration import (
     top_label,
 )
 from app.errors import invalid
-from app.service.traffic.expectations import BinaryWindow, ClassWindow, Closed
+from app.service.traffic.expectations import BinaryWindow, ClassWindow, WindowExpectations
 from app.service.traffic.sums import CalibrationSums, Reference, ShiftSums
 from app.store import ClassRows
 
@@ -81,7 +82,7 @@ class _WindowSums:
         self.n_labelled = 0
         self.calibration: CalibrationSums | None = None
         self.shift: dict[str, float] = {}  # psi and ks, once the window has been read
-        self.closed: Closed | None = None  # estimated, realized, prior: likewise
+        self.expectations: WindowExpectations | None = None  # once the window is read
 
 
 class Monitor:
@@ -106,7 +107,7 @@ class Monitor:
         references: Mapping[int, Reference],
         *,
         priors: Mapping[int, FloatArray] | None = None,
-        threshold: float = 0.5,
+        threshold: float = DEFAULT_THRESHOLD,
         version: int | None = None,
         n_bins: int = 10,
         resamples: int = 0,
@@ -228,7 +229,7 @@ class Monitor:
     def _close_windows_before(self, w: int) -> None:
         """The expectations of each window before ``w``: summarised, and their bins let go."""
         for key in [key for key in self.open_windows if key[0] < w]:
-            self._sums(*key).closed = self.open_windows.pop(key).close()
+            self._sums(*key).expectations = self.open_windows.pop(key).close()
 
 
 def _by_window_and_version(
@@ -261,19 +262,15 @@ def _row(
         "psi": None,
         "ks": None,
     }
-    if sums.calibration is not None:
-        row.update(sums.calibration.result())
+    calibration = None if sums.calibration is None else sums.calibration.result()
+    if sums.calibration is not None and calibration is not None:
+        row.update(calibration)
         intervals = sums.calibration.intervals(resamples)
         if intervals:
             row["intervals"] = {k: list(v) for k, v in intervals.items()}
     row.update(sums.shift)
-    closed = sums.closed
-    row["estimated"] = None if closed is None else closed.estimated
-    row["realized"] = None if closed is None else closed.realized(row_calibration(row))
-    row["prior"] = None if closed is None else closed.prior
+    expectations = sums.expectations
+    row["estimated"] = None if expectations is None else expectations.estimated
+    row["realized"] = None if expectations is None else expectations.realized(calibration)
+    row["prior"] = None if expectations is None else expectations.prior
     return row
-
-
-def row_calibration(row: dict[str, Any]) -> dict[str, Any] | None:
-    """The row's calibration figures, None when it has no labelled predictions."""
-    return None if row["log_loss"] is None else row

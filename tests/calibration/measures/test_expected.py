@@ -63,6 +63,8 @@ def test_exact_expectations_and_variances_by_enumeration() -> None:
             assert (high - low) / 2 == pytest.approx(half, rel=1e-9), key
     m = int((p > t).sum())
     assert found["precision"] == pytest.approx(mean["tp"] / m, abs=1e-12)  # exact: m is fixed
+    low, high = found["intervals"]["precision"]  # its band is clipped at 1 here: the low end
+    assert found["precision"] - low == pytest.approx(Z * math.sqrt(var["tp"]) / m, rel=1e-9)
     # recall and F1: the ratios of the expected counts, as CBPE computes them
     assert found["recall"] == pytest.approx(mean["tp"] / (mean["tp"] + mean["fn"]), abs=1e-12)
     f1 = 2 * mean["tp"] / (2 * mean["tp"] + mean["fp"] + mean["fn"])

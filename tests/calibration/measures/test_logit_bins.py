@@ -90,6 +90,8 @@ def test_sums_add_up_chunk_by_chunk_as_in_one_go() -> None:
     for key, value in a.items():
         if key != "intervals":
             assert b[key] == pytest.approx(value, rel=1e-12), key
+    for key, band in a["intervals"].items():
+        assert b["intervals"][key] == pytest.approx(band, rel=1e-12), key
     P = np.random.default_rng(7).dirichlet([1, 2, 3], 1_000)
     one, many = ClassSums(), ClassSums()
     one.add(P)
@@ -97,3 +99,4 @@ def test_sums_add_up_chunk_by_chunk_as_in_one_go() -> None:
         many.add(chunk)
     for key, band in one.estimate()["intervals"].items():
         assert many.estimate()["intervals"][key] == pytest.approx(band, rel=1e-12), key
+        assert many.estimate()[key] == pytest.approx(one.estimate()[key], rel=1e-12), key
