@@ -72,6 +72,7 @@ def test_the_threshold_and_its_cost_on_the_out_of_fold_predictions(client: TestC
 def test_costs_out_of_range_are_422(fitted: TestClient, query: str, loc: list[str]) -> None:
     problem = assert_problem(fitted.get(f"{BASE}/versions/1/decision?{query}"), 422)
     assert problem["errors"][0]["loc"] == loc
+    assert not problem["detail"].startswith("body")
 
 
 def test_a_multiclass_version_has_no_threshold(client: TestClient) -> None:

@@ -20,9 +20,10 @@ from app.api.deps import (
 )
 from app.api.documents import DecisionOut, EstimateOut
 from app.api.openapi_docs import ERRORS, body_doc
-from app.api.places import Places, invalid, placing
+from app.api.places import Places, placing
 from app.api.query_params import Cost, EstimateThreshold, given_once
 from app.calibration import DEFAULT_THRESHOLD, Costs
+from app.errors import FieldError, InvalidInput
 
 router = APIRouter(prefix="/v1", tags=["decisions"])
 
@@ -88,10 +89,8 @@ async def decision(
     per case of deciding at it on the version's out-of-fold predictions and their labels,
     with its 95% interval, beside deciding at 0.5 (`at_half`). Binary versions only."""
     if cost_fp + cost_fn + benefit_tp + benefit_tn == 0:  # each is >= 0 (the query's check)
-        raise invalid(
-            ("query",),
-            "cost_fp, cost_fn, benefit_tp and benefit_tn are all 0: every decision is as good",
-        )
+        reason = "cost_fp, cost_fn, benefit_tp and benefit_tn are all 0: every decision is as good"
+        raise InvalidInput(reason, errors=(FieldError(("query",), reason),))
     costs = Costs(cost_fp, cost_fn, benefit_tp, benefit_tn)
     chosen = parse_selector(name, selector)
 

@@ -29,6 +29,14 @@ from calibration_client._errors import (
     UnprocessableError,
 )
 from calibration_client._sync import Client
+from calibration_client._traffic_types import (
+    Decision,
+    DecisionCost,
+    Estimate,
+    Performance,
+    Prior,
+    Window,
+)
 from calibration_client._types import (
     Comparison,
     Diagnostics,
@@ -56,12 +64,17 @@ __all__ = [
     "ClientError",
     "Comparison",
     "ConflictError",
+    "Decision",
+    "DecisionCost",
     "Diagnostics",
+    "Estimate",
     "NotFoundError",
     "OutcomeReceipt",
     "PayloadTooLargeError",
+    "Performance",
     "PermissionDeniedError",
     "Prediction",
+    "Prior",
     "RankedVersion",
     "RateLimitError",
     "ReliabilityCurve",
@@ -70,6 +83,7 @@ __all__ = [
     "ServiceUnavailableError",
     "UnprocessableError",
     "Version",
+    "Window",
     "__version__",
 ]
 

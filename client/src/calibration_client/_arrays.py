@@ -92,6 +92,15 @@ def as_weights(values: Any, rows: int, name: str = "sample_weight") -> NDArray[n
     return array
 
 
+def as_priors(values: Any, name: str = "priors") -> NDArray[np.float64]:
+    """Class priors as float64, one per class (the service checks their range and sum)."""
+    array = _numbers(values, name).astype(np.float64, copy=False)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, one per class; got shape {array.shape}")
+    _check_finite(array, name)
+    return array
+
+
 def as_ids(values: Any, rows: int, name: str = "ids") -> list[str]:
     """Client ids as strings, one per row."""
     values = _plain(values)

@@ -21,15 +21,10 @@ from typing import Any, TypeVar
 import httpx
 from numpy.typing import ArrayLike
 
+from calibration_client._async_traffic import AsyncTraffic
 from calibration_client._base import DEFAULT_BASE_URL, Call, Progress
 from calibration_client._batches import BatchTransport
-from calibration_client._calls import (
-    Operations,
-    PredictTransport,
-    Selector,
-    fit_options,
-    report_options,
-)
+from calibration_client._calls import PredictTransport, Selector, fit_options, report_options
 from calibration_client._errors import APITimeoutError, undecodable_answer
 from calibration_client._types import Comparison, Diagnostics, OutcomeReceipt, Prediction, Version
 
@@ -37,13 +32,15 @@ T = TypeVar("T")
 S = TypeVar("S")
 
 
-class AsyncClient(Operations):
+class AsyncClient(AsyncTraffic):
     """A client of the calibration service for asyncio code.
 
     ``timeout`` bounds each whole call, its retries and waits included, each attempt within
     ``asyncio.timeout`` of the time left; ``retries`` is how many times a connection failure
     or a 429/503 answer is tried again (read when a call fails, so setting it later takes
-    effect). A retried fit resends the same bytes under the same ``Idempotency-Key``.
+    effect). A retried fit resends the same bytes under the same ``Idempotency-Key``; an
+    adjust, which the service reads no key for, is retried only when its request cannot have
+    reached the service.
     ``http_client`` is used as given (and left open by :meth:`close`). Nothing is sent before
     the first call. :meth:`fit_file` reads its file in the event loop's thread, a chunk at a
     time."""
@@ -98,7 +95,7 @@ class AsyncClient(Operations):
                 if response.is_success:
                     return self._read(call, response)
                 error = self._answer_error(response)
-            wait = self._wait(error, attempt, call.deadline)
+            wait = self._wait(error, attempt, call)
             if wait is None:
                 raise error
             await self._sleep(wait)

@@ -3,12 +3,14 @@ share besides the operations (``_calls.py``): the configuration, a :class:`Call`
 deadline, each attempt's request and body, how an answer is read, and the retry decision.
 The two differ only in how they send and sleep (openai-python's ``_base_client.py`` shape).
 
-Every operation is safe to retry, so each is: GETs and the alias PUT are idempotent;
+Every operation but one is safe to retry, so each is: GETs and the alias PUT are idempotent;
 predict is pure (with ``ids`` the first record of an id wins); outcomes repeated are counted
-as duplicates, not stored twice; diagnostics and compare POSTs store nothing; and a fit
-always carries an ``Idempotency-Key`` (generated when not given) and the same bytes, under
+as duplicates, not stored twice; diagnostics, compare and estimate POSTs store nothing; and a
+fit always carries an ``Idempotency-Key`` (generated when not given) and the same bytes, under
 which the service answers the version the first attempt created, also after a read
-timeout."""
+timeout. The exception is adjust, which stores a version and which the service does not
+answer under an ``Idempotency-Key``: its call is not ``idempotent``, so it is tried again only
+when the request cannot have been acted on (:func:`~calibration_client._retry.retried`)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from calibration_client._errors import (
     error_from_response,
     unreadable_answer,
 )
-from calibration_client._retry import RetryPolicy
+from calibration_client._retry import RetryPolicy, may_have_arrived
 from calibration_client._version import __version__
 
 T = TypeVar("T")
@@ -37,14 +39,16 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 Progress = Callable[[int, int], None]
 """``progress(sent, total)``, called as a request's body goes, in bytes; a retry starts
 again from 0."""
-_UNREADABLE = (KeyError, IndexError, TypeError, ValueError)  # what reading a bad body raises
+_UNREADABLE = (KeyError, IndexError, TypeError, ValueError, AttributeError)
+"""What reading a bad body raises (AttributeError: ``.get`` on what is not an object)."""
 
 
 @dataclass(frozen=True)
 class Call(Generic[T]):
     """One operation: its request, how to read a successful answer, and its deadline (a
     time of the client's clock, taken before the body was encoded: encoding is part of the
-    call's time)."""
+    call's time). ``idempotent`` is False for a request that must not reach the service
+    twice (it would act twice): it is retried only when the first cannot have been acted on."""
 
     method: str
     path: str
@@ -54,6 +58,7 @@ class Call(Generic[T]):
     content: bytes | Stream | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     progress: Progress | None = None
+    idempotent: bool = True
 
 
 _PRINTABLE = re.compile(r"[\x20-\x7e]+")
@@ -174,9 +179,17 @@ class BaseClient:
         error.__cause__ = exc  # what the retry policy judges a failure by
         return error
 
-    def _wait(self, error: CalibrationError, attempt: int, deadline: float) -> float | None:
+    def _wait(self, error: CalibrationError, attempt: int, call: Call[Any]) -> float | None:
         """Seconds to sleep before the next attempt, or None to raise ``error``; the policy
-        of ``retries`` as it is now (it may have been set since the client was made)."""
-        left = deadline - self._clock()
+        of ``retries`` as it is now (it may have been set since the client was made). A
+        call that is not idempotent and may have reached the service says so in a note on
+        ``error``."""
+        left = call.deadline - self._clock()
         policy = RetryPolicy(retries=self.retries)
-        return policy.wait(error, attempt, left, self._uniform, self._wall)
+        wait = policy.wait(error, attempt, left, self._uniform, self._wall, call.idempotent)
+        if wait is None and not call.idempotent and may_have_arrived(error):
+            error.add_note(
+                f"{call.method} {call.path} was not retried: the request may have reached the "
+                "service, which may have acted on it; look before sending it again"
+            )
+        return wait

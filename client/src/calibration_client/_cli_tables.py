@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from calibration_client import Diagnostics
+from calibration_client import Decision, Diagnostics, Estimate, Performance, Prior
+from calibration_client._traffic_types import PERFORMANCE_MEASURES
 
 _VERSION_COLUMNS = ("version", "method", "n_samples", "log loss cv", "ece cv", "aliases", "created")
 
@@ -87,3 +88,66 @@ def print_diagnostics(report: Diagnostics) -> None:
             for n in names
         ],
     )
+
+
+def print_estimate(found: Estimate) -> None:
+    """The expected measures with their 95% bands, then the prior, a row per class."""
+    cut = "" if found.threshold is None else f", threshold {found.threshold:g}"
+    print(f"{found.name} version {found.version}: {found.n_predictions} predictions{cut}")
+    print("\nestimated (if calibrated)")
+    _print_table(("measure", "estimate", "95% low", "95% high"), _measure_rows(found.estimated))
+    print("\nprior")
+    columns = ("class", "training", "estimated", "95% low", "95% high")
+    _print_table(columns, _prior_rows(found.prior))
+
+
+def _measure_rows(performance: Performance) -> list[list[str]]:
+    rows = []
+    for name in PERFORMANCE_MEASURES:
+        value = getattr(performance, name)
+        if value is None:
+            continue
+        low, high = performance.intervals.get(name, (None, None))
+        rows.append([name, _number(value), _number(low), _number(high)])
+    return rows
+
+
+def _prior_rows(prior: Prior) -> list[list[str]]:
+    """One row per class: P(y = 1) of a binary version is class 1's."""
+    training = np.atleast_1d(np.asarray(prior.training, dtype=np.float64))
+    k = training.size
+    estimated = np.full(k, np.nan) if prior.estimated is None else prior.estimated
+    interval = np.full((k, 2), np.nan) if prior.interval is None else prior.interval
+    columns = np.column_stack([training, estimated, np.reshape(interval, (k, 2))])
+    classes = ["1"] if isinstance(prior.training, float) else [str(c) for c in range(k)]
+    return [[c, *map(_number, row)] for c, row in zip(classes, columns.tolist(), strict=True)]
+
+
+def print_decision(found: Decision) -> None:
+    """Deciding at the cost-optimal threshold beside deciding at 0.5."""
+    print(f"{found.name} version {found.version}: decide 1 above {found.threshold:.4f}")
+    half = found.at_half
+    _print_table(
+        ("decide", "threshold", "expected cost", "95% low", "95% high"),
+        [
+            ["optimal", *map(_number, (found.threshold, found.expected_cost, *found.interval))],
+            ["at 0.5", *map(_number, (half.threshold, half.expected_cost, *half.interval))],
+        ],
+    )
+
+
+def print_adjusted(document: dict[str, Any]) -> None:
+    """The new version's row, then the priors it was corrected from and to."""
+    print_versions([document])
+    adjusted = (document.get("source") or {}).get("adjusted") or {}
+    if adjusted:
+        print(
+            f"\nversion {adjusted.get('parent_version')} corrected from prior "
+            f"{_priors(adjusted.get('prior_from'))} to {_priors(adjusted.get('prior_to'))}"
+        )
+
+
+def _priors(value: object) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_number(v) for v in value) + "]"
+    return _number(value)

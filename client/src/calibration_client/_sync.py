@@ -14,14 +14,9 @@ from numpy.typing import ArrayLike
 
 from calibration_client._base import DEFAULT_BASE_URL, Call, Progress
 from calibration_client._batches import BatchTransport
-from calibration_client._calls import (
-    Operations,
-    PredictTransport,
-    Selector,
-    fit_options,
-    report_options,
-)
+from calibration_client._calls import PredictTransport, Selector, fit_options, report_options
 from calibration_client._errors import undecodable_answer
+from calibration_client._sync_traffic import SyncTraffic
 from calibration_client._types import Comparison, Diagnostics, OutcomeReceipt, Prediction, Version
 
 T = TypeVar("T")
@@ -37,18 +32,19 @@ def _length(response: httpx.Response) -> int:
     return int(declared) if declared.isdigit() else WHOLE_BYTES + 1
 
 
-class Client(Operations):
+class Client(SyncTraffic):
     """A client of the calibration service.
 
     ``timeout`` bounds each whole call, its retries and waits included; ``retries`` is how
     many times a connection failure or a 429/503 answer is tried again (read when a call
     fails, so setting it later takes effect). A retried fit resends the same bytes under the
-    same ``Idempotency-Key``. httpx bounds each connect, write and read of an attempt rather
-    than the attempt, so this client also checks the deadline between the chunks it sends and,
-    for answers over 64 KiB, receives: a call can overrun its ``timeout`` by at most one
-    network wait when a large body trickles, but a server dripping its headers or a short
-    answer a byte at a time can hold it longer; :class:`AsyncClient` bounds each attempt
-    exactly.
+    same ``Idempotency-Key``; an adjust, which the service reads no key for, is retried only
+    when its request cannot have reached the service. httpx bounds each connect, write and
+    read of an attempt rather than the attempt, so this client also checks the deadline
+    between the chunks it sends and, for answers over 64 KiB, receives: a call can overrun
+    its ``timeout`` by at most one network wait when a large body trickles, but a server
+    dripping its headers or a short answer a byte at a time can hold it longer;
+    :class:`AsyncClient` bounds each attempt exactly.
     ``http_client`` is used as given (and left open by :meth:`close`). Nothing is sent before
     the first call."""
 
@@ -98,7 +94,7 @@ class Client(Operations):
                 if response.is_success:
                     return self._read(call, response)
                 error = self._answer_error(response)
-            wait = self._wait(error, attempt, call.deadline)
+            wait = self._wait(error, attempt, call)
             if wait is None:
                 raise error
             self._sleep(wait)

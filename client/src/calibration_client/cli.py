@@ -1,5 +1,6 @@
-"""The ``calibration`` command: fit, predict, versions, alias and diagnostics from a shell,
-through :class:`~calibration_client.Client` (its retries and deadline).
+"""The ``calibration`` command: fit, predict, versions, alias and diagnostics from a shell, and
+estimate, decision and adjust (:mod:`~calibration_client._cli_decisions`), through
+:class:`~calibration_client.Client` (its retries and deadline).
 
 Exit status 0 on success; 1 when the service answered an error (its detail goes to stderr)
 or could not be reached; 2 on bad usage (argparse's own, a file that cannot be read or
@@ -20,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from calibration_client import CalibrationError, Client
+from calibration_client._cli_decisions import add_commands
 from calibration_client._cli_files import ScoresFile, UnreadableFile, file_size, read_scores
 from calibration_client._cli_progress import ProgressBar
 from calibration_client._cli_tables import print_diagnostics, print_json, print_versions
@@ -39,8 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: Callable[[argparse.Namespace], int] = args.command
     try:
         return command(args)
-    except CalibrationError as error:
-        return _fail(error.detail or error.message, 1)
+    except CalibrationError as error:  # with its notes: an adjust not retried says so
+        notes = getattr(error, "__notes__", [])
+        return _fail("\n".join([error.detail or error.message, *notes]), 1)
     except BrokenPipeError:  # `calibration ... | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
@@ -106,6 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     diagnostics.add_argument("--png", type=Path, default=None, help="save the diagram")
     diagnostics.add_argument("--json", action="store_true", help="print the service's JSON")
     diagnostics.set_defaults(command=_diagnostics)
+
+    add_commands(commands, _client, _tag)
     return parser
 
 
