@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, date, datetime
 from typing import Any, cast
 
 from sqlalchemy import select
@@ -28,6 +28,7 @@ from app.errors import NotFound
 from app.store.models import Version
 from app.store.session import RepositoryBase
 from app.store.sql import chunks, placeholder, postgresql, sqlite_time
+from app.store.traffic.partitions import analyze_new
 from app.store.traffic.rows import (
     COLUMNS,
     ROW_MARKS,
@@ -93,6 +94,7 @@ class TrafficOperations(RepositoryBase):
             f"SELECT {COLUMNS} FROM incoming_predictions WHERE fresh = 1"
         ).rowcount
         self._join_staged_pending(names, min(r[3] for r in kept), max(r[3] for r in kept))
+        analyze_new(connection, {_utc_day(row.predicted_at) for row in kept})
         return LogCounts(new=new, discarded=len(rows) - len(kept))
 
     def delete_traffic(self, name: str) -> None:
@@ -257,3 +259,9 @@ class TrafficOperations(RepositoryBase):
             "WHERE i.fresh = 1 AND i.name = pending_outcomes.name "
             "AND i.client_id = pending_outcomes.client_id)"
         )
+
+
+def _utc_day(moment: datetime) -> date:
+    """The UTC day of ``moment`` (a time without a zone is read as UTC)."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).date()

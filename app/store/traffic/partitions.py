@@ -90,6 +90,37 @@ def drop_partitions(connection: Connection, before: date) -> list[date]:
     return gone
 
 
+_ANALYZED: set[tuple[str, str]] = set()
+"""The partitions (database, name) this process has seen analyzed, or analyzed itself."""
+
+
+def analyze_new(connection: Connection, days: set[date]) -> None:
+    """Analyze the partitions of ``days`` that have never been analyzed, once per process.
+
+    A partition made ahead has no statistics until autovacuum's next round (a minute or
+    more, and only past 50 changed rows). Meanwhile the planner knows nothing of its
+    columns, and the outcomes' lookups of the rows just logged (one predict's rows share
+    their time) were planned as nested loops over the ``(name, predicted_at)`` index: 5,000
+    outcomes of a fresh day took 19 s, against 0.1 s once analyzed. ``ANALYZE`` counts the
+    rows this transaction inserted, and takes a lock that writers do not wait for."""
+    database = connection.engine.url.render_as_string()
+    for day in sorted(days):
+        name = partition_name(day)
+        if (database, name) in _ANALYZED:
+            continue
+        never = connection.execute(
+            text(
+                "SELECT last_analyze IS NULL AND last_autoanalyze IS NULL "
+                "FROM pg_stat_user_tables WHERE relname = :name"
+            ),
+            {"name": name},
+        ).scalar()
+        if never:
+            connection.execute(text(f"ANALYZE {name}"))
+        if never is not None:  # None: no such partition (the rows went to the default)
+            _ANALYZED.add((database, name))
+
+
 def _attach(connection: Connection, day: date) -> None:
     """Make ``day``'s partition, with the rows of that day the default partition holds."""
     name = partition_name(day)

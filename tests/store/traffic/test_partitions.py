@@ -157,3 +157,30 @@ def test_0005_keeps_the_logged_rows_up_and_down(empty_database_url: str, backend
 def _noon(day: date, backend: str) -> object:
     moment = datetime(day.year, day.month, day.day, 12, tzinfo=UTC)
     return moment if backend == "postgres" else moment.replace(tzinfo=None).isoformat(" ")
+
+
+@pytest.mark.parametrize(
+    "backend", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_a_fresh_days_partition_is_analyzed_when_its_first_rows_are_logged(
+    database: Database,
+) -> None:
+    """A partition made ahead has no statistics until autovacuum comes round; outcomes of
+    rows logged meanwhile were planned blind (19 s for 5,000 of one predict's rows, 0.1 s
+    once analyzed). The first log into it analyzes it, counting the rows just inserted."""
+    with database.transaction(write=True) as repo:
+        repo.maintain_traffic(NOW, NOW - timedelta(days=30))
+    later = NOW + timedelta(days=5)  # a day made ahead, that no test logs into otherwise
+    day = partition_name(later.date())
+    statistics = "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = :t"
+    with database.transaction() as repo:
+        assert repo._session.execute(text(statistics), {"t": day}).scalar() is False
+    with database.transaction(write=True) as repo:
+        repo.log_predictions([row(f"r{i}", later) for i in range(500)])  # one predict's time
+    with database.transaction() as repo:
+        analyzed = repo._session.execute(text(statistics), {"t": day}).scalar()
+        tuples = repo._session.execute(
+            text("SELECT reltuples FROM pg_class WHERE relname = :t"), {"t": day}
+        ).scalar()
+    assert analyzed is True
+    assert tuples == 500
