@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import Query, Request
 
 from app.api.places import invalid
+from app.service.estimates import MAX_COST
 
 
 def threshold_query(description: str) -> Any:
@@ -41,7 +42,7 @@ Cost = Annotated[
     float,
     Query(
         ge=0,
-        le=1e12,
+        le=MAX_COST,
         allow_inf_nan=False,
         description="What a false positive (`cost_fp`) or false negative (`cost_fn`) costs, or "
         "what a true positive (`benefit_tp`) or true negative (`benefit_tn`) earns, per case.",

@@ -68,6 +68,9 @@ from app.calibration.measures.expected import (
 )
 from app.calibration.measures.headline_reports import HeadlineReports, headline_resampled
 from app.calibration.measures.label_shift import (
+    FLOOR as PRIOR_FLOOR,
+)
+from app.calibration.measures.label_shift import (
     adjust,
     adjust_interval,
     bayes_bound,
@@ -133,6 +136,7 @@ __all__ = [
     "MIN_BINS",
     "MULTICLASS_ONLY",
     "NORMAL_95",
+    "PRIOR_FLOOR",
     "PROBABILITY_METHODS",
     "RESAMPLES",
     "TEMPERATURE_FLOOR",

@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration import (
+    PRIOR_FLOOR,
     Adjustment,
     PriorAdjusted,
     adjust,
@@ -47,7 +48,7 @@ from app.calibration import (
     raw_as_probabilities,
     with_intervals,
 )
-from app.errors import Conflict, NotFound, invalid
+from app.errors import Conflict, invalid
 from app.service.adjusted import adjusted_source, as_vector
 from app.service.diagnosis import Diagnosis
 from app.service.estimates import version_priors
@@ -59,7 +60,7 @@ from app.store import Database, NewVersion, Selector, StoredBatch, encode_artifa
 
 logger = logging.getLogger("app.service")
 
-SMALLEST_PRIOR = 1e-12
+SMALLEST_PRIOR = PRIOR_FLOOR
 """The smallest class prior a version is adjusted to or from: Bayes' rule here keeps priors
 above it (:func:`~app.calibration.prior_ratio`), so a smaller one would not be what is used."""
 
@@ -142,10 +143,7 @@ class Adjustments:
         )
         checkpoint()  # the last place a job over its budget, or unwanted, stops: nothing stored
         with self.database.transaction(write=True) as repo:
-            # by number, then by row: SQLite gives a deleted version's row id to the next
-            if repo.get_version(name, record.version).id != record.id:
-                raise NotFound(f"{name!r} v{record.version} was deleted meanwhile")
-            adjusted = repo.create_version(name, new)
+            adjusted = repo.derive_version(record, new)
         self.cache.fitted(LoadedVersion.of(adjusted, calibrator, state), generation)
         logger.info("adjusted %s v%d to new priors as v%d", name, record.version, adjusted.version)
         return VersionView(adjusted, state, seconds=time.perf_counter() - started)
@@ -172,7 +170,11 @@ class Adjustments:
             "since": since,
             "until": until,
             "n_predictions": int(found["n_predictions"]),
-            "interval": list(interval[1]) if k == 2 else [list(band) for band in interval],
+            "interval": None  # past the classes an interval is computed for
+            if interval is None
+            else list(interval[1])
+            if k == 2
+            else [list(band) for band in interval],
         }
 
 

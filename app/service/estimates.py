@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from app.calibration import (
     DEFAULT_THRESHOLD,
     NORMAL_95,
+    PRIOR_FLOOR,
     Costs,
     decide,
     em_priors,
@@ -132,6 +133,11 @@ COST_TAGS = {
 """The version tags that configure its costs, as ``GET …/decision``'s query names them."""
 
 
+MAX_COST = 1e12
+"""The largest cost or benefit taken (``GET …/decision``'s query, a version's tags): past it
+the threshold's arithmetic loses its digits."""
+
+
 def tagged_costs(tags: dict[str, str]) -> Costs | None:
     """The costs a version's tags configure (``cost_fp`` and ``cost_fn``, optionally
     ``benefit_tp`` and ``benefit_tn``); None when it configures none or they do not read
@@ -140,6 +146,8 @@ def tagged_costs(tags: dict[str, str]) -> Costs | None:
         return None
     try:
         given = {field: float(tags[tag]) for tag, field in COST_TAGS.items() if tag in tags}
+        if any(value > MAX_COST for value in given.values()):
+            return None
         return Costs(**given)
     except ValueError:
         return None
@@ -175,9 +183,12 @@ def prior_of(
     weights: NDArray[np.float64] | None = None,
 ) -> dict[str, Any]:
     """``{"training", "estimated", "interval"}``: the positive class's for a binary batch,
-    vectors for k classes; the estimate None for an empty batch. ``weights``: how many rows
+    vectors for k classes; the estimate None for an empty batch, or for a version with a
+    training prior under :data:`~app.calibration.PRIOR_FLOOR`. ``weights``: how many rows
     each row of ``p`` stands for (:func:`~app.calibration.prior_intervals`)."""
-    if p.shape[0] == 0:
+    if p.shape[0] == 0 or np.any(training < PRIOR_FLOOR):
+        # no batch, or a class the version was fitted without: no prior can move it, and EM
+        # would divide by a prior of ~0 (adjust refuses such a version, 409)
         estimated: Any = None
         interval: Any = None
     else:

@@ -58,6 +58,17 @@ class Repository(
 
     # -- writes ---------------------------------------------------------------------------
 
+    def derive_version(self, parent: VersionRecord, new: NewVersion) -> VersionRecord:
+        """Store ``new`` as the next version of ``parent``'s calibrator, made from ``parent``
+        (an adjust): the calibrator's row locked first, then ``parent`` looked for, so a
+        delete of either that committed meanwhile is a 404 and nothing is stored. Unlike a
+        fit, it never revives a deleted calibrator."""
+        self._lock(parent.name)
+        # by number, then by row: SQLite gives a deleted version's row id to the next
+        if self.get_version(parent.name, parent.version).id != parent.id:
+            raise NotFound(f"{parent.name!r} v{parent.version} was deleted meanwhile")
+        return self.create_version(parent.name, new)
+
     def create_version(self, name: str, new: NewVersion) -> VersionRecord:
         """Store ``new`` as the next version of ``name``, creating (or reviving) the calibrator.
 

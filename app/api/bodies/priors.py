@@ -7,7 +7,15 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+)
 
 from app.api.bodies.contracts import Moment
 from app.api.bodies.fields import MAX_DESCRIPTION, TagKey, TagValue, Text
@@ -47,6 +55,19 @@ def _prior(value: object) -> float | Literal["traffic"]:
         raise ValueError(f'{exc} (or "traffic")') from None
 
 
+def _to_first_bad(value: object) -> object:
+    """Priors cut after their first invalid entry, so that one error is reported and a long
+    array of bad entries costs one scan, not one error each."""
+    if not isinstance(value, list):
+        return value
+    for i, entry in enumerate(value):
+        try:
+            _share(entry)
+        except ValueError:
+            return value[: max(i + 1, 2)]
+    return value
+
+
 def _sums_to_one(priors: list[float]) -> list[float]:
     total = math.fsum(priors)
     if abs(total - 1.0) > SUM_TOLERANCE:
@@ -61,7 +82,10 @@ Prior = Annotated[
 ]
 Share = Annotated[float, PlainValidator(_share), WithJsonSchema(_SHARE)]
 Priors = Annotated[
-    list[Share], Field(min_length=2, max_length=MAX_CLASSES), AfterValidator(_sums_to_one)
+    list[Share],
+    Field(min_length=2, max_length=MAX_CLASSES),
+    BeforeValidator(_to_first_bad),
+    AfterValidator(_sums_to_one),
 ]
 
 

@@ -144,7 +144,11 @@ def _picture_route(image_format: ImageFormat) -> None:
     """``GET .../monitoring.png`` and ``.svg``: one endpoint, registered once per format."""
 
     async def monitoring_picture(
-        name: NameParam, request: Request, service: ServiceDep, query: WindowsQuery
+        name: NameParam,
+        request: Request,
+        service: ServiceDep,
+        query: WindowsQuery,
+        _: Annotated[None, Depends(given_once("threshold"))],
     ) -> Response:
         drawn = await in_worker(
             request,

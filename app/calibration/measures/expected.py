@@ -195,7 +195,7 @@ def expected_binary(p: FloatArray, threshold: float = DEFAULT_THRESHOLD) -> dict
     sums = BinarySums(threshold)
     sums.add(p)
     positives, negatives, spreads = _groups(p)
-    auc = grouped_auc(positives, negatives)
+    auc = grouped_auc(positives, negatives) if p.size >= 2 else None  # one row has no pair
     band = None if auc is None else grouped_auc_band(positives, negatives, spreads, auc)
     return sums.estimate(auc, band)
 

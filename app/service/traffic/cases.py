@@ -145,7 +145,7 @@ class TrafficCases:
                     window.add(rows.probabilities)
                 n = window.seen
         prior = window.prior() if n else None
-        if prior is None:
+        if prior is None or prior["estimated"] is None:
             return {"estimated": None, "interval": None, "n_predictions": n}
         if record.n_classes == 2:  # class 1's: as the two-class vectors
             (low, high), estimated = prior["interval"], prior["estimated"]

@@ -99,7 +99,7 @@ class BinaryWindow:
 
     def close(self) -> WindowExpectations:
         """The window's expectations, once its rows have all been added."""
-        auc = self.bins.expected_auc()
+        auc = self.bins.expected_auc() if self.bins.n >= 2 else None  # one row has no pair
         band = None if auc is None else self.bins.expected_auc_band(auc)
         return WindowExpectations(
             self.sums.estimate(auc, band), self.prior(), self._confusion(), binary=True

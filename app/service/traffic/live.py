@@ -185,13 +185,21 @@ def most_answered(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(answered, key=lambda row: (row["n_predictions"], row["version"]), default=None)
 
 
+PRIOR_CLASSES = 16
+"""The most classes a calibrator's prior gauges are exported for: four series a class."""
+
+
 def live_priors(prior: dict[str, Any] | None) -> dict[str, list[float]] | None:
     """A window's ``prior`` as the live gauges export it: per class, [training, estimated,
-    low, high]; a binary version's class 1 only. None without an estimate."""
-    if prior is None or prior["estimated"] is None:
+    low, high]; a binary version's class 1 only. None without an estimate and its interval,
+    or past :data:`PRIOR_CLASSES` classes (the series would outnumber what a dashboard
+    reads; ``GET …/monitoring`` has them)."""
+    if prior is None or prior["estimated"] is None or prior["interval"] is None:
         return None
     if not isinstance(prior["training"], list):  # binary: the positive class's
         return {"1": [prior["training"], prior["estimated"], *prior["interval"]]}
+    if len(prior["training"]) > PRIOR_CLASSES:
+        return None
     return {
         str(c): [training, estimated, *interval]
         for c, (training, estimated, interval) in enumerate(

@@ -176,8 +176,8 @@ class CalibrationSums:
         found: dict[str, tuple[float, float]] = {}
         for name in ("log_loss", "brier"):
             interval = percentile_interval(values[name])
-            if interval is not None:
-                found[name] = interval
+            if interval is not None:  # the Gaussian's draws may reach below 0: neither can
+                found[name] = (max(interval[0], 0.0), interval[1])
         null = consistent.sum(axis=1) / self.n
         ece = calibration_error_interval(point["ece"], values["ece"], null)
         if ece is not None:

@@ -270,18 +270,17 @@ class TrafficReads(RepositoryBase):
     def _float_chunks(
         self, statement: str, params: tuple[Any, ...], width: int
     ) -> Iterator[FloatArray]:
-        """The rows of ``statement`` (``width`` columns, each a number, none NULL but on
-        SQLite, where NULL reads as NaN) as (n, width) float64 arrays, a chunk at a time."""
-        connection = self._session.connection()
+        """The rows of ``statement`` (``width`` columns of numbers, none NULL but on SQLite,
+        where NULL reads as NaN) as (n, width) float64 arrays, a chunk at a time."""
+        raw: Any = self._session.connection().connection.driver_connection
         if postgresql(self._session):
-            raw = connection.connection.driver_connection
-            with raw.cursor() as cursor:  # type: ignore[union-attr]
+            with raw.cursor() as cursor:
                 copy = f"COPY ({statement}) TO STDOUT (FORMAT binary)"
                 with cursor.copy(copy, params) as stream:
                     yield from copied_chunks(stream, width)
             return
-        result = connection.exec_driver_sql(statement, params)
-        while chunk := result.fetchmany(FETCH_ROWS):
+        rows = raw.execute(statement, params)  # sqlite3's tuples: 40 times faster than Rows
+        while chunk := rows.fetchmany(FETCH_ROWS):
             yield np.array(chunk, dtype=np.float64)
 
 
