@@ -25,6 +25,7 @@ from app.api.routes import (
     estimates,
     health,
     inference,
+    monitoring_table,
     predictions,
     traffic,
 )
@@ -73,6 +74,7 @@ ROUTERS: tuple[APIRouter, ...] = (  # the API's, and the problem types' pages
     aliases.router,
     compare.router,
     artifacts.router,
+    monitoring_table.router,
     traffic.router,
     health.router,
     inference.router,

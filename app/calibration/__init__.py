@@ -57,6 +57,7 @@ from app.calibration.measures.diagnostics import (
     with_intervals,
 )
 from app.calibration.measures.expected import (
+    BINARY_KEYS,
     DEFAULT_THRESHOLD,
     BinarySums,
     ClassSums,
@@ -123,6 +124,7 @@ from app.calibration.methods.venn_abers import VennAbersCalibrator
 
 __all__ = [
     "BETA_EPS",
+    "BINARY_KEYS",
     "BINARY_ONLY",
     "BOOTSTRAP_SEED",
     "CALIBRATOR_METHODS",

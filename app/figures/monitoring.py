@@ -1,4 +1,4 @@
-"""The monitoring figure: a calibrator's live calibration over time, four panels on one time axis.
+"""The monitoring figure: a calibrator's live calibration over time, six panels on one time axis.
 
 Drawn from the rows of :meth:`app.service.traffic.monitoring.Monitor.rows` (one per window and
 version):
@@ -9,19 +9,20 @@ version):
   dashed line at PSI 0.25, the usual mark of a major shift;
 - expected: the accuracy expected of all the window's predictions (solid, its 95% band
   shaded) against the accuracy realized on the labelled ones (dashed);
-- prior: the positive rate estimated by EM from all the predictions (solid, its interval
-  shaded) against the rate the version was trained under (dotted); binary versions;
+- prior: the positive rate by EM from all the predictions (solid, its interval shaded)
+  against the rate the version was trained under (dotted); binary versions;
 - traffic: the predictions logged per window, and the labelled ones, as bars.
 
-One colour per version in every panel but the traffic's. A window where a version has no number is a
-gap in its line, never a zero; a panel with nothing to draw says so. Drawn and written as the
-reliability diagram is (:mod:`app.figures.reliability`): the same rows give the same bytes. In SVG
-the lines have the ids ``ece-v{n}``, ``log-loss-v{n}``, ``mean-predicted-v{n}``,
-``observed-rate-v{n}``, ``psi-v{n}``, ``ks-v{n}``, ``estimated-accuracy-v{n}``,
-``realized-accuracy-v{n}``, ``estimated-prior-v{n}`` and ``training-prior-v{n}``, the bands
-``estimated-accuracy-band-v{n}`` and ``estimated-prior-band-v{n}``; the bars
-``n-predictions`` and ``n-labelled``; the panels ``calibration``, ``rates``, ``shift``,
-``expected``, ``prior`` and ``traffic``.
+The time axis spans the windows with traffic, half a window beyond each end: a day of traffic
+in a 30-day range fills the figure. One colour per version in every panel but the traffic's.
+A window where a version has no number is a gap in its line, never a zero; a panel with
+nothing to draw says so. Drawn and written as the reliability diagram is
+(:mod:`app.figures.reliability`): the same rows give the same bytes. In SVG the lines have the
+ids ``{measure}-v{n}`` (``ece``, ``log-loss``, ``mean-predicted``, ``observed-rate``, ``psi``,
+``ks``, ``estimated-accuracy``, ``realized-accuracy``, ``estimated-prior``,
+``training-prior``), the bands ``estimated-accuracy-band-v{n}`` and
+``estimated-prior-band-v{n}``, the bars ``n-predictions`` and ``n-labelled``, and the panels
+their names above.
 """
 
 from __future__ import annotations
@@ -146,8 +147,7 @@ def render_monitoring(
     keys = ("estimated_prior", "training_prior")
     _banded(panels[4], line, keys, ":", prior, empty if quiet else "no binary prior")
     _traffic(panels[5], line)
-    if line.starts.size:
-        panels[5].set_xlim(line.starts[0], line.ends[-1])
+    panels[5].set_xlim(*_span(line))
     locator = mdates.AutoDateLocator(tz=UTC)  # type: ignore[no-untyped-call]
     panels[5].xaxis.set_major_locator(locator)
     concise = mdates.ConciseDateFormatter(locator, tz=UTC)  # type: ignore[no-untyped-call]
@@ -183,6 +183,19 @@ def _shift(ax: Axes, line: Timeline, empty: str) -> None:
     ax.set_ylim(bottom=0.0)
     ax.set_ylabel("PSI (solid)\nKS (dotted)")
     _finish(ax, "shift", line, ("psi", "ks"), empty)
+
+
+def _span(line: Timeline) -> tuple[float, float]:
+    """The time axis: the windows with traffic, half a window beyond each end (an hour of
+    traffic in a 30-day range is not one dot at the edge), or the whole range without any."""
+    if not line.starts.size:
+        return (0.0, 1.0)
+    busy = np.flatnonzero(line.n_predictions > 0)
+    if not busy.size:
+        return (float(line.starts[0]), float(line.ends[-1]))
+    first, last = line.starts[busy[0]], line.ends[busy[-1]]
+    margin = (line.ends[busy[0]] - first) / 2.0
+    return (float(max(first - margin, line.starts[0])), float(min(last + margin, line.ends[-1])))
 
 
 def _banded(

@@ -90,6 +90,50 @@ def paired_differences(
         )
 
 
+def ranked(
+    name: str,
+    rows: list[dict[str, Any]],
+    probability_sets: Sequence[NDArray[np.float64]],
+    batch: Batch,
+    by: str,
+    resamples: int,
+) -> dict[str, Any]:
+    """The compare document of ``rows`` (each a version's number and method) whose
+    probabilities on ``batch`` are ``probability_sets``: their metrics with intervals, best
+    first by ``by``, each with its paired bootstrap difference from the best (``resamples``
+    shared by all), and the batch's raw scores scored alike. How the probabilities were made
+    is the caller's: the compare route's versions predict the batch
+    (:meth:`Comparison.compare`), the web view's verdict scores each version out of sample
+    (:mod:`app.service.verdicts`)."""
+    try:
+        points, resampled = headline_resampled(
+            [*probability_sets, raw_as_probabilities(batch.scores)],
+            batch.labels,
+            batch.weights,
+            resamples,
+        )
+    except CalibrationError as exc:
+        raise invalid(exc.loc, exc.reason) from None
+    by_version: dict[int, Resampled] = {}
+    for row, metrics, found in zip(rows, points[:-1], resampled[:-1], strict=True):
+        row["metrics"] = metrics
+        by_version[row["version"]] = found
+    rank(rows, by)
+    values = {v: found.values[by] for v, found in by_version.items() if by in found.values}
+    paired_differences(rows, by, values, batch.n_samples)
+    for row in rows:
+        row["metrics"] = with_intervals(row["metrics"], by_version[row["version"]])
+    raw = with_intervals(points[-1], resampled[-1])
+    return {
+        "name": name,
+        "n_samples": batch.n_samples,
+        "by": by,
+        "bootstrap": resamples,
+        "versions": rows,
+        "raw": raw,
+    }
+
+
 class Comparison:
     """The compare route's use case: stored versions ranked on one labelled batch."""
 
@@ -111,33 +155,7 @@ class Comparison:
         paired bootstrap interval (``resamples`` shared by all versions). The versions (and
         their artifacts) are read in one snapshot."""
         rows, probability_sets = self._compared(name, batch, selectors, by)
-        try:
-            points, resampled = headline_resampled(
-                [*probability_sets, raw_as_probabilities(batch.scores)],
-                batch.labels,
-                batch.weights,
-                resamples,
-            )
-        except CalibrationError as exc:
-            raise invalid(exc.loc, exc.reason) from None
-        by_version: dict[int, Resampled] = {}
-        for row, metrics, found in zip(rows, points[:-1], resampled[:-1], strict=True):
-            row["metrics"] = metrics
-            by_version[row["version"]] = found
-        rank(rows, by)
-        values = {v: found.values[by] for v, found in by_version.items() if by in found.values}
-        paired_differences(rows, by, values, batch.n_samples)
-        for row in rows:
-            row["metrics"] = with_intervals(row["metrics"], by_version[row["version"]])
-        raw = with_intervals(points[-1], resampled[-1])
-        return {
-            "name": name,
-            "n_samples": batch.n_samples,
-            "by": by,
-            "bootstrap": resamples,
-            "versions": rows,
-            "raw": raw,
-        }
+        return ranked(name, rows, probability_sets, batch, by, resamples)
 
     def compare_picture(
         self,

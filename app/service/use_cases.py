@@ -20,6 +20,7 @@ from app.service.onnx_models import OnnxModels
 from app.service.serving import Serving
 from app.service.traffic.cases import TrafficCases
 from app.service.traffic.log import TrafficLog
+from app.service.verdicts import Verdicts
 from app.service.version_cache import VersionCache
 from app.service.versions import Versions
 from app.service.work import WorkPool
@@ -33,7 +34,7 @@ class CalibrationService:
     """The parts: ``versions``, ``fit_keys`` (idempotent fits), ``calibrators``, ``serving``,
     ``diagnosis``, ``estimates`` (before the labels), ``adjustments`` (to new priors),
     ``comparison``, ``traffic`` (outcomes and monitoring), ``browsing`` (the web view's reads),
-    ``onnx_models``;
+    ``verdicts`` (the web view's compare without a batch), ``onnx_models``;
     and what they stand on: the ``version_cache``, the ``prediction_log`` and the ``work`` pool."""
 
     def __init__(self, database: Database, settings: Settings, *, worker: bool = False) -> None:
@@ -62,6 +63,9 @@ class CalibrationService:
         self.traffic = TrafficCases(database, self.diagnosis, settings.max_batch_rows)
         self.adjustments = Adjustments(database, self.version_cache, self.diagnosis, self.traffic)
         self.browsing = Browsing(database, self.diagnosis, self.traffic)
+        self.verdicts = Verdicts(
+            database, self.version_cache, self.diagnosis, settings.max_batch_rows
+        )
 
     def ready(self) -> bool:
         """Whether the database answers (``/readyz``)."""

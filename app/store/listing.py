@@ -1,26 +1,29 @@
-"""The reads of a list of calibrators: each one's latest version and aliases, in two queries
-for a whole page (not two per calibrator)."""
+"""The reads of a list of calibrators: each one's latest version, its aliases and the versions
+they point to, in two queries for a whole page (not two per calibrator), and which of its
+versions answered traffic in a range, in one."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import exists, literal, or_, select, tuple_, union_all
 
-from app.store.models import Alias, Calibrator, Version
+from app.store.models import Alias, Calibrator, Prediction, Version
 from app.store.queries import version_record
 from app.store.records import CalibratorSummary, VersionRecord
 from app.store.session import RepositoryBase
 
 
 class ListingReads(RepositoryBase):
-    """The latest versions and aliases of a page of calibrators."""
+    """The latest and aliased versions, and the aliases, of a page of calibrators."""
 
-    def latest_with_aliases(
+    def listed_versions(
         self, listed: Sequence[CalibratorSummary]
-    ) -> dict[str, tuple[VersionRecord | None, dict[str, int]]]:
-        """For each calibrator of ``listed``: its latest version (None when it has none left)
-        and every alias it has, by alias name; one query for the versions, one for the aliases."""
+    ) -> dict[str, tuple[dict[int, VersionRecord], dict[str, int]]]:
+        """For each calibrator of ``listed``: the records of its latest version and of every
+        version an alias points to, by number, and every alias it has, by alias name; one
+        query for the aliases, one for the versions."""
         names = [summary.name for summary in listed]
         if not names:
             return {}
@@ -37,19 +40,44 @@ class ListingReads(RepositoryBase):
             aliases[name][alias] = int(version)
             by_version.setdefault(version_id, []).append(alias)
         latest = [(s.name, s.latest_version) for s in listed if s.latest_version is not None]
+        wanted = []
+        if latest:
+            wanted.append(tuple_(Calibrator.name, Version.version).in_(latest))
+        if by_version:
+            wanted.append(Version.id.in_(list(by_version)))
         rows = (
             self._session.execute(
                 select(Calibrator.name, Version)
                 .join(Calibrator, Calibrator.id == Version.calibrator_id)
-                .where(
-                    Calibrator.deleted_at.is_(None),
-                    tuple_(Calibrator.name, Version.version).in_(latest),
-                )
+                .where(Calibrator.deleted_at.is_(None), or_(*wanted))
             ).all()
-            if latest
+            if wanted
             else []
         )
-        records = {
-            name: version_record(name, row, tuple(by_version.get(row.id, ()))) for name, row in rows
-        }
-        return {name: (records.get(name), aliases[name]) for name in names}
+        records: dict[str, dict[int, VersionRecord]] = {name: {} for name in names}
+        for name, row in rows:
+            aliased = tuple(by_version.get(row.id, ()))
+            records[name][row.version] = version_record(name, row, aliased)
+        return {name: (records[name], aliases[name]) for name in names}
+
+    def answered(
+        self, pairs: Sequence[tuple[str, int]], since: datetime, until: datetime
+    ) -> set[tuple[str, int]]:
+        """Those (calibrator, version) ``pairs`` that answered a prediction logged in
+        [since, until): one statement, a probe per pair that stops at its first row (found
+        through the index on (name, predicted_at)), never a count of the traffic."""
+        if not pairs:
+            return set()
+        probes = [
+            select(literal(i)).where(
+                exists().where(
+                    Prediction.name == name,
+                    Prediction.predicted_at >= since,
+                    Prediction.predicted_at < until,
+                    Prediction.version == version,
+                )
+            )
+            for i, (name, version) in enumerate(pairs)
+        ]
+        found = self._session.scalars(union_all(*probes))
+        return {pairs[int(i)] for i in found}

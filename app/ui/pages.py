@@ -19,9 +19,8 @@ from urllib.parse import urlencode
 from markupsafe import Markup
 
 from app.calibration import Report
-from app.errors import NotFound, ServiceError, StoredDataCorrupt
-from app.service.browsing import Listed, StoredVersion
-from app.service.diagnosis import Reports
+from app.errors import NotFound, ServiceError
+from app.service.browsing import StoredVersion
 from app.service.estimates import Decision, tagged_costs
 from app.service.reporting import DEFAULT_REPORT
 from app.service.traffic.cases import Monitored
@@ -30,7 +29,6 @@ from app.store import CalibratorSummary, Selector, VersionRecord
 
 from .svg import inline_svg
 
-CALIBRATORS_PER_PAGE = 50
 VERSIONS_PER_PAGE = 5
 MAX_PAGE = 10**9
 _PAGE = re.compile(r"^[0-9]{1,10}$")
@@ -88,41 +86,6 @@ def headline(record: VersionRecord | None) -> Mapping[str, Any]:
 def binning(report: Report) -> str:
     """How a report's bins were made, as its caption says it: ``10 uniform bins``."""
     return f"{len(report.bins.count)} {DEFAULT_REPORT.strategy} bins"
-
-
-@dataclass(frozen=True)
-class ListedRow:
-    """A row of the list: the calibrator, its latest version's headline metrics, its
-    aliases newest first."""
-
-    listed: Listed
-    headline: Mapping[str, Any]
-    aliases: list[tuple[str, int]]
-
-
-@dataclass(frozen=True)
-class CalibratorListPage:
-    """The list page."""
-
-    rows: list[ListedRow]
-    total: int
-    tag: str
-    pager: PagerLinks
-
-
-def calibrators(
-    service: CalibrationService, number: int, tag: tuple[str, str] | None
-) -> CalibratorListPage:
-    """The list page: a page of calibrators with their latest version and aliases."""
-    found = service.browsing.calibrators_page(
-        CALIBRATORS_PER_PAGE, (number - 1) * CALIBRATORS_PER_PAGE, tag
-    )
-    given = None if tag is None else f"{tag[0]}:{tag[1]}"
-    rows = [
-        ListedRow(item, headline(item.latest), newest_first(item.aliases)) for item in found.listed
-    ]
-    pager = pager_links(number, found.total, CALIBRATORS_PER_PAGE, tag=given)
-    return CalibratorListPage(rows, found.total, given or "", pager)
 
 
 @dataclass(frozen=True)
@@ -204,60 +167,6 @@ def _panel(stored: StoredVersion) -> VersionPanel:
 
 
 @dataclass(frozen=True)
-class Compared:
-    """Two versions' reports, their metrics (the JSON of their calibrated reports), how
-    they were binned, and their curves overlaid."""
-
-    reports: list[Reports]
-    metrics: list[Any]
-    binning: str
-    diagram: Markup
-
-
-@dataclass(frozen=True)
-class ComparePage:
-    """The compare page: the versions asked (as typed, for the form), and their comparison,
-    or nothing to compare (a single version), or the error that kept it."""
-
-    name: str
-    a: str
-    b: str
-    compared: Compared | None
-    problem: ServiceError | None
-
-
-def comparison(
-    service: CalibrationService, name: str, first: Selector | None, second: Selector | None
-) -> Shown:
-    """The compare page: two versions' stored curves overlaid and their metrics side by
-    side; by default the latest version and the one before it. An unknown version (or one
-    whose batch cannot be read) is the page with its error, and that error's status."""
-    if first is None or second is None:
-        newest = service.browsing.newest_two(name)
-        if newest is None:
-            return ComparePage(name, "", "", None, None), 200
-        first = newest[0] if first is None else first
-        second = newest[1] if second is None else second
-    try:
-        found = service.browsing.comparison(name, first, second, "svg")
-    except (NotFound, StoredDataCorrupt) as exc:
-        return ComparePage(name, str(first), str(second), None, exc), exc.status
-    a, b = found.first, found.second
-    label = (
-        f"Reliability curves of {name} versions {a.version} ({a.method}) and {b.version} "
-        f"({b.method}) overlaid, each on its own fitting batch, out of fold; the table "
-        "beside it holds their metrics."
-    )
-    compared = Compared(
-        [a, b],
-        [a.calibrated.as_json()["metrics"], b.calibrated.as_json()["metrics"]],
-        binning(a.calibrated),
-        inline_svg(found.picture, prefix="compare", label=label),
-    )
-    return ComparePage(name, str(a.version), str(b.version), compared, None), 200
-
-
-@dataclass(frozen=True)
 class MonitoringPage:
     """The monitoring page: the range, the version asked (None: all), the windows with
     traffic and the figure over the whole range."""
@@ -267,6 +176,7 @@ class MonitoringPage:
     version: Selector | None
     rows: list[dict[str, Any]]
     diagram: Markup
+    choices: list[tuple[str, str]]  # the version select's (value, label) pairs
 
 
 def monitoring(
@@ -281,9 +191,12 @@ def monitoring(
     )
     rows = [row for row in drawn.rows if row.get("n_predictions")]
     diagram = inline_svg(drawn.picture, prefix="monitoring", label=label)
-    return MonitoringPage(name, monitored, selector, rows, diagram)
+    return MonitoringPage(name, monitored, selector, rows, diagram, version_choices(service, name))
 
 
-def newest_first(aliases: dict[str, int]) -> list[tuple[str, int]]:
-    """Aliases by the version they point to, newest first (then by name)."""
-    return sorted(aliases.items(), key=lambda item: (-item[1], item[0]))
+def version_choices(service: CalibrationService, name: str) -> list[tuple[str, str]]:
+    """A version select's options: the aliases (``production → v3``), then the newest
+    hundred versions by number."""
+    view = service.calibrators.get(name, 100, 0)
+    aliases = [(alias, f"{alias} → v{v}") for alias, v in sorted(view.aliases.items())]
+    return aliases + [(str(r.version), f"v{r.version} · {r.method}") for r in view.versions]

@@ -30,7 +30,8 @@ from app.service.traffic.cases import Monitored, monitored_range
 from app.service.traffic.monitoring import WINDOW_SECONDS, Window
 from app.store import Selector
 
-from . import pages, signin
+from . import list_page, pages, signin
+from .compare_page import comparison
 from .page_responses import error_page, render_page
 from .templating import STATIC
 
@@ -68,13 +69,14 @@ def monitored(window: str | None, version: str | None = None) -> Monitored:
 
 @router.get("")
 async def calibrator_list(request: Request, tag: Text = None) -> Response:
-    """Every calibrator with its latest version's method, metrics, aliases and tags."""
+    """Every calibrator with the versions its aliases serve and its latest, their metrics and
+    tags, and its live version's log loss over the last 14 days."""
 
     async def read_page() -> pages.Shown:
         wanted = tag_filter(tag) if tag else None
         number = pages.page_number(request.query_params.get("page"))
         service = get_service(request)
-        return await off_loop(request, pages.calibrators, service, number, wanted), 200
+        return await off_loop(request, list_page.calibrators, service, number, wanted), 200
 
     return await render_page(request, "list.html", read_page)
 
@@ -94,12 +96,13 @@ async def calibrator_page(request: Request, name: str) -> Response:
 
 @router.get("/calibrators/{name}/compare")
 async def compare_page(request: Request, name: str, a: Text = None, b: Text = None) -> Response:
-    """Two versions' stored reliability curves overlaid, and their metrics side by side."""
+    """Two versions picked from select lists: their stored reliability curves overlaid, their
+    metrics side by side, and which one is better, in words."""
 
     async def read_page() -> pages.Shown:
         checked = calibrator_name(name)
         first, second = selector_of(checked, a), selector_of(checked, b)
-        shown: pages.Shown = await in_worker(request, pages.comparison, checked, first, second)
+        shown: pages.Shown = await in_worker(request, comparison, checked, first, second)
         return shown
 
     return await render_page(request, "compare.html", read_page)

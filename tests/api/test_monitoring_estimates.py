@@ -5,6 +5,8 @@ scipy."""
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import timedelta
 from typing import Any
 
@@ -229,3 +231,34 @@ def test_an_adjusted_versions_shift_is_measured_against_its_reweighted_batch(
     assert found[2]["psi"] < found[1]["psi"] / 3
     assert found[2]["ks"] < found[1]["ks"] / 2
     assert found[2]["prior"]["training"] == pytest.approx(rate, rel=1e-12)
+
+
+def test_the_csv_holds_the_jsons_numbers(client: TestClient, traffic: dict[str, Any]) -> None:
+    query = {"window": "1h", "since": T0.isoformat(), "until": (T0 + timedelta(hours=3))}
+    windows = client.get(f"{BASE}/monitoring", params={**query, "bootstrap": 0}).json()["windows"]
+    r = client.get(f"{BASE}/monitoring.csv", params={**query, "bootstrap": 0})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/csv")
+    assert "attachment" in r.headers["content-disposition"]
+    lines = list(csv.DictReader(io.StringIO(r.text)))
+    assert len(lines) == len(windows) == 3
+
+    def number(cell: str) -> float | None:
+        return None if cell == "" else float(cell)
+
+    for line, row in zip(lines, windows, strict=True):
+        assert line["start"] == row["start"]
+        for key in ("n_predictions", "n_labelled", "log_loss", "ece", "psi", "ks"):
+            assert number(line[key]) == row[key], key
+        if row["estimated"] is None:
+            assert line["estimated_accuracy"] == line["prior_estimated"] == ""
+            continue
+        assert number(line["estimated_accuracy"]) == row["estimated"]["accuracy"]
+        low, high = row["estimated"]["intervals"]["roc_auc"]
+        assert (number(line["estimated_roc_auc_low"]), number(line["estimated_roc_auc_high"])) == (
+            low,
+            high,
+        )
+        assert number(line["realized_f1"]) == row["realized"]["f1"]
+        assert number(line["prior_estimated"]) == row["prior"]["estimated"]
+        assert number(line["prior_high"]) == row["prior"]["interval"][1]

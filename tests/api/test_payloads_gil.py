@@ -176,6 +176,21 @@ def test_quoted_cells_deep_in_a_big_csv_are_read_by_the_csv_module_as_they_were(
     np.testing.assert_array_equal(np.column_stack([scores, labels, weights]), table)
 
 
+@pytest.mark.serial  # the longest wait for the GIL, against GAP_BOUND
+def test_a_million_boolean_labels_are_read_in_pieces_that_leave_the_gil_to_others(
+    million_rows: tuple[bytes, np.ndarray],
+) -> None:
+    # pandas writes a boolean label column as True/False: np.loadtxt reads it, with a
+    # converter for the label's column, not the csv module (issue 29)
+    body, table = million_rows
+    booleans = body.replace(b",1,", b",True,").replace(b",0,", b",False,")
+    assert booleans.count(b"True") + booleans.count(b"False") == len(table)
+    (scores, labels, weights), gap = longest_gap(lambda: parse_csv(booleans, field="body"))
+    assert gap < GAP_BOUND, f"a thread waited {gap * 1000:.0f} ms for the GIL"
+    assert weights is not None
+    np.testing.assert_array_equal(np.column_stack([scores, labels, weights]), table)
+
+
 @pytest.mark.parametrize(
     ("row", "line", "loc", "msg"),
     [

@@ -1,6 +1,6 @@
 """Every page of the web view is plain, accessible HTML: a language, a title, one h1, a skip
-link, labelled inputs, described figures, scoped table headers, no script, nothing loaded
-from elsewhere; and the stylesheet's text colours contrast with its backgrounds."""
+link, labelled inputs and selects, described figures, scoped table headers, no script, nothing
+loaded from elsewhere; and the stylesheet's text colours contrast with its backgrounds."""
 
 from __future__ import annotations
 
@@ -46,11 +46,11 @@ def check_page(parsed: Parsed, path: str) -> None:
     assert not parsed.all("script"), path
     assert not parsed.all("iframe"), path
     labels = {e.attrs.get("for") for e in parsed.all("label")}
-    for field in parsed.all("input"):
+    for field in [*parsed.all("input"), *parsed.all("select")]:
         if field.attrs.get("type") != "hidden":
             field_id = field.attrs.get("id")
-            assert field_id, f"{path}: input without an id"
-            assert field_id in labels, f"{path}: input without a label"
+            assert field_id, f"{path}: {field.tag} without an id"
+            assert field_id in labels, f"{path}: {field.tag} without a label"
     for image in parsed.all("img"):
         assert image.attrs.get("alt"), f"{path}: img without alt"
     for figure in parsed.all("svg"):

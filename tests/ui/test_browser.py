@@ -5,6 +5,7 @@ in a browser context of its own (no cookie of another's)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,7 +41,7 @@ def live() -> Iterator[dict[str, Any]]:
             timeout=60,
         )
         assert fitted.status_code == 201, fitted.text
-        yield {"base": service.base_url, "read": read}
+        yield {"base": service.base_url, "read": read, "write": write}
     finally:
         service.stop()
 
@@ -78,3 +79,81 @@ def test_the_key_form_signs_in_and_the_pages_show_the_calibrator(
         "document.querySelector('svg[role=img]').getBoundingClientRect().width"
     )
     assert drawn > 300  # laid out, not an empty box
+
+
+def test_the_monitoring_controls_change_the_windows_and_the_figure(
+    browser: Browser, live: dict[str, Any]
+) -> None:
+    """A person picks 1h windows in the form: the page, its figure and its CSV link follow."""
+    base, write = live["base"], {"Authorization": f"Bearer {live['write']}"}
+    batch = sigmoid_batch(200, seed=5)
+    ids = [f"b{i}" for i in range(200)]
+    logged = httpx.post(
+        f"{base}/v1/calibrators/churn/predict",
+        json={"scores": batch["scores"], "ids": ids},
+        headers=write,
+        timeout=30,
+    )
+    assert logged.status_code == 200, logged.text
+    outcomes = httpx.post(  # joined now, or when the log writes them (within a second)
+        f"{base}/v1/calibrators/churn/outcomes",
+        json={"ids": ids, "labels": batch["labels"]},
+        headers=write,
+        timeout=30,
+    )
+    assert outcomes.status_code == 200, outcomes.text
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        windows = httpx.get(
+            f"{base}/v1/calibrators/churn/monitoring?window=1h", headers=write, timeout=30
+        ).json()["windows"]
+        if sum(w["n_labelled"] for w in windows) == 200:
+            break
+        time.sleep(0.5)
+    assert browser.navigate(f"{base}/ui/calibrators/churn/monitoring").startswith(f"{base}/ui/key")
+    browser.submit("key", live["read"])
+    assert browser.navigate(f"{base}/ui/calibrators/churn/monitoring").endswith("/monitoring")
+    assert "1d windows" in browser.evaluate("document.querySelector('main p').textContent")
+    landed = browser.submit("window", "1h")
+    assert "window=1h" in landed
+    page = parse(browser.html())
+    title = browser.evaluate("document.querySelector('svg[role=img]').textContent")
+    assert "1h windows" in title
+    (link,) = [a for a in page.all("a") if a.attrs.get("href", "").startswith("/v1/")]
+    assert "window=1h" in link.attrs["href"]
+    cells = [e.text.strip() for e in page.all("td")]
+    assert cells[:3] == ["v1", "200", "200"]
+
+
+def test_the_list_shows_the_version_production_serves_and_its_log_loss(
+    browser: Browser, live: dict[str, Any]
+) -> None:
+    """``fraud`` v1 platt served by ``production``, v2 isotonic the latest: the list's first
+    row of it is v1's as a person reads it (its log loss, the API's), with v2 beside."""
+    base, write = live["base"], {"Authorization": f"Bearer {live['write']}"}
+    for method in ("platt", "isotonic"):
+        fitted = httpx.post(
+            f"{base}/v1/calibrators/fraud/fit",
+            json={**sigmoid_batch(seed=5), "method": method},
+            headers=write,
+            timeout=60,
+        )
+        assert fitted.status_code == 201, fitted.text
+    moved = httpx.put(
+        f"{base}/v1/calibrators/fraud/aliases/production", json={"version": 1}, headers=write
+    )
+    assert moved.status_code == 200, moved.text
+    served = httpx.get(f"{base}/v1/calibrators/fraud/versions/production", headers=write).json()
+    assert browser.navigate(f"{base}/ui").startswith(f"{base}/ui/key")
+    assert browser.submit("key", live["read"]) == f"{base}/ui"
+    rows = browser.evaluate(  # each row's cells as rendered: their innerText
+        "[...[...document.querySelectorAll('tbody')]"
+        ".find(b => b.rows[0].cells[0].innerText.startsWith('fraud')).rows]"
+        ".map(r => [...r.cells].map(c => c.innerText.replace(/\\s+/g, ' ').trim()))"
+    )
+    live_row, beside = rows
+    name, version, method, log_loss = live_row[:4]
+    assert (name, version, method) == ("fraud 2 versions, latest v2", "v1 production", "platt")
+    low, high = served["metrics"]["cv"]["intervals"]["log_loss"]
+    assert log_loss == f"{served['metrics']['cv']['log_loss']:.4f} [{low:.4f}, {high:.4f}]"
+    assert beside[:2] == ["v2 latest", "isotonic"]

@@ -10,7 +10,7 @@ from sqlalchemy import event
 
 from app.errors import StoredDataCorrupt
 from app.store import Database
-from app.ui import pages
+from app.ui import list_page
 from app.ui.pages import VERSIONS_PER_PAGE
 from tests.api.helpers import FEW_RESAMPLES
 from tests.client import TestClient
@@ -19,22 +19,27 @@ from .conftest import fit
 from .html_checks import parse
 
 
-def test_the_list_shows_each_calibrator_with_its_latest_version(shared_shown: TestClient) -> None:
+def test_the_list_shows_the_version_production_serves_and_the_latest_beside(
+    shared_shown: TestClient,
+) -> None:
     page = shared_shown.get("/ui")
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
-    rows = {e.text.split()[0]: e.text for e in parse(page.text).all("tr")[1:]}
-    assert set(rows) == {"churn", "other"}
+    rows = [" ".join(e.text.split()) for e in parse(page.text).all("tbody")]
+    assert [row.split()[0] for row in rows] == ["churn", "other"]
+    churn = rows[0]
+    assert churn.startswith("churn 3 versions, latest v3 v2 production")
+    served = shared_shown.get("/v1/calibrators/churn/versions/production").json()
     latest = shared_shown.get("/v1/calibrators/churn/versions/3").json()
-    churn = " ".join(rows["churn"].split())
-    assert "v3 of 3" in churn
-    assert latest["method"] in churn
-    for metric in ("log_loss", "brier", "ece"):
-        assert f"{latest['metrics']['cv'][metric]:.4f}" in churn
-    low, high = latest["metrics"]["cv"]["intervals"]["log_loss"]
-    assert f"[{low:.4f}, {high:.4f}]" in churn
-    assert "production → v2" in churn
-    assert "team:risk" in churn
+    live, beside = churn.split(" v3 latest ")
+    for record, shown in ((served, live), (latest, beside)):
+        assert record["method"] in shown
+        for metric in ("log_loss", "brier", "ece"):
+            assert f"{record['metrics']['cv'][metric]:.4f}" in shown
+        low, high = record["metrics"]["cv"]["intervals"]["log_loss"]
+        assert f"[{low:.4f}, {high:.4f}]" in shown
+    assert "team:risk" in beside
+    assert rows[1].startswith("other 1 version, v1 v1 latest platt")
 
 
 def test_the_tag_filter_keeps_the_calibrators_tagged_so(shared_shown: TestClient) -> None:
@@ -132,8 +137,8 @@ def test_compare_overlays_two_versions_with_their_metrics(shared_shown: TestClie
         report = shared_shown.get(url, params={"bootstrap": FEW_RESAMPLES}).json()
         assert f"{report['calibrated']['metrics']['log_loss']:.4f}" in page.text
     default = parse(shared_shown.get("/ui/calibrators/churn/compare").text)
-    values = {e.attrs["id"]: e.attrs["value"] for e in default.all("input")}
-    assert values == {"a": "3", "b": "2"}
+    chosen = [e.attrs["value"] for e in default.all("option") if "selected" in e.attrs]
+    assert chosen == ["production", "3"]  # production against the newest other version
 
 
 @pytest.mark.in_threads  # it spies on what the job runs
@@ -232,7 +237,7 @@ def test_an_unexpected_error_under_ui_is_a_500_page(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(pages, "calibrators", broken)
+    monkeypatch.setattr(list_page, "calibrators", broken)
     page = shared_shown.get("/ui")
     assert page.status_code == 500
     assert_error_page(page)

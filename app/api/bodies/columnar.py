@@ -2,7 +2,7 @@
 
 Data scientists hold their batches in pandas or Polars and save them as Parquet; an Arrow
 stream is what those libraries write without a file. The columns are the CSV's
-(:mod:`app.api.bodies.csv_batches`): ``score``, ``label``, optional ``weight``, or
+(:mod:`app.api.bodies.column_names`): ``score``, ``label``, optional ``weight``, or
 ``score_0..score_{k-1}``, ``label``. Each must be numbers (integers or floats; booleans too
 for labels and weights, never for scores) with no nulls; errors name the column and the first
 bad row (1 = the first row), and a file without rows is refused. pyarrow reads the columns
@@ -19,8 +19,8 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from app.api.bodies.arrow_body import read_arrow
+from app.api.bodies.column_names import batch_columns
 from app.api.bodies.columnar_checks import Limits, check_type
-from app.api.bodies.csv_batches import batch_columns
 from app.api.bodies.parquet_body import read_parquet
 from app.api.places import invalid
 from app.errors import MalformedBody

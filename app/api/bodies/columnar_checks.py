@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from app.api.bodies.csv_batches import batch_columns
+from app.api.bodies.column_names import batch_columns
 from app.api.places import invalid
 from app.errors import InvalidInput, PayloadTooLarge
 

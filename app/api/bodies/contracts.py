@@ -32,6 +32,7 @@ from app.api.bodies.fields import (
     ClientId,
     Labels,
     Numbers,
+    OutcomeLabel,
     Selector,
     TagKey,
     TagPatch,
@@ -185,8 +186,8 @@ class OutcomesBody(_Body):
     )
 
     ids: list[ClientId] = Field(min_length=1, description="Ids given to predict, each once.")
-    labels: list[Annotated[int, Field(ge=0)]] = Field(
-        description="The outcome of each id: 0/1 (binary), 0..k-1 (multiclass)."
+    labels: list[OutcomeLabel] = Field(
+        description="The outcome of each id: 0/1 or booleans (binary), 0..k-1 (multiclass)."
     )
 
 

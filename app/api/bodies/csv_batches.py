@@ -1,21 +1,26 @@
 """CSV batches → numpy arrays, a piece at a time.
 
 Header ``score,label[,weight]`` (binary) or ``score_0,...,score_{k-1},label[,weight]``
-(multiclass), columns in any order. A C call holds the GIL from start to end (``np.loadtxt``
-over a million rows ~200 ms), so the body is read :data:`CSV_PIECE_BYTES` at a time, with a
-:func:`~app.calibration.kernels.budget.checkpoint` between pieces; only a piece that is not plain
-numbers goes through the csv module, which names the row and column of what fails.
+(multiclass), columns in any order (:mod:`app.api.bodies.column_names` answers any other); a
+label or a weight may be ``true``/``false`` as in JSON
+(:data:`~app.api.bodies.csv_columns.BOOLEAN_CELLS`). A C call holds the GIL from start to end
+(``np.loadtxt`` over a million rows ~200 ms), so the body is read :data:`CSV_PIECE_BYTES` at a
+time, with a :func:`~app.calibration.kernels.budget.checkpoint` between pieces; a piece that is
+not plain numbers is read again with booleans in the label's and weight's columns, and only
+one that is not that either goes through the csv module, which names the row and column of
+what fails.
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 from numpy.typing import NDArray
 
-from app.api.bodies.csv_columns import Columns
+from app.api.bodies.column_names import BATCH_COLUMNS, batch_columns, shown
+from app.api.bodies.csv_columns import BOOLEAN_CELLS, Columns, boolean_or_number
 from app.api.places import invalid
 from app.calibration import checkpoint
 from app.errors import InvalidInput, MalformedBody
@@ -25,6 +30,9 @@ CSV_PIECE_BYTES = 256 * 1024
 
 COUNT_STEP = 1 << 20
 """Bytes per ``bytes.count`` call when counting a CSV's lines (one over 100 MB takes 50 ms)."""
+
+Converters = Mapping[int | str, Callable[[str], float]]
+"""np.loadtxt's readers of some columns' cells, by position."""
 
 CSV_BLOCK_ROWS = 4096
 """Rows read by the csv module (quoted cells) between two stores into the columns."""
@@ -92,14 +100,16 @@ def _read_csv(
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64] | None]:
     lines = next(pieces, "").splitlines()
     if not lines or not lines[0].strip():
-        raise invalid(("body", field), "is empty; expected a header row 'score,label'")
-    header = [h.strip().lower() for h in next(_csv_records(lines[:1], field, first=0))]
-    columns = Columns(batch_columns(header, field), capacity=_line_ends(data) + 1)
+        raise invalid(("body", field), f"is empty; expected the header {BATCH_COLUMNS}")
+    written = [h.strip() for h in next(_csv_records(lines[:1], field, first=0))]
+    header = [h.lower() for h in written]
+    columns = Columns(batch_columns(header, field, written=written), capacity=_line_ends(data) + 1)
+    booleans: Converters = dict.fromkeys(columns.boolean_columns, boolean_or_number)
     rows = lines[1:]
     while True:
         table = _plain_table(rows, len(header))
-        if table is None and (rows := _nonblank(rows)):  # blank lines of spaces, or worse
-            table = _plain_table(rows, len(header))
+        if table is None and (rows := _nonblank(rows)):  # blank lines of spaces, booleans, worse
+            table = _plain_table(rows, len(header), booleans)
             if table is None:  # quoted cells, a ragged row, a word: the csv module reads on
                 _read_cells(_rows_from(rows, pieces), columns, header, field)
                 break
@@ -113,46 +123,6 @@ def _read_csv(
     if columns.rows == 0:
         raise invalid(("body", field), "has a header but no data rows")
     return columns.arrays()
-
-
-def batch_columns(header: list[str], field: str) -> Mapping[str, list[int]]:
-    """The positions of a batch's columns by role (``scores``, ``label``, ``weight``), from
-    its column names (a CSV header, a Parquet or Arrow schema); 422 naming the problem."""
-    known = {"score", "label", "weight"}
-    multi = sorted(
-        (index, i) for i, h in enumerate(header) if (index := _class_column(h)) is not None
-    )
-    for i, name in enumerate(header):
-        if name not in known and _class_column(name) is None:
-            shown = name if len(name) <= 40 else f"{name[:40]}..."
-            raise invalid(("body", field, "header", i), f"unknown column {shown!r}")
-    if len(set(header)) != len(header):
-        raise invalid(("body", field, "header"), "repeats a column name")
-    if "label" not in header:
-        raise invalid(("body", field, "header"), "has no 'label' column")
-    if "score" in header and multi:
-        raise invalid(("body", field, "header"), "mixes 'score' with 'score_0..'")
-    if multi:
-        if [j for j, _ in multi] != list(range(len(multi))):
-            raise invalid(
-                ("body", field, "header"), "multiclass columns must be score_0..score_{k-1}"
-            )
-        score_cols = [i for _, i in multi]
-    elif "score" in header:
-        score_cols = [header.index("score")]
-    else:
-        raise invalid(("body", field, "header"), "has no 'score' column")
-    weight = [header.index("weight")] if "weight" in header else []
-    return {"scores": score_cols, "label": [header.index("label")], "weight": weight}
-
-
-def _class_column(name: str) -> int | None:
-    """j for a column named ``score_j`` (j of at most 6 ASCII digits: more classes are refused
-    anyway, and "²" is a digit to ``str.isdigit``, not to ``int``), else None."""
-    digits = name.removeprefix("score_")
-    if digits == name or not (digits.isascii() and digits.isdigit()) or len(digits) > 6:
-        return None
-    return int(digits)
 
 
 def _line_ends(data: bytes) -> int:
@@ -169,14 +139,20 @@ def _rows_from(rows: list[str], pieces: Iterator[str]) -> Iterator[str]:
         yield from _nonblank(piece.splitlines())
 
 
-def _plain_table(lines: list[str], width: int) -> NDArray[np.float64] | None:
+def _plain_table(
+    lines: list[str], width: int, converters: Converters | None = None
+) -> NDArray[np.float64] | None:
     """The numbers of ``lines``, a row per line but the empty ones (np.loadtxt skips those
-    and refuses lines of spaces), or None when they are not plain numbers, ``width`` a row."""
+    and refuses lines of spaces), or None when they are not plain numbers, ``width`` a row.
+    ``converters`` read the cells of some columns (booleans in a label's): a Python call a
+    cell, so a piece is first tried without."""
     empty = lines.count("")
     if empty == len(lines):
         return None
     try:
-        table = np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2, comments=None)
+        table = np.loadtxt(
+            lines, delimiter=",", dtype=np.float64, ndmin=2, comments=None, converters=converters
+        )
     except ValueError:
         return None
     return table if table.shape == (len(lines) - empty, width) else None
@@ -187,6 +163,7 @@ def _read_cells(lines: Iterable[str], columns: Columns, header: list[str], field
     module into ``columns``. The first row the csv module refuses is the error wherever it
     is; else the first row of the wrong width or with a cell that is not a number."""
     width = len(header)
+    booleans = columns.boolean_columns
     error: InvalidInput | None = None
     block: list[list[float]] = []
     first = columns.rows + 1
@@ -206,11 +183,14 @@ def _read_cells(lines: Iterable[str], columns: Columns, header: list[str], field
         values: list[float] = []
         for c, cell in enumerate(row):
             try:
-                values.append(float(cell))
+                values.append(boolean_or_number(cell) if c in booleans else float(cell))
             except ValueError:
-                shown = cell.strip() if len(cell) <= 40 else f"{cell.strip()[:40]}..."
+                text = cell.strip()
+                what = (
+                    "a boolean; scores must be numbers" if text in BOOLEAN_CELLS else "not a number"
+                )
                 error = invalid(
-                    ("body", field, "row", number, header[c]), f"is {shown!r}, not a number"
+                    ("body", field, "row", number, header[c]), f"is {shown(text)}, {what}"
                 )
                 break
         else:

@@ -1,4 +1,5 @@
-"""The columns a CSV batch is read into (:mod:`app.api.bodies.csv_batches`)."""
+"""The columns a CSV batch is read into (:mod:`app.api.bodies.csv_batches`), and the cells
+read as booleans."""
 
 from __future__ import annotations
 
@@ -6,6 +7,19 @@ from collections.abc import Mapping
 
 import numpy as np
 from numpy.typing import NDArray
+
+BOOLEAN_CELLS = {"true": 1.0, "True": 1.0, "TRUE": 1.0, "false": 0.0, "False": 0.0, "FALSE": 0.0}
+"""The cells a label or a weight reads as 1 or 0, as JSON's ``true`` and ``false`` do: the
+spellings pandas and pyarrow read as booleans (``True`` is what pandas and Python write,
+``true`` Polars and JSON, ``TRUE`` R and spreadsheets). Nothing else (``yes``, ``t``): JSON
+has no other booleans either."""
+
+
+def boolean_or_number(cell: str) -> float:
+    """A label's or weight's cell: a boolean of :data:`BOOLEAN_CELLS` as 1 or 0, else the
+    number it spells (ValueError for anything else)."""
+    value = BOOLEAN_CELLS.get(cell.strip())
+    return float(cell) if value is None else value
 
 
 class Columns:
@@ -24,6 +38,12 @@ class Columns:
         self.labels: NDArray[np.float64] = np.empty(capacity)
         self.weights = np.empty(capacity) if self._weight is not None else None
         self.rows = 0
+
+    @property
+    def boolean_columns(self) -> list[int]:
+        """The positions whose cells may be booleans (the label's and the weight's, as in
+        JSON; never a score's)."""
+        return [self._label] if self._weight is None else [self._label, self._weight]
 
     def add(self, table: NDArray[np.float64]) -> None:
         start, end = self.rows, self.rows + table.shape[0]

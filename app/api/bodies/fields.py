@@ -79,6 +79,19 @@ Labels = Annotated[Any, WithJsonSchema({"type": "array", "items": {"type": "inte
 Weights = Annotated[Any, WithJsonSchema({"anyOf": [_VECTOR, {"type": "null"}]})]
 
 
+def _boolean_as_class(value: object) -> object:
+    return int(value) if isinstance(value, bool) else value
+
+
+OutcomeLabel = Annotated[
+    int,
+    Field(ge=0),
+    BeforeValidator(_boolean_as_class),
+    WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "boolean"}]}),
+]
+"""An outcome's class index, or ``true``/``false`` as 1/0, as a batch's labels take them."""
+
+
 def _no_nul(text: str) -> str:
     if "\x00" in text:
         raise ValueError("holds the character U+0000 (NUL), which no text may contain")

@@ -3,7 +3,7 @@ figure), and the diagnostics of the labelled traffic."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -19,17 +19,21 @@ from app.api.deps import (
     in_worker,
     json_response,
     off_loop,
-    parse_selector,
     read_job_body,
 )
 from app.api.documents import MonitoringOut, OutcomesOut, TrafficDiagnosticsOut
+from app.api.monitoring_query import (
+    MonitoringQuery,
+    VersionFilter,
+    WindowsQuery,
+    monitored_rows,
+    version_selector,
+)
 from app.api.openapi_docs import ERRORS, add_picture_route, body_doc
-from app.api.query_params import WindowThreshold, given_once
-from app.api.report_query import MEDIA_TYPES, FixedBins, ReportQuery, Resamples
-from app.calibration import DEFAULT_THRESHOLD, RESAMPLES
-from app.service.reporting import DEFAULT_BINS, ImageFormat, ReportOptions
+from app.api.query_params import given_once
+from app.api.report_query import MEDIA_TYPES, ReportQuery
+from app.service.reporting import ImageFormat, ReportOptions
 from app.service.traffic.cases import (
-    Monitored,
     MonitoringFigure,
     TrafficDiagnostics,
     monitored_range,
@@ -39,39 +43,6 @@ from app.service.use_cases import CalibrationService
 from app.store import Selector
 
 router = APIRouter(prefix="/v1", tags=["traffic"])
-
-VersionFilter = Annotated[
-    str | None, Query(description="Only the traffic this version (number or alias) answered.")
-]
-
-
-def windows_query(
-    window: Annotated[Window, Query(description="Width of each window.")] = "1d",
-    since: Annotated[
-        datetime | None, Query(description="Start (ISO 8601; default: 30 windows back).")
-    ] = None,
-    until: Annotated[
-        datetime | None, Query(description="End, exclusive (default: the current window's).")
-    ] = None,
-    version: VersionFilter = None,
-    n_bins: FixedBins = DEFAULT_BINS,
-    threshold: WindowThreshold = DEFAULT_THRESHOLD,
-) -> Monitored:
-    """The windows asked for: the pictures' whole query (they draw no intervals), and the
-    JSON monitoring's but ``bootstrap``."""
-    start, end = monitored_range(window, since, until)
-    return Monitored(window, start, end, version, n_bins, threshold=threshold)
-
-
-WindowsQuery = Annotated[Monitored, Depends(windows_query)]
-
-
-def monitoring_query(windows: WindowsQuery, bootstrap: Resamples = RESAMPLES) -> Monitored:
-    """The query parameters of the monitoring JSON: the pictures' and ``bootstrap``."""
-    return replace(windows, bootstrap=bootstrap)
-
-
-MonitoringQuery = Annotated[Monitored, Depends(monitoring_query)]
 
 
 @router.post(
@@ -115,18 +86,7 @@ async def monitoring(
     their 95% `intervals` from `bootstrap` draws of the Gaussian with the Poisson bootstrap's
     moments per bin, kept as sums so the cost does not grow with the traffic), and the raw
     scores' shift from the version's fitting batch (PSI, KS). Empty windows have nulls."""
-    rows = await off_loop(
-        request,
-        service.traffic.monitoring,
-        name,
-        query.window,
-        query.since,
-        query.until,
-        _selector(name, query.version),
-        n_bins=query.n_bins,
-        resamples=query.bootstrap,
-        threshold=query.threshold,
-    )
+    rows = await monitored_rows(request, service, name, query)
     return json_response(
         MonitoringOut.model_validate(
             {
@@ -157,7 +117,7 @@ def _picture_route(image_format: ImageFormat) -> None:
             query.window,
             query.since,
             query.until,
-            _selector(name, query.version),
+            version_selector(name, query.version),
             image_format,
             n_bins=query.n_bins,
             threshold=query.threshold,
@@ -220,7 +180,7 @@ async def monitoring_diagnostics(
     hold, a 413."""
     start, end = monitored_range("1d", since, until)
     found = await in_worker(
-        request, _traffic_diagnostics, name, start, end, _selector(name, version), query
+        request, _traffic_diagnostics, name, start, end, version_selector(name, version), query
     )
     return json_response(
         TrafficDiagnosticsOut.of(
@@ -262,10 +222,6 @@ def _traffic_diagnostics(
     query: ReportOptions,
 ) -> TrafficDiagnostics:
     return service.traffic.diagnostics(name, since, until, selector, query)
-
-
-def _selector(name: str, version: str | None) -> Selector | None:
-    return None if version is None else parse_selector(name, version)
 
 
 def _record(

@@ -1,0 +1,74 @@
+"""The monitoring page's controls (a plain GET form: window and version), its table of
+expected against realized figures, and its CSV link, against the API's numbers."""
+
+from __future__ import annotations
+
+import csv
+import io
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+
+from tests.api.helpers import sigmoid_batch
+from tests.client import TestClient
+
+from .conftest import fit
+from .html_checks import parse
+
+
+def _traffic(client: TestClient) -> None:
+    """``churn`` v1 and v2, production on v1, 300 predictions of v1 logged, half labelled."""
+    fit(client, "churn", "platt")
+    fit(client, "churn", "isotonic")
+    client.put("/v1/calibrators/churn/aliases/production", json={"version": 1})
+    batch = sigmoid_batch(300, seed=4)
+    ids = [f"m{i}" for i in range(300)]
+    answer = client.post(
+        "/v1/calibrators/churn/predict?version=1", json={"scores": batch["scores"], "ids": ids}
+    )
+    assert answer.status_code == 200, answer.text
+    client.app.state.service.prediction_log.flush()  # type: ignore[attr-defined]
+    outcomes = {"ids": ids[::2], "labels": batch["labels"][::2]}
+    assert client.post("/v1/calibrators/churn/outcomes", json=outcomes).status_code == 200
+
+
+def test_the_controls_choose_the_window_and_the_version(open_client: TestClient) -> None:
+    _traffic(open_client)
+    page = parse(open_client.get("/ui/calibrators/churn/monitoring?window=1h&version=1").text)
+    selects = {e.attrs["id"] for e in page.all("select")}
+    assert selects == {"window", "version"}
+    options = [
+        (e.attrs.get("value"), e.text.strip(), "selected" in e.attrs) for e in page.all("option")
+    ]
+    assert ("1h", "1h", True) in options
+    assert ("production", "production → v1", False) in options
+    assert ("1", "v1 · platt", True) in options
+    assert ("2", "v2 · isotonic", False) in options
+    assert ("", "every version", False) in options
+    assert {e.attrs["for"] for e in page.all("label")} >= {"window", "version"}
+
+
+def test_the_table_and_the_csv_hold_the_apis_numbers(open_client: TestClient) -> None:
+    _traffic(open_client)
+    html = open_client.get("/ui/calibrators/churn/monitoring?window=1h").text
+    page = parse(html)
+    (link,) = [a for a in page.all("a") if a.attrs.get("href", "").startswith("/v1/")]
+    query = parse_qs(urlsplit(link.attrs["href"]).query)
+    assert query["window"] == ["1h"]
+    api = open_client.get(
+        "/v1/calibrators/churn/monitoring",
+        params={"window": "1h", "since": query["since"][0], "until": query["until"][0]},
+    ).json()["windows"]
+    (row,) = [r for r in api if r["n_predictions"]]
+    cells = [e.text.strip() for e in page.all("td")]
+    assert cells[:3] == ["v1", "300", "150"]
+    band = row["estimated"]["intervals"]["accuracy"]
+    assert f"{row['estimated']['accuracy']:.4f} [{band[0]:.4f}, {band[1]:.4f}]" in " ".join(cells)
+    assert f"{row['realized']['accuracy']:.4f}" in cells
+    assert f"{row['prior']['training']:.4f}" in cells
+    table = open_client.get(link.attrs["href"])
+    assert table.status_code == 200
+    lines = [line for line in csv.DictReader(io.StringIO(table.text)) if line["version"]]
+    assert len(lines) == 1
+    assert float(lines[0]["estimated_accuracy"]) == row["estimated"]["accuracy"]
+    assert np.isclose(float(lines[0]["realized_log_loss"]), row["log_loss"])
