@@ -141,7 +141,7 @@ def trend(item: Listed, since: datetime) -> Trend | None:
     that version had no traffic in the range."""
     if item.trend is None or item.live is None:
         return None
-    if not item.trend:  # more traffic than a list reads (Browsing.TREND_ROWS)
+    if not item.trend:  # more traffic than a list reads (:data:`~app.service.browsing.TREND_ROWS`)
         return Trend(item.live, [], since, Markup(""), busy=True)
     values = [_finite(row.get("log_loss")) for row in item.trend]
     return Trend(item.live, values, since, _figure(item.summary.name, item.live, values, since))
