@@ -1,4 +1,4 @@
-"""estimate, decision, adjust and monitoring (issue 27) against the live service: each typed
+"""estimate, decision and adjust (issue 27) against the live service: each typed
 result equals, field by field, the JSON the service answers to the same request sent by hand;
 the service's refusals arrive as the error class of their status with the field named; what
 the client refuses before sending; and AsyncClient answers what Client does."""
@@ -6,10 +6,6 @@ the client refuses before sending; and AsyncClient answers what Client does."""
 from __future__ import annotations
 
 import asyncio
-import time
-import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -18,154 +14,24 @@ import pytest
 from calibration_client import (
     AsyncClient,
     Client,
-    Decision,
-    Estimate,
     NotFoundError,
-    Performance,
-    Prior,
     UnprocessableError,
     Version,
-    Window,
 )
 from calibration_client._traffic_types import PERFORMANCE_MEASURES
-from numpy.typing import NDArray
+from client_checks import (
+    binary,
+    check_decision,
+    check_estimate,
+    check_window,
+    client,
+    fitted,
+    fitted_k,
+    raw,
+    three_classes,
+)
 
-WINDOW_NUMBERS = (
-    "mean_predicted", "observed_rate", "log_loss", "brier", "ece", "psi", "ks",
-)  # fmt: skip
-WINDOW_KEYS = {
-    "start", "end", "version", "n_predictions", "n_labelled", *WINDOW_NUMBERS, "intervals",
-    "estimated", "realized", "prior",
-}  # fmt: skip
-
-
-def unique(prefix: str) -> str:
-    """A calibrator name no other test uses (the service is shared by the session)."""
-    return f"decide-{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def binary(n: int, seed: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    rng = np.random.default_rng(seed)
-    scores = rng.normal(size=n) * 1.5
-    return scores, (rng.random(n) < 1 / (1 + np.exp(-1.4 * scores))).astype(np.int64)
-
-
-def three_classes(n: int, seed: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, 3, n)
-    scores = rng.normal(size=(n, 3))
-    scores[np.arange(n), labels] += 1.5
-    return scores, labels
-
-
-@pytest.fixture(scope="module")
-def client(service_url: str) -> Iterator[Client]:
-    with Client(service_url, timeout=120.0) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def raw(service_url: str) -> Iterator[httpx.Client]:
-    """The service by hand: what the client's results are checked against."""
-    with httpx.Client(base_url=service_url, timeout=120.0) as http:
-        yield http
-
-
-@pytest.fixture(scope="module")
-def fitted(client: Client) -> str:
-    """A binary calibrator with one platt version."""
-    name = unique("binary")
-    scores, labels = binary(1500, seed=1)
-    client.fit(name, scores, labels, method="platt")
-    return name
-
-
-@pytest.fixture(scope="module")
-def fitted_k(client: Client) -> str:
-    """A 3-class calibrator with one temperature version."""
-    name = unique("classes")
-    scores, labels = three_classes(900, seed=2)
-    client.fit(name, scores, labels, method="temperature")
-    return name
-
-
-def check_performance(found: Performance | None, data: dict[str, Any] | None) -> None:
-    if data is None:
-        assert found is None
-        return
-    assert isinstance(found, Performance)
-    assert set(data) <= {*PERFORMANCE_MEASURES, "intervals"}  # every member is read
-    for key in PERFORMANCE_MEASURES:
-        assert getattr(found, key) == data.get(key), key
-    assert found.intervals == {k: tuple(v) for k, v in (data.get("intervals") or {}).items()}
-    assert all(type(pair) is tuple for pair in found.intervals.values())
-
-
-def check_prior(found: Prior | None, data: dict[str, Any] | None) -> None:
-    if data is None:
-        assert found is None
-        return
-    assert isinstance(found, Prior)
-    assert set(data) == {"training", "estimated", "interval"}
-    if not isinstance(data["training"], list):  # binary: floats and a tuple
-        assert isinstance(found.training, float)
-        assert found.training == data["training"]
-        assert found.estimated == data["estimated"]
-        assert found.interval == (None if data["interval"] is None else tuple(data["interval"]))
-        return
-    k = len(data["training"])
-    for value, expected, shape in (
-        (found.training, data["training"], (k,)),
-        (found.estimated, data["estimated"], (k,)),
-        (found.interval, data["interval"], (k, 2)),
-    ):
-        assert isinstance(value, np.ndarray)
-        assert value.shape == shape
-        np.testing.assert_array_equal(value, expected)
-
-
-def check_estimate(found: Estimate, data: dict[str, Any]) -> None:
-    assert isinstance(found, Estimate)
-    assert set(data) == {"name", "version", "n_predictions", "threshold", "estimated", "prior"}
-    assert (found.name, found.version, found.n_predictions, found.threshold) == (
-        data["name"], data["version"], data["n_predictions"], data["threshold"],
-    )  # fmt: skip
-    check_performance(found.estimated, data["estimated"])
-    check_prior(found.prior, data["prior"])
-    assert found.document == data
-
-
-def check_decision(found: Decision, data: dict[str, Any]) -> None:
-    assert isinstance(found, Decision)
-    assert set(data) == {"name", "version", "threshold", "expected_cost", "intervals", "at_half"}
-    assert (found.name, found.version) == (data["name"], data["version"])
-    assert found.threshold == data["threshold"]
-    assert found.expected_cost == data["expected_cost"]
-    assert found.interval == tuple(data["intervals"]["expected_cost"])
-    half = data["at_half"]
-    assert found.at_half.threshold == half["threshold"] == 0.5
-    assert found.at_half.expected_cost == half["expected_cost"]
-    assert found.at_half.interval == tuple(half["intervals"]["expected_cost"])
-    assert found.document == data
-
-
-def check_window(found: Window, data: dict[str, Any]) -> None:
-    assert isinstance(found, Window)
-    assert set(data) <= WINDOW_KEYS
-    assert found.start == datetime.fromisoformat(data["start"])
-    assert found.end == datetime.fromisoformat(data["end"])
-    assert found.start.tzinfo is not None
-    assert (found.version, found.n_predictions, found.n_labelled) == (
-        data["version"], data["n_predictions"], data["n_labelled"],
-    )  # fmt: skip
-    for key in WINDOW_NUMBERS:
-        assert getattr(found, key) == data[key], key
-    assert found.intervals == {k: tuple(v) for k, v in (data.get("intervals") or {}).items()}
-    check_performance(found.estimated, data.get("estimated"))
-    check_performance(found.realized, data.get("realized"))
-    check_prior(found.prior, data.get("prior"))
-    assert found.document == data
-
+__all__ = ["client", "fitted", "fitted_k", "raw"]  # the shared fixtures, used here
 
 # estimate
 
@@ -342,77 +208,6 @@ def test_adjust_refusals_name_their_field(client: Client, fitted: str) -> None:
         with pytest.raises(ValueError, match="prior"):
             client.adjust(fitted, 1, **arguments)
     assert [v.version for v in client.versions(fitted)] == before  # nothing stored
-
-
-# monitoring
-
-
-def test_monitoring_equals_the_services_answer(client: Client, raw: httpx.Client) -> None:
-    name = unique("traffic")
-    scores, labels = binary(1200, seed=8)
-    client.fit(name, scores, labels, method="platt")
-    live, outcome = binary(400, seed=9)
-    ids = [f"case-{i}" for i in range(400)]
-    client.predict(name, live, ids=ids)
-    client.outcomes(name, ids[:200], outcome[:200])
-    found = _when_logged(client, name, 400, 200)
-    assert len(found) == 30  # the default: 30 windows of a day
-    answer = raw.get(f"/v1/calibrators/{name}/monitoring")
-    assert answer.status_code == 200
-    rows = answer.json()["windows"]
-    assert len(rows) == len(found)
-    for window, row in zip(found, rows, strict=True):
-        check_window(window, row)
-    busy = [w for w in found if w.version is not None]
-    assert busy[-1].estimated is not None
-    assert busy[-1].realized is not None
-    assert isinstance(busy[-1].prior, Prior)
-    assert set(busy[-1].intervals) == {"log_loss", "brier", "ece"}
-    empty = next(w for w in found if w.version is None)
-    assert (empty.n_predictions, empty.estimated, empty.prior) == (0, None, None)
-
-    now = datetime.now(UTC)
-    options: dict[str, Any] = {
-        "window": "1h",
-        "since": (now - timedelta(hours=3)).replace(tzinfo=None),  # naive: UTC
-        "until": (now + timedelta(hours=1)).isoformat(),
-        "version": 1,
-        "threshold": 0.3,
-        "n_bins": 5,
-        "bootstrap": 0,
-    }
-    hourly = client.monitoring(name, **options)
-    query = {**options, "since": options["since"].isoformat()}
-    rows = raw.get(f"/v1/calibrators/{name}/monitoring", params=query).json()["windows"]
-    assert [w.document for w in hourly] == rows
-    for window, row in zip(hourly, rows, strict=True):
-        check_window(window, row)
-    assert all(w.intervals == {} for w in hourly)  # bootstrap=0
-    assert sum(w.n_predictions for w in hourly) == 400
-
-
-def _when_logged(client: Client, name: str, predictions: int, labelled: int) -> list[Window]:
-    """The monitoring windows once the log holds every prediction and outcome (it is written
-    within a second)."""
-    deadline = time.monotonic() + 30
-    while True:
-        windows = client.monitoring(name)
-        counts = (sum(w.n_predictions for w in windows), sum(w.n_labelled for w in windows))
-        if counts == (predictions, labelled) or time.monotonic() > deadline:
-            assert counts == (predictions, labelled)
-            return windows
-        time.sleep(0.2)
-
-
-def test_monitoring_refusals_name_their_field(client: Client, fitted: str) -> None:
-    with pytest.raises(UnprocessableError) as caught:
-        client.monitoring(fitted, window="2d")
-    assert caught.value.errors[0]["loc"] == ["query", "window"]
-    with pytest.raises(UnprocessableError) as caught:
-        client.monitoring(fitted, threshold=1.5)
-    assert caught.value.errors[0]["loc"] == ["query", "threshold"]
-    with pytest.raises(NotFoundError):
-        client.monitoring(unique("never-fitted"))
 
 
 # async
