@@ -13,6 +13,7 @@ from bench.fits import sklearn_rows, variant_rows
 from bench.kernels import kernel_rows
 from bench.load import load_rows
 from bench.memory import memory_rows
+from bench.pages import page_rows
 from bench.table import Row, markdown, progress
 
 
@@ -47,6 +48,7 @@ def main() -> None:
         rows += diagnostics_rows([10**5, 10**6])
         rows += adjust_rows([10**6])
         rows += estimates_rows(10**6)
+        rows += page_rows()
         from bench.client import client_rows  # the client's own distribution (client/)
         from bench.http import http_rows  # needs wrk; imported only for the full run
         from bench.traffic import traffic_rows  # needs PostgreSQL's server

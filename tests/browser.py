@@ -198,6 +198,15 @@ class Browser(DevTools):
         )
         return self._loaded_after(before, timeout)
 
+    def follow(self, text: str, timeout: float = TIMEOUT_SECONDS) -> str:
+        """Click the link that reads ``text`` and wait for the page it leads to; its URL."""
+        before = self.evaluate("performance.timeOrigin")
+        self.evaluate(
+            "[...document.querySelectorAll('a')]"
+            f".find(a => a.textContent.trim() === {json.dumps(text)}).click()"
+        )
+        return self._loaded_after(before, timeout)
+
     def _loaded_after(self, origin: float, timeout: float) -> str:
         """The URL of the first complete document newer than the one born at ``origin``."""
         url: str = self.wait_for(

@@ -3,8 +3,7 @@
 - :meth:`Browsing.calibrators_page`: a page of calibrators, each with its latest version and
   the versions its aliases serve (metrics, tags), from one snapshot and a fixed number of
   queries, and its live version's daily monitoring (one read per calibrator);
-- :meth:`Browsing.calibrator_page`: a calibrator, a page of its versions with their logged
-  traffic and their stored diagnostics (reports and diagram), from one snapshot;
+- a calibrator's page: :class:`app.service.live_view.LiveView`;
 - :meth:`Browsing.comparison`: two versions' stored out-of-sample reliability curves
   overlaid (the reports of the diagnostics route, shared with it through its memo);
 - :meth:`Browsing.monitoring`: the monitoring rows of a range and their figure
@@ -20,8 +19,8 @@ from datetime import datetime
 from typing import Any
 
 from app import figures
-from app.errors import NotFound, ServiceError, StoredDataCorrupt
 from app.service.diagnosis import Diagnosis, Reports
+from app.service.live_view import PRODUCTION, live_version
 from app.service.reporting import DEFAULT_REPORT, ImageFormat
 from app.service.traffic.cases import Monitored, MonitoringFigure, TrafficCases
 from app.service.traffic.monitoring import Monitor
@@ -33,8 +32,6 @@ to the monitoring page instead. The list runs in a thread of the serving process
 read no traffic), so its cost must stay small beside the predicts it shares the process with:
 50 calibrators at the bound are 10^6 rows, about half a second. Daily sums kept as the
 traffic is logged (issue 28's rollups) would lift the bound."""
-PRODUCTION = "production"
-"""The alias the web view shows first: by convention, the version clients are served."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +63,7 @@ class Listed:
     def live(self) -> int | None:
         """The version a client is most likely served: ``production``'s, else the first
         aliased one of :meth:`served`, else the latest (None without versions)."""
-        served = self.served()
-        return served[0][0] if served else self.summary.latest_version
+        return live_version(self.aliases, self.summary.latest_version)
 
 
 @dataclass(frozen=True)
@@ -75,29 +71,6 @@ class CalibratorList:
     """A page of calibrators and how many match in all."""
 
     listed: list[Listed]
-    total: int
-
-
-@dataclass(frozen=True)
-class StoredVersion:
-    """A version as its page shows it: its record, its logged (predictions, labelled) in the
-    range asked (None without traffic), and its stored reports and diagram, or the error
-    that kept them (a version deleted meanwhile, a stored batch that cannot be read)."""
-
-    record: VersionRecord
-    traffic: tuple[int, int] | None
-    reports: Reports | None
-    picture: bytes | None
-    problem: ServiceError | None
-
-
-@dataclass(frozen=True)
-class CalibratorRead:
-    """A calibrator, a page of its versions (of ``total``) and its aliases."""
-
-    summary: CalibratorSummary
-    aliases: dict[str, int]
-    versions: list[StoredVersion]
     total: int
 
 
@@ -165,33 +138,6 @@ class Browsing:
                 for v, rows in repo.class_row_chunks(name, since, until, version):
                     monitor.add_class_rows(v, rows)
         return monitor.rows()
-
-    def calibrator_page(
-        self,
-        name: str,
-        limit: int,
-        offset: int,
-        monitored: Monitored,
-        image_format: ImageFormat = "svg",
-    ) -> CalibratorRead:
-        """``name``, a page of its versions newest first with their traffic in the
-        ``monitored`` range, and each one's stored reports and diagram: the rows (and the
-        batches whose reports are not kept) in one snapshot, the numbers computed after."""
-        with self.database.transaction() as repo:
-            summary, records, total = repo.get_calibrator(name, limit, offset)
-            aliases = repo.calibrator_aliases(name)
-            traffic = repo.traffic_counts(name, monitored.since, monitored.until)
-            batches = [self.diagnosis.batch_unless_kept(r, repo, image_format) for r in records]
-        versions = []
-        for record, data in zip(records, batches, strict=True):
-            counts = traffic.get(record.version)
-            try:
-                reports, picture = self.diagnosis.reports_and_picture(record, data, image_format)
-            except (NotFound, StoredDataCorrupt) as exc:
-                versions.append(StoredVersion(record, counts, None, None, exc))
-                continue
-            versions.append(StoredVersion(record, counts, reports, picture, None))
-        return CalibratorRead(summary, aliases, versions, total)
 
     def comparison(
         self, name: str, first: Selector, second: Selector, image_format: ImageFormat

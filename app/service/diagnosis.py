@@ -12,7 +12,7 @@ being computed. Knows no HTTP; the routes run these methods through the bounded
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app import figures
 from app.calibration import BinFree, Report, reuses_bin_free
@@ -22,6 +22,7 @@ from app.service.memo import Memo
 from app.service.reporting import (
     DEFAULT_REPORT,
     BinFreeParts,
+    Curve,
     ImageFormat,
     ReportOptions,
     labelled_reports,
@@ -38,6 +39,8 @@ from app.store import (
 )
 
 Key = tuple[object, ...]
+Data = bytes | memoryview | None
+"""A stored batch as read, None when the caller did not need to read it."""
 
 REPORTS_KEPT = 512
 """Reliability reports kept (a few kilobytes each)."""
@@ -168,25 +171,26 @@ class Diagnosis:
         return self.pictures.get_or_compute((*_key(record), query, image_format), draw)
 
     def batch_unless_kept(
-        self, record: VersionRecord, repo: Repository, image_format: ImageFormat
+        self, record: VersionRecord, repo: Repository, image: ImageFormat, curve: Curve = "binned"
     ) -> bytes | memoryview | None:
         """Within the caller's snapshot: ``record``'s stored batch, unless the default
-        reports and picture of :meth:`reports_and_picture` are kept without it (None)."""
+        reports and the picture of :meth:`reports_and_picture` are kept without it (None)."""
         key = _key(record)
-        drawn = self.pictures.get((*key, DEFAULT_REPORT, image_format)) is not None
-        if drawn and self._known(record, DEFAULT_REPORT.reported()):
+        drawn = self.pictures.get((*key, replace(DEFAULT_REPORT, curve=curve), image))
+        if drawn is not None and self._known(record, DEFAULT_REPORT.reported()):
             return None
         return None if self.batches.get(key) is not None else repo.get_batch(record.id)
 
     def reports_and_picture(
-        self, record: VersionRecord, data: bytes | memoryview | None, image_format: ImageFormat
+        self, record: VersionRecord, data: Data, image: ImageFormat, curve: Curve = "binned"
     ) -> tuple[Reports, bytes]:
-        """:meth:`stored` and :meth:`stored_picture` with the default options, of a record
-        (and its batch, from :meth:`batch_unless_kept`) the caller read in its snapshot."""
+        """:meth:`stored` with the default options and :meth:`stored_picture` drawing
+        ``curve`` (the reports hold the smooth curve's band too), of a record (and its batch,
+        from :meth:`batch_unless_kept`) the caller read in its snapshot."""
         reports = self._stored(record, DEFAULT_REPORT.reported(), data)
+        drawn = replace(DEFAULT_REPORT, curve=curve)
         picture = self.pictures.get_or_compute(
-            (*_key(record), DEFAULT_REPORT, image_format),
-            lambda: _draw(reports, DEFAULT_REPORT, image_format),
+            (*_key(record), drawn, image), lambda: _draw(reports, drawn, image)
         )
         return reports, picture
 
@@ -217,7 +221,7 @@ class Diagnosis:
         self,
         record: VersionRecord,
         query: ReportOptions,
-        data: bytes | memoryview | None,
+        data: Data,
         known: BinFreeParts | None = None,
     ) -> Reports:
         # parts of other resamples (a picture without bands draws none) serve nothing here
@@ -239,7 +243,7 @@ class Diagnosis:
 
         return self.reports.get_or_compute((*_key(record), query), compute)
 
-    def _decoded(self, record: VersionRecord, data: bytes | memoryview | None) -> StoredBatch:
+    def _decoded(self, record: VersionRecord, data: Data) -> StoredBatch:
         if data is None:  # kept or shared a moment ago, gone since: read it again
             with self.database.transaction() as repo:
                 # By number, then by row: SQLite gives a deleted version's row id to the next.

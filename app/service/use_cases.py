@@ -16,6 +16,7 @@ from app.service.comparison import Comparison
 from app.service.diagnosis import Diagnosis
 from app.service.estimates import Estimates
 from app.service.fit_keys import FitKeys
+from app.service.live_view import LiveView
 from app.service.onnx_models import OnnxModels
 from app.service.serving import Serving
 from app.service.traffic.cases import TrafficCases
@@ -33,7 +34,8 @@ from app.store import (
 class CalibrationService:
     """The parts: ``versions``, ``fit_keys`` (idempotent fits), ``calibrators``, ``serving``,
     ``diagnosis``, ``estimates`` (before the labels), ``adjustments`` (to new priors),
-    ``comparison``, ``traffic`` (outcomes and monitoring), ``browsing`` (the web view's reads),
+    ``comparison``, ``traffic`` (outcomes and monitoring), ``browsing`` and ``live_view`` (the
+    web view's reads),
     ``verdicts`` (the web view's compare without a batch), ``onnx_models``;
     and what they stand on: the ``version_cache``, the ``prediction_log`` and the ``work`` pool."""
 
@@ -63,6 +65,7 @@ class CalibrationService:
         self.traffic = TrafficCases(database, self.diagnosis, settings.max_batch_rows)
         self.adjustments = Adjustments(database, self.version_cache, self.diagnosis, self.traffic)
         self.browsing = Browsing(database, self.diagnosis, self.traffic)
+        self.live_view = LiveView(database, self.diagnosis, self.traffic)
         self.verdicts = Verdicts(
             database, self.version_cache, self.diagnosis, settings.max_batch_rows
         )

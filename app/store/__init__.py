@@ -11,6 +11,7 @@ Nothing outside the store imports its modules, but for :mod:`app.store.migrate` 
 and so is not imported here.
 """
 
+from app.store.aliases import AliasMoved
 from app.store.artifacts import (
     Artifact,
     ArtifactError,
@@ -32,6 +33,7 @@ from app.store.traffic.rows import LoggedPrediction
 __all__ = [
     "KEY_LIFETIME",
     "MAX_TAGS",
+    "AliasMoved",
     "Artifact",
     "ArtifactError",
     "CalibratorSummary",

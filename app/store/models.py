@@ -1,5 +1,5 @@
-"""The tables: calibrators, their versions, the versions' blobs, aliases, traffic, and the
-fits' idempotency keys.
+"""The tables: calibrators, their versions, the versions' blobs, aliases and their moves,
+traffic, and the fits' idempotency keys.
 
 The schema itself is created by the hand-written Alembic migrations in ``migrations/``; these
 mapped classes describe the same tables to the ORM and must agree with them (a test checks).
@@ -175,6 +175,22 @@ class Alias(Base):
         ForeignKey("versions.id", ondelete="CASCADE"), index=True
     )
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class AliasMove(Base):
+    """One move of an alias, kept for the record: where it pointed before (None: nowhere,
+    it was set) and after (None: removed, by itself or with its version), and when. Written
+    with the move, in its transaction; deleted with the calibrator."""
+
+    __tablename__ = "alias_moves"
+    __table_args__ = (Index("ix_alias_moves_calibrator_id_id", "calibrator_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    calibrator_id: Mapped[int] = mapped_column(ForeignKey("calibrators.id", ondelete="CASCADE"))
+    alias: Mapped[str] = mapped_column(String(128))
+    from_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    to_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    moved_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class Prediction(Base):

@@ -22,7 +22,7 @@ from app.store.artifacts import sha256_hex
 from app.store.blobs import BlobOperations
 from app.store.fit_keys import FitKeyOperations
 from app.store.listing import ListingReads
-from app.store.models import Alias, Calibrator, Version, as_stored_json
+from app.store.models import Alias, AliasMove, Calibrator, Version, as_stored_json
 from app.store.queries import (
     aliases_of,
     live,
@@ -129,6 +129,8 @@ class Repository(
                 f"version {version} of '{name}' is aliased as {names}; move the alias first "
                 "or delete with ?force=true, which removes the alias too"
             )
+        for alias in pointing:  # removed with it (the rows go by the foreign key's cascade)
+            self._record_move(calibrator_id, alias, version, None)
         deleted = self._session.execute(
             delete(Version)
             .where(Version.calibrator_id == calibrator_id, Version.version == version)
@@ -151,6 +153,11 @@ class Repository(
         self._session.execute(
             delete(Version)
             .where(Version.calibrator_id == calibrator_id)
+            .execution_options(synchronize_session=False)
+        )
+        self._session.execute(  # a calibrator made again under the name starts its own
+            delete(AliasMove)
+            .where(AliasMove.calibrator_id == calibrator_id)
             .execution_options(synchronize_session=False)
         )
         self.delete_traffic(name)

@@ -18,8 +18,8 @@ from markupsafe import Markup
 
 from app.calibration import RESAMPLES
 from app.errors import InvalidInput, NotFound, ServiceError, StoredDataCorrupt
-from app.service.browsing import PRODUCTION
 from app.service.diagnosis import Reports
+from app.service.live_view import PRODUCTION
 from app.service.use_cases import CalibrationService
 from app.service.verdicts import MIN_TRAFFIC, TRAFFIC_DAYS, Evidence, Verdict
 from app.store import Selector, VersionRecord

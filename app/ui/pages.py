@@ -1,11 +1,11 @@
 """What each page of the web view shows: one dataclass per page, read through the service's
-use cases (:class:`app.service.browsing.Browsing`).
+use cases (:class:`app.service.browsing.Browsing`, :class:`app.service.live_view.LiveView`).
 
 Plain functions of the service and the page's parsed arguments, returning the page's data
-and its HTTP status; the routes run them as jobs of the bounded pool. Versions are shown
-:data:`VERSIONS_PER_PAGE` at a time, newest first: each one's diagram and report cost a read
-of its fitting batch the first time, so a calibrator with 500 versions still answers its
-first page in the time of five.
+and its HTTP status; the routes run them as jobs of the bounded pool. A calibrator's page
+shows one version in full, the live one unless another is asked: only its diagram and
+reports cost a read of its fitting batch (the first time), the others are rows of a table,
+:data:`VERSIONS_PER_PAGE` a page, newest first.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from markupsafe import Markup
 
 from app.calibration import Report
 from app.errors import NotFound, ServiceError
-from app.service.browsing import StoredVersion
 from app.service.estimates import Decision, tagged_costs
-from app.service.reporting import DEFAULT_REPORT
+from app.service.live_view import ShownVersion, live_version
+from app.service.reporting import DEFAULT_REPORT, Curve
 from app.service.traffic.cases import Monitored
 from app.service.use_cases import CalibrationService
-from app.store import CalibratorSummary, Selector, VersionRecord
+from app.store import AliasMoved, CalibratorSummary, Selector, VersionRecord
 
 from .svg import inline_svg
 
-VERSIONS_PER_PAGE = 5
+VERSIONS_PER_PAGE = 50
 MAX_PAGE = 10**9
 _PAGE = re.compile(r"^[0-9]{1,10}$")
 
@@ -90,10 +90,12 @@ def binning(report: Report) -> str:
 
 @dataclass(frozen=True)
 class VersionPanel:
-    """One version as the calibrator page shows it: its record and headline metrics, its
+    """The version a calibrator page shows in full: its record and headline metrics, its
     stored diagnostics (the calibrated and raw reports as the diagnostics route writes them,
     how they were binned) and its diagram, or the error that kept them; ``traffic`` its
-    (predictions, labelled) in the monitored range."""
+    (predictions, labelled) in the monitored range, ``expected`` its daily expected and
+    realized performance on the last days' traffic (None: too much to read here), and the
+    decision its tagged costs call for."""
 
     record: VersionRecord
     headline: Mapping[str, Any]
@@ -102,34 +104,64 @@ class VersionPanel:
     diagram: Markup | None
     problem: ServiceError | None
     traffic: tuple[int, int] | None
+    expected: list[dict[str, Any]] | None
     decision: Decision | None = None
 
 
 @dataclass(frozen=True)
 class CalibratorPage:
-    """The calibrator page."""
+    """The calibrator page: the version shown (None without versions), whether it is the
+    live one, how its curve is drawn, and the rest of the calibrator as rows."""
 
     name: str
     summary: CalibratorSummary
     aliases: dict[str, int]
-    panels: list[VersionPanel]
+    moves: list[AliasMoved]
+    panel: VersionPanel | None
+    live: bool
+    curve: Curve
+    records: list[VersionRecord]
+    traffic: dict[int, tuple[int, int]]
     total: int
     monitored: Monitored
     pager: PagerLinks
 
 
 def calibrator(
-    service: CalibrationService, name: str, number: int, monitored: Monitored
+    service: CalibrationService,
+    name: str,
+    selector: Selector | None,
+    number: int,
+    monitored: Monitored,
+    curve: Curve,
 ) -> CalibratorPage:
-    """The calibrator page: a page of its versions, each with its diagram and report."""
-    found = service.browsing.calibrator_page(
-        name, VERSIONS_PER_PAGE, (number - 1) * VERSIONS_PER_PAGE, monitored
+    """The calibrator page: the version ``selector`` names (None: the live one) in full, and
+    page ``number`` of its versions as a table."""
+    view = service.live_view.read(
+        name, selector, (VERSIONS_PER_PAGE, (number - 1) * VERSIONS_PER_PAGE), monitored, curve
     )
-    if number > 1 and not found.versions:
+    if number > 1 and not view.records:
         raise NotFound(f"{name!r} has no page {number} of versions")
-    panels = [_decided(service, _panel(stored)) for stored in found.versions]
-    pager = pager_links(number, found.total, VERSIONS_PER_PAGE)
-    return CalibratorPage(name, found.summary, found.aliases, panels, found.total, monitored, pager)
+    panel = None if view.shown is None else _decided(service, _panel(view.shown, curve))
+    live = panel is not None and panel.record.version == live_version(
+        view.aliases, view.summary.latest_version
+    )
+    version = None if selector is None else str(selector)
+    pager = pager_links(number, view.total, VERSIONS_PER_PAGE, version=version, curve=curve)
+    return CalibratorPage(
+        name,
+        view.summary,
+        view.aliases,
+        view.moves,
+        panel,
+        live,
+        curve,
+        view.records,
+        view.traffic,
+        view.total,
+        monitored,
+        pager,
+    )
 
 
 def _decided(service: CalibrationService, panel: VersionPanel) -> VersionPanel:
@@ -146,23 +178,37 @@ def _decided(service: CalibrationService, panel: VersionPanel) -> VersionPanel:
     return replace(panel, decision=decision)
 
 
-def _panel(stored: StoredVersion) -> VersionPanel:
-    """A version's panel; a version deleted meanwhile, or whose stored batch cannot be read,
-    says so in its panel instead of failing the page."""
-    record = stored.record
+def _panel(shown: ShownVersion, curve: Curve) -> VersionPanel:
+    """The shown version's panel; a version deleted meanwhile, or whose stored batch cannot
+    be read, says so in its panel instead of failing the page."""
+    record = shown.record
     cv = headline(record)
-    if stored.reports is None or stored.picture is None:
-        return VersionPanel(record, cv, None, "", None, stored.problem, stored.traffic)
+    if shown.reports is None or shown.picture is None:
+        return VersionPanel(
+            record, cv, None, "", None, shown.problem, shown.traffic, shown.expected
+        )
+    drawn = (
+        "the smooth reliability curve (kernel-smoothed fraction of positives) with its 95% band"
+        if curve == "smooth"
+        else "fraction of positives against mean predicted probability per bin"
+    )
     label = (
         f"Reliability diagram of {record.name} version {record.version} ({record.method}): "
-        "fraction of positives against mean predicted probability per bin, calibrated and raw, "
-        "with the histogram of predictions beneath; the table below holds the same numbers."
+        f"{drawn}, calibrated and raw, with the histogram of predictions beneath; the tables "
+        "below hold its numbers."
     )
-    reports = stored.reports
+    reports = shown.reports
     document = {"calibrated": reports.calibrated.as_json(), "raw": reports.raw.as_json()}
-    diagram = inline_svg(stored.picture, prefix=f"v{record.version}", label=label)
+    diagram = inline_svg(shown.picture, prefix=f"v{record.version}", label=label)
     return VersionPanel(
-        record, cv, document, binning(reports.calibrated), diagram, None, stored.traffic
+        record,
+        cv,
+        document,
+        binning(reports.calibrated),
+        diagram,
+        None,
+        shown.traffic,
+        shown.expected,
     )
 
 

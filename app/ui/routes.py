@@ -25,7 +25,7 @@ from app.api.documents import NAME_PATTERN
 from app.api.mounting import root_of
 from app.calibration import RESAMPLES
 from app.errors import InvalidInput, NotFound
-from app.service.reporting import DEFAULT_BINS
+from app.service.reporting import DEFAULT_BINS, Curve
 from app.service.traffic.cases import Monitored, monitored_range
 from app.service.traffic.monitoring import WINDOW_SECONDS, Window
 from app.store import Selector
@@ -56,6 +56,15 @@ def selector_of(name: str, text: str | None) -> Selector | None:
     return parse_selector(name, text.strip())
 
 
+def curve_of(text: str | None) -> Curve:
+    """``?curve=``: ``smooth`` (the default) or ``binned``."""
+    if text is None or text == "" or text == "smooth":
+        return "smooth"
+    if text == "binned":
+        return "binned"
+    raise InvalidInput(f"curve is {text[:16]!r}; expected smooth or binned")
+
+
 def monitored(window: str | None, version: str | None = None) -> Monitored:
     """What the monitoring route reads by default: 30 windows back from now."""
     chosen: Window = "1d"
@@ -82,13 +91,18 @@ async def calibrator_list(request: Request, tag: Text = None) -> Response:
 
 
 @router.get("/calibrators/{name}")
-async def calibrator_page(request: Request, name: str) -> Response:
-    """A calibrator's versions, newest first, with their diagrams and reports."""
+async def calibrator_page(
+    request: Request, name: str, version: Text = None, curve: Text = None
+) -> Response:
+    """A calibrator's live version (or the one asked) in full: its diagram, smooth curve or
+    bins, its metrics, decision and traffic; its aliases' moves; its versions as a table."""
 
     async def read_page() -> pages.Shown:
         number = pages.page_number(request.query_params.get("page"))
         checked = calibrator_name(name)
-        found = await in_worker(request, pages.calibrator, checked, number, monitored(None))
+        shown, drawn = selector_of(checked, version), curve_of(curve)
+        asked = monitored(None)
+        found = await in_worker(request, pages.calibrator, checked, shown, number, asked, drawn)
         return found, 200
 
     return await render_page(request, "calibrator.html", read_page)

@@ -17,6 +17,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 from starlette.responses import HTMLResponse
 
+from app.service.live_view import EXPECTED_DAYS
+
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 
@@ -72,6 +74,11 @@ def moment(value: Any) -> str:
     return f"{value:%Y-%m-%d %H:%M} UTC" if isinstance(value, datetime) else "—"
 
 
+def short_moment(value: Any) -> str:
+    """A time as ``11-21 22:00``, where a column says the zone and the year is plain."""
+    return f"{value:%m-%d %H:%M}" if isinstance(value, datetime) else "—"
+
+
 ENVIRONMENT = Environment(
     loader=FileSystemLoader(TEMPLATES),
     autoescape=True,
@@ -79,9 +86,14 @@ ENVIRONMENT = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-ENVIRONMENT.filters.update(number=number, moment=moment, code_spans=code_spans)
+ENVIRONMENT.filters.update(
+    number=number, moment=moment, short_moment=short_moment, code_spans=code_spans
+)
 ENVIRONMENT.globals.update(
-    interval=interval, HEADLINE_METRICS=HEADLINE_METRICS, REPORTED_METRICS=REPORTED_METRICS
+    interval=interval,
+    HEADLINE_METRICS=HEADLINE_METRICS,
+    REPORTED_METRICS=REPORTED_METRICS,
+    EXPECTED_DAYS=EXPECTED_DAYS,
 )
 
 

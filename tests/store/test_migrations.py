@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import Connection, create_engine, inspect, text
 
 from app.settings import get_settings
 from app.store.engines import SQLITE_BEGIN, make_engine
@@ -67,30 +67,63 @@ def test_command_line_upgrades_the_configured_database(
     assert _tables(url) >= TABLES
 
 
+def insert_calibrator(connection: Connection, versions: int) -> None:
+    """Calibrator 1, ``old``, with ``versions`` binary versions numbered from 1 (row ids as
+    their numbers), as a schema of before the models' current columns holds them."""
+    connection.execute(
+        text(
+            "INSERT INTO calibrators (id, name, created_at, updated_at, last_version) "
+            "VALUES (1, 'old', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, :n)"
+        ),
+        {"n": versions},
+    )
+    for number in range(1, versions + 1):
+        connection.execute(
+            text(
+                "INSERT INTO versions (id, calibrator_id, version, method, params, n_samples, "
+                "n_positive, n_classes, created_at, description, tags, metrics, "
+                "artifact_sha256, artifact_bytes) VALUES (:n, 1, :n, 'platt', '{}', 10, 3, 2, "
+                "CURRENT_TIMESTAMP, '', '{}', '{}', 'x', 1)"
+            ),
+            {"n": number},
+        )
+
+
 def test_0002_backfills_class_counts_of_binary_versions(empty_database_url: str) -> None:
     upgrade(empty_database_url, "0001")
     engine = create_engine(empty_database_url)
     try:
         with engine.begin() as connection:
-            connection.execute(
-                text(
-                    "INSERT INTO calibrators (id, name, created_at, updated_at, last_version) "
-                    "VALUES (1, 'old', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 1)"
-                )
-            )
-            connection.execute(
-                text(
-                    "INSERT INTO versions (calibrator_id, version, method, params, n_samples, "
-                    "n_positive, n_classes, created_at, description, tags, metrics, "
-                    "artifact_sha256, artifact_bytes) VALUES (1, 1, 'platt', '{}', 10, 3, 2, "
-                    "CURRENT_TIMESTAMP, '', '{}', '{}', 'x', 1)"
-                )
-            )
+            insert_calibrator(connection, 1)
         upgrade(empty_database_url, "0002")
         with engine.connect() as connection:
             counts = connection.execute(text("SELECT class_counts FROM versions")).scalar_one()
         assert (counts if isinstance(counts, list) else json.loads(counts)) == [7, 3]
         downgrade(empty_database_url, "0001")
+        upgrade(empty_database_url)
+    finally:
+        engine.dispose()
+
+
+def test_0008_starts_each_existing_alias_with_its_one_known_move(empty_database_url: str) -> None:
+    upgrade(empty_database_url, "0007")
+    engine = create_engine(empty_database_url)
+    try:
+        with engine.begin() as connection:
+            insert_calibrator(connection, 2)
+            connection.execute(
+                text(
+                    "INSERT INTO aliases (calibrator_id, name, version_id, updated_at) "
+                    "VALUES (1, 'production', 2, '2026-01-02 03:04:05+00:00')"
+                )
+            )
+        upgrade(empty_database_url, "0008")
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text("SELECT alias, from_version, to_version FROM alias_moves")
+            ).all()
+        assert [tuple(row) for row in rows] == [("production", None, 2)]
+        downgrade(empty_database_url, "0007")
         upgrade(empty_database_url)
     finally:
         engine.dispose()

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from app.keys import new_key
 from app.main import create_app
 from app.service import diagnosis
 from app.settings import Settings
-from app.store import Database
+from app.store import Database, LoggedPrediction
 from tests.api.helpers import FEW_RESAMPLES, sigmoid_batch
 from tests.client import TestClient
 from tests.conftest import shared_client, unchanged
@@ -83,6 +85,34 @@ def show(client: TestClient) -> None:
     fit(client, "other", "platt", tags={"team": "ops"})
     moved = client.put("/v1/calibrators/churn/aliases/production", json={"version": 2})
     assert moved.status_code == 200, moved.text
+
+
+def log_day(
+    client: TestClient, name: str, version: int, day: datetime, seed: int, *, labelled: bool
+) -> None:
+    """60 predictions of ``name`` by ``version`` in the first hour of ``day``, their even ones
+    labelled when ``labelled``."""
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(0.3, 1.5, 60)
+    probabilities = 1 / (1 + np.exp(-1.2 * scores))
+    labels = (rng.random(60) < probabilities).astype(int)
+    rows = [
+        LoggedPrediction(
+            name,
+            f"{name}-{seed}-{i}",
+            version,
+            day + timedelta(seconds=60 * i),
+            float(scores[i]),
+            float(probabilities[i]),
+        )
+        for i in range(60)
+    ]
+    outcomes = [(rows[i].client_id, int(labels[i])) for i in range(0, 60, 2)] if labelled else []
+    service = client.app.state.service  # type: ignore[attr-defined]
+    with service.database.transaction(write=True) as repo:
+        repo.log_predictions(rows)
+        if outcomes:
+            repo.record_outcomes(name, outcomes, day)
 
 
 @pytest.fixture

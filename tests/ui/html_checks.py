@@ -62,3 +62,23 @@ def parse(html: str) -> Parsed:
     reader.feed(html)
     reader.close()
     return reader.parsed
+
+
+def table_rows(parsed: Parsed, caption: str) -> list[list[str]]:
+    """The rows of the table whose caption starts with ``caption``: each one's cells' texts,
+    whitespace collapsed (the header row too)."""
+    elements = parsed.elements
+    start = next(
+        i
+        for i, e in enumerate(elements)
+        if e.tag == "caption" and " ".join(e.text.split()).startswith(caption)
+    )
+    rows: list[list[str]] = []
+    for element in elements[start + 1 :]:
+        if element.tag in ("table", "caption", "h2", "h3", "section", "p"):
+            break
+        if element.tag == "tr":
+            rows.append([])
+        elif element.tag in ("th", "td") and rows:
+            rows[-1].append(" ".join(element.text.split()))
+    return rows

@@ -23,6 +23,7 @@ PAGES = [
     "/ui",
     "/ui?tag=team:risk",
     "/ui/calibrators/churn",
+    "/ui/calibrators/churn?version=1&curve=binned",
     "/ui/calibrators/churn/compare",
     "/ui/calibrators/churn/compare?a=1&b=nope",
     "/ui/calibrators/churn/monitoring",

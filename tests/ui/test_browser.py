@@ -74,11 +74,21 @@ def test_the_key_form_signs_in_and_the_pages_show_the_calibrator(
     assert browser.navigate(f"{base}/ui/calibrators/churn") == f"{base}/ui/calibrators/churn"
     page = parse(browser.html())
     (diagram,) = [e for e in page.all("svg") if e.attrs.get("role") == "img"]
-    assert "churn version 1 (isotonic)" in diagram.attrs["aria-label"]
+    assert "churn version 1 (isotonic): the smooth reliability curve" in diagram.attrs["aria-label"]
     drawn = browser.evaluate(
         "document.querySelector('svg[role=img]').getBoundingClientRect().width"
     )
     assert drawn > 300  # laid out, not an empty box
+    assert browser.evaluate("document.getElementById('bins')") is None
+    assert "curve=binned" in browser.follow("Bins")  # a click away
+    bins = browser.evaluate("document.getElementById('bins').rows.length")
+    stored = httpx.get(
+        f"{base}/v1/calibrators/churn/versions/1/diagnostics",
+        headers={"Authorization": f"Bearer {live['read']}"},
+        timeout=60,
+    ).json()
+    assert bins == 1 + len(stored["calibrated"]["bins"])
+    assert browser.evaluate("!!document.getElementById('v1-calibrated-interval')")
 
 
 def test_the_monitoring_controls_change_the_windows_and_the_figure(
@@ -121,8 +131,8 @@ def test_the_monitoring_controls_change_the_windows_and_the_figure(
     assert "1h windows" in title
     (link,) = [a for a in page.all("a") if a.attrs.get("href", "").startswith("/v1/")]
     assert "window=1h" in link.attrs["href"]
-    cells = [e.text.strip() for e in page.all("td")]
-    assert cells[:3] == ["v1", "200", "200"]
+    cells = [" ".join(e.text.split()) for e in page.all("td")]
+    assert cells[:2] == ["v1", "200 200 labelled"]
 
 
 def test_the_list_shows_the_version_production_serves_and_its_log_loss(

@@ -16,13 +16,12 @@ import pytest
 from app.service import browsing as browsing_module
 from app.service.browsing import Listed
 from app.service.traffic.monitoring import window_start
-from app.store.traffic.rows import LoggedPrediction
 from app.ui import list_page
 from app.ui.sparkline import HEIGHT, PAD, WIDTH
 from app.ui.templating import number
 from tests.client import TestClient
 
-from .conftest import fit
+from .conftest import fit, log_day
 from .html_checks import Element, parse
 from .test_accessibility import check_page
 
@@ -37,34 +36,6 @@ def backend(request: pytest.FixtureRequest) -> str:
     """Both backends (the package's fixture is SQLite only)."""
     name: str = request.param
     return name
-
-
-def log_day(
-    client: TestClient, name: str, version: int, day: datetime, seed: int, *, labelled: bool
-) -> None:
-    """60 predictions of ``name`` by ``version`` in the first hour of ``day``, their even ones
-    labelled when ``labelled``."""
-    rng = np.random.default_rng(seed)
-    scores = rng.normal(0.3, 1.5, 60)
-    probabilities = 1 / (1 + np.exp(-1.2 * scores))
-    labels = (rng.random(60) < probabilities).astype(int)
-    rows = [
-        LoggedPrediction(
-            name,
-            f"{name}-{seed}-{i}",
-            version,
-            day + timedelta(seconds=60 * i),
-            float(scores[i]),
-            float(probabilities[i]),
-        )
-        for i in range(60)
-    ]
-    outcomes = [(rows[i].client_id, int(labels[i])) for i in range(0, 60, 2)] if labelled else []
-    service = client.app.state.service  # type: ignore[attr-defined]
-    with service.database.transaction(write=True) as repo:
-        repo.log_predictions(rows)
-        if outcomes:
-            repo.record_outcomes(name, outcomes, day)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from sqlalchemy import event
 from app.errors import StoredDataCorrupt
 from app.store import Database
 from app.ui import list_page
-from app.ui.pages import VERSIONS_PER_PAGE
 from tests.api.helpers import FEW_RESAMPLES
 from tests.client import TestClient
 
@@ -67,62 +66,6 @@ def test_a_tag_chip_links_to_its_filter_unless_its_key_has_a_colon(shown: TestCl
     assert [e.text.split()[0] for e in filtered.all("tr")[1:]] == ["colons"]
 
 
-def test_a_calibrator_page_shows_every_version_with_its_diagram_and_bins(
-    shared_shown: TestClient,
-) -> None:
-    page = shared_shown.get("/ui/calibrators/churn")
-    assert page.status_code == 200
-    parsed = parse(page.text)
-    diagrams = [e for e in parsed.all("svg") if e.attrs.get("role") == "img"]
-    assert len(diagrams) == 3
-    assert all("Reliability diagram of churn version" in d.attrs["aria-label"] for d in diagrams)
-    ids = [e.attrs["id"] for e in parsed.elements if "id" in e.attrs]
-    assert len(ids) == len(set(ids)), "ids repeat across the inline figures"
-    stored = shared_shown.get("/v1/calibrators/churn/versions/2/diagnostics").json()
-    section = next(e for e in parsed.all("section") if e.attrs["id"] == "v2")
-    for row in stored["calibrated"]["bins"]:
-        assert f"{row['count']}" in section.text
-        if row["ci_low"] is not None:
-            assert f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}]" in section.text
-    auto = next(e for e in parsed.all("section") if e.attrs["id"] == "v3")
-    chosen = shared_shown.get("/v1/calibrators/churn/versions/3").json()["selection"]["chosen"]
-    assert re.search(rf"Chosen by\s*auto\s*{chosen} among", auto.text)
-    assert "production" in section.text
-
-
-def test_a_version_tagged_with_costs_shows_its_decision_table(shown: TestClient) -> None:
-    fit(shown, "costly", "platt", tags={"cost_fp": "1", "cost_fn": "4"})
-    fit(shown, "costly", "platt", tags={"cost_fp": "cheap"})  # not a cost: no table
-    page = parse(shown.get("/ui/calibrators/costly").text)
-    (table,) = [t for t in page.all("table") if "decision" in t.attrs.get("class", "").split()]
-    text = " ".join(table.text.split())
-    assert text.startswith("Deciding with v1 at the costs its tags set")
-    decision = shown.get(
-        "/v1/calibrators/costly/versions/1/decision", params={"cost_fp": 1, "cost_fn": 4}
-    ).json()
-    assert decision["threshold"] == pytest.approx(0.2)
-    low, high = decision["intervals"]["expected_cost"]
-    packed = text.replace(" ", "")  # the cells' texts run together
-    cost = decision["expected_cost"]
-    assert f"0.2000(Bayes-optimal){cost:.4f}[{low:.4f},{high:.4f}]" in packed
-    assert f"0.5{decision['at_half']['expected_cost']:.4f}[" in packed
-    assert "cost_fp 1, cost_fn 4" in text
-
-
-@pytest.mark.in_threads  # few_page_resamples patches what its jobs run
-def test_versions_come_five_a_page_newest_first(
-    open_client: TestClient, few_page_resamples: None
-) -> None:
-    for _ in range(VERSIONS_PER_PAGE + 2):
-        fit(open_client, "many", "platt")
-    first = parse(open_client.get("/ui/calibrators/many").text)
-    assert [e.attrs["id"] for e in first.all("section")] == ["v7", "v6", "v5", "v4", "v3"]
-    assert any(a.attrs.get("href") == "?page=2" for a in first.all("a"))
-    second = parse(open_client.get("/ui/calibrators/many?page=2").text)
-    assert [e.attrs["id"] for e in second.all("section")] == ["v2", "v1"]
-    assert open_client.get("/ui/calibrators/many?page=3").status_code == 404
-
-
 def test_compare_overlays_two_versions_with_their_metrics(shared_shown: TestClient) -> None:
     page = shared_shown.get("/ui/calibrators/churn/compare", params={"a": "1", "b": "production"})
     assert page.status_code == 200
@@ -166,20 +109,22 @@ def test_an_unknown_second_version_is_found_before_the_first_is_reported(
 def test_monitoring_is_linked_for_a_version_with_traffic(
     shown: TestClient, few_page_resamples: None
 ) -> None:
-    page = shown.get("/ui/calibrators/churn")
-    assert "monitoring?version=3" not in page.text
+    page = shown.get("/ui/calibrators/churn", params={"version": "3"})
+    assert "none logged since" in page.text
     answer = shown.post(
         "/v1/calibrators/churn/predict", json={"scores": [0.1, 2.0], "ids": ["a", "b"]}
     )
     assert answer.status_code == 200, answer.text
     shown.app.state.service.prediction_log.flush()  # type: ignore[attr-defined]
-    page = shown.get("/ui/calibrators/churn")
+    page = shown.get("/ui/calibrators/churn", params={"version": "3"})
     assert "2 predictions logged, 0 with outcomes" in page.text
+    assert "monitoring?version=3" in page.text
     monitoring = shown.get("/ui/calibrators/churn/monitoring?version=3")
     assert monitoring.status_code == 200
     parsed = parse(monitoring.text)
     assert [e for e in parsed.all("svg") if e.attrs.get("role") == "img"]
-    assert [e.text for e in parsed.all("td")][:3] == ["v3", "2", "0"]
+    cells = [" ".join(e.text.split()) for e in parsed.all("td")]
+    assert cells[:2] == ["v3", "2 0 labelled"]
 
 
 @pytest.mark.parametrize(
@@ -193,6 +138,9 @@ def test_monitoring_is_linked_for_a_version_with_traffic(
         ("/ui/calibrators/churn?page=0", 404),
         ("/ui/calibrators/churn?page=99999999999999999999", 404),
         ("/ui/calibrators/churn?page=-1", 404),
+        ("/ui/calibrators/churn?version=99", 404),
+        ("/ui/calibrators/churn?version=nosuchalias", 404),
+        ("/ui/calibrators/churn?curve=wiggly", 422),
         ("/ui/calibrators/churn/compare?a=99999999999999999999999&b=1", 404),
         ("/ui/calibrators/churn/compare?a=1&b=nosuchalias", 404),
         ("/ui/calibrators/churn/compare?a=%00&b=1", 404),
@@ -257,7 +205,7 @@ def test_a_corrupt_batch_is_the_panel_s_problem_with_its_page(
     monkeypatch.setattr(service.diagnosis, "reports_and_picture", corrupt)
     page = shown.get("/ui/calibrators/churn")
     assert page.status_code == 200
-    section = next(e for e in parse(page.text).all("section") if e.attrs["id"] == "v2")
+    section = next(e for e in parse(page.text).all("section") if e.attrs["id"] == "shown")
     assert "No diagnostics: the stored batch of 'churn' v2 cannot be read" in section.text
     assert f"{StoredDataCorrupt.title}: what this problem means" in section.text
     assert f'href="/problems/{StoredDataCorrupt.slug}"' in page.text
