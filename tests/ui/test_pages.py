@@ -39,6 +39,11 @@ def test_the_list_shows_the_version_production_serves_and_the_latest_beside(
         assert f"[{low:.4f}, {high:.4f}]" in shown
     assert "team:risk" in beside
     assert rows[1].startswith("other 1 version, v1 v1 latest platt")
+    links = {a.text: a.attrs["href"] for a in parse(page.text).all("a") if a.text in ("v2", "v3")}
+    assert links == {  # each version to its page
+        "v2": "/ui/calibrators/churn?version=2",
+        "v3": "/ui/calibrators/churn?version=3",
+    }
 
 
 def test_the_tag_filter_keeps_the_calibrators_tagged_so(shared_shown: TestClient) -> None:
