@@ -240,6 +240,15 @@ def monitoring(
     return MonitoringPage(name, monitored, selector, rows, diagram, version_choices(service, name))
 
 
+def monitoring_rows(
+    service: CalibrationService, name: str, monitored: Monitored, selector: Selector | None
+) -> list[dict[str, Any]]:
+    """The rows of the monitoring page's windows, as ``GET …/monitoring`` answers them."""
+    return service.traffic.monitoring(
+        name, monitored.window, monitored.since, monitored.until, selector
+    )
+
+
 def version_choices(service: CalibrationService, name: str) -> list[tuple[str, str]]:
     """A version select's options: the aliases (``production → v3``), then the newest
     hundred versions by number."""

@@ -22,9 +22,10 @@ from starlette.staticfiles import StaticFiles
 from app.api.bodies.fields import tag_filter
 from app.api.deps import get_service, in_worker, off_loop, parse_selector
 from app.api.documents import NAME_PATTERN
+from app.api.monitoring_csv import monitoring_csv
 from app.api.mounting import root_of
 from app.calibration import RESAMPLES
-from app.errors import InvalidInput, NotFound
+from app.errors import InvalidInput, NotFound, ServiceError
 from app.service.reporting import DEFAULT_BINS, Curve
 from app.service.traffic.cases import Monitored, monitored_range
 from app.service.traffic.monitoring import WINDOW_SECONDS, Window
@@ -33,7 +34,7 @@ from app.store import Selector
 from . import list_page, pages, signin
 from .compare_page import comparison
 from .page_responses import error_page, render_page
-from .templating import STATIC
+from .templating import PAGE_HEADERS, STATIC
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -136,6 +137,27 @@ async def monitoring_page(
         return found, 200
 
     return await render_page(request, "monitoring.html", read_page)
+
+
+@router.get("/calibrators/{name}/monitoring.csv")
+async def monitoring_download(
+    request: Request, name: str, version: Text = None, window: Text = None
+) -> Response:
+    """The monitoring page's windows as CSV (``GET /v1/…/monitoring.csv``'s columns), for the
+    page's session: its cookie opens ``/ui`` only, never the API."""
+    try:
+        checked = calibrator_name(name)
+        selector = selector_of(checked, version)
+        asked = monitored(window, None if selector is None else str(selector))
+        rows = await in_worker(request, pages.monitoring_rows, checked, asked, selector)
+    except ServiceError as exc:
+        return error_page(request, exc)
+    filename = f"{checked}-monitoring-{asked.window}.csv"
+    return Response(
+        monitoring_csv(rows),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"', **PAGE_HEADERS},
+    )
 
 
 @router.get("/{rest:path}")

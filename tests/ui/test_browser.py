@@ -129,8 +129,13 @@ def test_the_monitoring_controls_change_the_windows_and_the_figure(
     page = parse(browser.html())
     title = browser.evaluate("document.querySelector('svg[role=img]').textContent")
     assert "1h windows" in title
-    (link,) = [a for a in page.all("a") if a.attrs.get("href", "").startswith("/v1/")]
-    assert "window=1h" in link.attrs["href"]
+    (link,) = [a for a in page.all("a") if ".csv" in a.attrs.get("href", "")]
+    assert link.attrs["href"] == "/ui/calibrators/churn/monitoring.csv?window=1h"
+    session = {c["name"]: c["value"] for c in browser.cookies(f"{base}/ui")}
+    download = httpx.get(f"{base}{link.attrs['href']}", cookies=session, timeout=30)
+    assert download.status_code == 200  # the page's session opens it, as a click would
+    assert download.text.startswith("start,end,version,")
+    assert httpx.get(f"{base}{link.attrs['href']}", timeout=30).status_code != 200  # no session
     cells = [" ".join(e.text.split()) for e in page.all("td")]
     assert cells[:2] == ["v1", "200 200 labelled"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
@@ -52,13 +51,20 @@ def test_the_table_and_the_csv_hold_the_apis_numbers(open_client: TestClient) ->
     _traffic(open_client)
     html = open_client.get("/ui/calibrators/churn/monitoring?window=1h").text
     page = parse(html)
-    (link,) = [a for a in page.all("a") if a.attrs.get("href", "").startswith("/v1/")]
-    query = parse_qs(urlsplit(link.attrs["href"]).query)
-    assert query["window"] == ["1h"]
-    api = open_client.get(
-        "/v1/calibrators/churn/monitoring",
-        params={"window": "1h", "since": query["since"][0], "until": query["until"][0]},
-    ).json()["windows"]
+    (link,) = [a for a in page.all("a") if ".csv" in a.attrs.get("href", "")]
+    assert link.attrs["href"] == "/ui/calibrators/churn/monitoring.csv?window=1h"
+    table = open_client.get(link.attrs["href"])
+    assert table.status_code == 200
+    assert table.headers["content-type"] == "text/csv; charset=utf-8"
+    api_table = open_client.get("/v1/calibrators/churn/monitoring.csv", params={"window": "1h"})
+    served = [line for line in table.text.splitlines() if ",1," in line or line.startswith("s")]
+    assert served == [  # the API's CSV of the same range: its header and the window with traffic
+        line for line in api_table.text.splitlines() if ",1," in line or line.startswith("s")
+    ]
+    assert len(served) == 2
+    api = open_client.get("/v1/calibrators/churn/monitoring", params={"window": "1h"}).json()[
+        "windows"
+    ]
     (row,) = [r for r in api if r["n_predictions"]]
     cells = [" ".join(e.text.split()) for e in page.all("td")]
     assert cells[:2] == ["v1", "300 150 labelled"]
@@ -66,8 +72,6 @@ def test_the_table_and_the_csv_hold_the_apis_numbers(open_client: TestClient) ->
     assert f"{row['estimated']['accuracy']:.4f} [{band[0]:.4f}, {band[1]:.4f}]" in " ".join(cells)
     assert f"{row['realized']['accuracy']:.4f}" in cells
     assert f"{row['prior']['training']:.4f}" in cells
-    table = open_client.get(link.attrs["href"])
-    assert table.status_code == 200
     lines = [line for line in csv.DictReader(io.StringIO(table.text)) if line["version"]]
     assert len(lines) == 1
     assert float(lines[0]["estimated_accuracy"]) == row["estimated"]["accuracy"]
