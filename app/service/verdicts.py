@@ -54,7 +54,9 @@ class Evidence:
     ``fitting`` batches (``sizes``: the rows of each of ``versions``' batches; ``shared``: one
     batch both were fitted on); ``n_samples`` pairs in all. ``newer`` is the newer version,
     ``labelled`` the labelled predictions logged since it was created (within the window),
-    ``skipped`` why the traffic was not used although it had enough."""
+    ``skipped`` why the traffic was not used although it had enough, ``weighted_as`` the
+    version whose weights a shared batch was read with when theirs differ (an adjusted
+    version and its parent)."""
 
     source: Literal["traffic", "fitting"]
     n_samples: int
@@ -66,6 +68,7 @@ class Evidence:
     sizes: tuple[int, int] = (0, 0)
     shared: bool = False
     skipped: str | None = None
+    weighted_as: int | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class Verdicts:
             sizes=kept.evidence.sizes,
             shared=kept.evidence.shared,
             skipped=skipped,
+            weighted_as=kept.evidence.weighted_as,
         )
         return Verdict(kept.ranked, evidence)
 
@@ -156,7 +160,11 @@ class Verdicts:
             loaded = [self.versions.load(r, repo, generation) for r in records]
             stored = [self.diagnosis.fitting_batch(r, repo) for r in records]
         shared = _same(*stored)
-        parts = stored[:1] if shared else stored
+        # one copy of a shared batch, weighted as the older version was fitted (an adjusted
+        # version's weights are its parent's times the new priors' ratios)
+        older = min(range(2), key=lambda i: records[i].created_at)
+        parts = stored[older : older + 1] if shared else stored
+        reweighted = shared and not np.array_equal(stored[0].weights, stored[1].weights)
         probabilities = []
         for i, version in enumerate(loaded):
             if shared:
@@ -182,13 +190,15 @@ class Verdicts:
             versions=(first, second),
             sizes=sizes,
             shared=shared,
+            weighted_as=records[older].version if reweighted else None,
         )
         return Verdict(document, evidence)
 
 
 def _same(first: StoredBatch, second: StoredBatch) -> bool:
-    """Whether two fitting batches hold the same pairs in the same order."""
+    """Whether two fitting batches hold the same pairs in the same order, whatever their
+    weights: an adjusted version's is its parent's, reweighted to its new priors."""
     return all(
         np.array_equal(getattr(first, field), getattr(second, field))
-        for field in ("scores", "labels", "weights")
+        for field in ("scores", "labels")
     )

@@ -199,6 +199,11 @@ def _basis(evidence: Evidence) -> str:
             f"the {evidence.n_samples} labelled pairs of the fitting batch both versions "
             "share, each version scored by its out-of-fold predictions"
         )
+        if evidence.weighted_as is not None:
+            rests += (
+                f", weighted as v{evidence.weighted_as} was fitted (the other's weights are "
+                "those reweighted to its new priors)"
+            )
     else:
         (one, other), (first, second) = evidence.versions, evidence.sizes
         rests = (

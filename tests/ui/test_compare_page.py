@@ -211,6 +211,21 @@ def test_a_shared_fitting_batch_is_scored_out_of_fold_for_both(open_client: Test
         assert number(report["calibrated"]["metrics"]["log_loss"]) in sentence
 
 
+def test_an_adjusted_version_and_its_parent_share_one_batch_weighted_as_the_parent(
+    open_client: TestClient,
+) -> None:
+    """Its batch is its parent's with other weights: one copy, out of fold for both, read
+    with the parent's weights (it was 800 pairs, each version's calibrator in sample)."""
+    fit(open_client, "churn", "platt")
+    adjusted = open_client.post("/v1/calibrators/churn/versions/1/adjust", json={"prior": 0.2})
+    assert adjusted.status_code == 201, adjusted.text
+    sentence, basis = verdict_of(open_client.get(PAGE, params={"a": "1", "b": "2"}).text)
+    assert "on the 400 pairs of their shared fitting batch" in sentence
+    assert "weighted as v1 was fitted" in basis
+    report = open_client.get("/v1/calibrators/churn/versions/1/diagnostics").json()
+    assert number(report["calibrated"]["metrics"]["log_loss"]) in sentence
+
+
 @pytest.mark.parametrize(
     ("query", "status", "said"),
     [
