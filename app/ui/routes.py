@@ -1,9 +1,9 @@
 """Routes of the web view: the pages, the key form, signing out, and HTML error pages.
 
 Who may see a page is decided before routing (:mod:`app.api.security`); these routes only
-read, each page's use case as a job of the bounded pool: the list in one of its threads
-(:func:`app.api.deps.off_loop`), the pages that compute reports and figures in a worker process
-(:func:`app.api.deps.in_worker`).
+read, each page's use case as a job of the bounded pool, in a worker process
+(:func:`app.api.deps.in_worker`): the list's sparklines read traffic, the other pages compute
+reports and figures.
 Every failure under ``/ui`` is a page too, never problem+json: an unknown calibrator, a name
 no calibrator can have, a bad query, a busy server, a wrong method, a missing stylesheet, an
 unexpected error (:func:`app.ui.page_responses.install_error_pages`).
@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from app.api.bodies.fields import tag_filter
-from app.api.deps import get_service, in_worker, off_loop, parse_selector
+from app.api.deps import in_worker, parse_selector
 from app.api.documents import NAME_PATTERN
 from app.api.monitoring_csv import monitoring_csv
 from app.api.mounting import root_of
@@ -85,8 +85,7 @@ async def calibrator_list(request: Request, tag: Text = None) -> Response:
     async def read_page() -> pages.Shown:
         wanted = tag_filter(tag) if tag else None
         number = pages.page_number(request.query_params.get("page"))
-        service = get_service(request)
-        return await off_loop(request, list_page.calibrators, service, number, wanted), 200
+        return await in_worker(request, list_page.calibrators, number, wanted), 200
 
     return await render_page(request, "list.html", read_page)
 

@@ -186,6 +186,7 @@ def test_traffic_without_outcomes_says_so_and_none_draws_nothing(listed: TestCli
     assert label.startswith("Live log loss of churn v2 per day")
 
 
+@pytest.mark.in_threads  # it patches or counts what the list's job runs
 def test_one_read_of_traffic_per_calibrator_whose_live_version_answered(
     listed: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -210,6 +211,7 @@ def test_the_list_with_traffic_is_accessible_html(listed: TestClient) -> None:
     assert spanning.attrs == {"scope": "row", "rowspan": "3"}
 
 
+@pytest.mark.in_threads  # it patches or counts what the list's job runs
 def test_more_labelled_traffic_than_a_list_reads_links_to_monitoring(
     listed: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

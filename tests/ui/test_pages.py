@@ -184,14 +184,15 @@ def test_a_wrong_method_under_ui_is_a_405_page(shared_shown: TestClient) -> None
     assert api.headers["content-type"] == "application/problem+json"  # the API's stay JSON
 
 
+@pytest.mark.in_threads  # it patches what the list's job runs
 def test_an_unexpected_error_under_ui_is_a_500_page(
-    shared_shown: TestClient, monkeypatch: pytest.MonkeyPatch
+    open_client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(list_page, "calibrators", broken)
-    page = shared_shown.get("/ui")
+    page = open_client.get("/ui")
     assert page.status_code == 500
     assert_error_page(page)
     assert "a bug" not in page.text
@@ -256,6 +257,7 @@ def test_pages_forbid_scripts_and_framing(shared_shown: TestClient) -> None:
     assert headers["cache-control"] == "no-store"
 
 
+@pytest.mark.in_threads  # it patches or counts what the list's job runs
 def test_the_list_reads_a_fixed_number_of_queries_whatever_its_length(
     open_client: TestClient, database: Database
 ) -> None:
