@@ -39,7 +39,7 @@ from app.store import (
 )
 
 Key = tuple[object, ...]
-Data = bytes | memoryview | None
+BatchBytes = bytes | memoryview | None
 """A stored batch as read, None when the caller did not need to read it."""
 
 REPORTS_KEPT = 512
@@ -172,7 +172,7 @@ class Diagnosis:
 
     def batch_unless_kept(
         self, record: VersionRecord, repo: Repository, image: ImageFormat, curve: Curve = "binned"
-    ) -> bytes | memoryview | None:
+    ) -> BatchBytes:
         """Within the caller's snapshot: ``record``'s stored batch, unless the default
         reports and the picture of :meth:`reports_and_picture` are kept without it (None)."""
         key = _key(record)
@@ -182,7 +182,7 @@ class Diagnosis:
         return None if self.batches.get(key) is not None else repo.get_batch(record.id)
 
     def reports_and_picture(
-        self, record: VersionRecord, data: Data, image: ImageFormat, curve: Curve = "binned"
+        self, record: VersionRecord, data: BatchBytes, image: ImageFormat, curve: Curve = "binned"
     ) -> tuple[Reports, bytes]:
         """:meth:`stored` with the default options and :meth:`stored_picture` drawing
         ``curve`` (the reports hold the smooth curve's band too), of a record (and its batch,
@@ -210,7 +210,7 @@ class Diagnosis:
 
     def _read(
         self, name: str, selector: Selector, known: Callable[[VersionRecord], bool]
-    ) -> tuple[VersionRecord, bytes | memoryview | None]:
+    ) -> tuple[VersionRecord, BatchBytes]:
         """The version's record and, unless what is asked is ``known`` without it, its stored
         batch: one snapshot."""
         with self.database.transaction() as repo:
@@ -221,7 +221,7 @@ class Diagnosis:
         self,
         record: VersionRecord,
         query: ReportOptions,
-        data: Data,
+        data: BatchBytes,
         known: BinFreeParts | None = None,
     ) -> Reports:
         # parts of other resamples (a picture without bands draws none) serve nothing here
@@ -243,7 +243,7 @@ class Diagnosis:
 
         return self.reports.get_or_compute((*_key(record), query), compute)
 
-    def _decoded(self, record: VersionRecord, data: Data) -> StoredBatch:
+    def _decoded(self, record: VersionRecord, data: BatchBytes) -> StoredBatch:
         if data is None:  # kept or shared a moment ago, gone since: read it again
             with self.database.transaction() as repo:
                 # By number, then by row: SQLite gives a deleted version's row id to the next.

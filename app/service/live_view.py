@@ -14,12 +14,13 @@ Knows no HTTP; the web view runs it as a job of the bounded pool.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from app.errors import NotFound, ServiceError, StoredDataCorrupt
-from app.service.diagnosis import Data, Diagnosis, Reports
-from app.service.reporting import Curve, ImageFormat
+from app.service.diagnosis import BatchBytes, Diagnosis, Reports
+from app.service.memo import Memo
+from app.service.reporting import Curve
 from app.service.traffic.cases import Monitored, TrafficCases
 from app.store import AliasMoved, CalibratorSummary, Database, Selector, VersionRecord
 
@@ -31,6 +32,8 @@ tabulates, one row a day."""
 EXPECTED_ROWS = 200_000
 """The most logged predictions of those days the page reads (about a second of a worker's
 CPU); past it the page links to the monitoring, which is made for that much."""
+EXPECTED_KEPT = 64
+"""Versions' expected-performance tables kept (a few kilobytes each)."""
 MOVES_SHOWN = 20
 """The aliases' latest moves a page lists."""
 
@@ -81,6 +84,8 @@ class LiveView:
         self.database = database
         self.diagnosis = diagnosis
         self.traffic = traffic
+        self.expected: Memo[list[dict[str, Any]]] = Memo(EXPECTED_KEPT)
+        """The shown versions' daily monitoring, by version, days and traffic counts."""
 
     def read(
         self,
@@ -89,12 +94,13 @@ class LiveView:
         page: tuple[int, int],
         monitored: Monitored,
         curve: Curve,
-        image_format: ImageFormat = "svg",
     ) -> CalibratorView:
         """``name`` with the (limit, offset) ``page`` of its versions and the version
         ``selector`` names (None: :func:`live_version`) in full, its diagram drawing
-        ``curve``: the rows (and the shown version's batch, unless its reports are kept) in
-        one snapshot, the numbers after. An unknown selector is a 404, as on the API."""
+        ``curve``: the rows, the shown version's traffic counts of the last
+        :data:`EXPECTED_DAYS` days and its batch (unless its reports are kept) in one
+        snapshot, the numbers after. An unknown selector is a 404, as on the API."""
+        recent = monitored.until - timedelta(days=EXPECTED_DAYS), monitored.until
         with self.database.transaction() as repo:
             summary, records, total = repo.get_calibrator(name, *page)
             aliases = repo.calibrator_aliases(name)
@@ -103,47 +109,47 @@ class LiveView:
             if selector is None:
                 selector = live_version(aliases, summary.latest_version)
             record = None if selector is None else repo.get_version(name, selector)
-            data = (
-                None
-                if record is None
-                else self.diagnosis.batch_unless_kept(record, repo, image_format, curve)
-            )
+            if record is not None:
+                counts = repo.traffic_counts(name, *recent, record.version)
+                data = self.diagnosis.batch_unless_kept(record, repo, "svg", curve)
         shown = None
         if record is not None:
-            shown = self._shown(record, data, traffic.get(record.version), monitored, curve)
+            expected = self._expected(record, recent, counts.get(record.version, (0, 0)))
+            shown = self._shown(record, data, traffic.get(record.version), expected, curve)
         return CalibratorView(summary, aliases, moves, records, traffic, total, shown)
 
     def _shown(
         self,
         record: VersionRecord,
-        data: Data,
+        data: BatchBytes,
         counts: tuple[int, int] | None,
-        monitored: Monitored,
+        expected: list[dict[str, Any]] | None,
         curve: Curve,
     ) -> ShownVersion:
-        expected = self._expected(record, monitored)
         try:
             reports, picture = self.diagnosis.reports_and_picture(record, data, "svg", curve)
         except (NotFound, StoredDataCorrupt) as exc:
             return ShownVersion(record, counts, None, None, exc, expected)
         return ShownVersion(record, counts, reports, picture, None, expected)
 
-    def _expected(self, record: VersionRecord, monitored: Monitored) -> list[dict[str, Any]] | None:
-        """The daily monitoring of ``record``'s traffic over the last :data:`EXPECTED_DAYS`
-        days of the range (expected against realized performance, the prior), the days with
-        traffic only; [] without any, None past :data:`EXPECTED_ROWS`."""
-        since = monitored.until - timedelta(days=EXPECTED_DAYS)
-        with self.database.transaction() as repo:
-            counts = repo.traffic_counts(record.name, since, monitored.until, record.version)
-        logged = sum(predictions for predictions, _ in counts.values())
-        if logged == 0:
+    def _expected(
+        self, record: VersionRecord, recent: tuple[datetime, datetime], counts: tuple[int, int]
+    ) -> list[dict[str, Any]] | None:
+        """The daily monitoring of ``record``'s traffic in the ``recent`` days (expected
+        against realized performance, the prior), the days with traffic only; [] without
+        any, None past :data:`EXPECTED_ROWS`. Kept while the version's (predictions,
+        labelled) ``counts`` there stay the same: a view with no new traffic nor outcome
+        costs no read of it (an outcome overwritten in place is seen when the counts move)."""
+        if counts[0] == 0:
             return []
-        if logged > EXPECTED_ROWS:
+        if counts[0] > EXPECTED_ROWS:
             return None
-        try:
-            rows = self.traffic.monitoring(
-                record.name, "1d", since, monitored.until, record.version
-            )
-        except NotFound:  # deleted since the snapshot: its panel says the rest
-            return []
-        return [row for row in rows if row.get("n_predictions")]
+
+        def compute() -> list[dict[str, Any]]:
+            try:
+                rows = self.traffic.monitoring(record.name, "1d", *recent, record.version)
+            except NotFound:  # deleted since the snapshot: its panel says the rest
+                return []
+            return [row for row in rows if row.get("n_predictions")]
+
+        return self.expected.get_or_compute((record.name, record.version, *recent, counts), compute)

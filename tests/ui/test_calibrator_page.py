@@ -194,7 +194,20 @@ def test_the_live_version_s_expected_performance_is_the_monitoring_s(
         assert row[9] == cell(prior["training"])
         assert row[0] == datetime.fromisoformat(window["start"]).strftime("%m-%d %H:%M")
 
-    monkeypatch.setattr(live_view, "EXPECTED_ROWS", 100)  # the two days hold 120
+    service = open_client.app.state.service  # type: ignore[attr-defined]
+    read: list[object] = []
+    monitoring = service.traffic.monitoring
+    monkeypatch.setattr(
+        service.traffic, "monitoring", lambda *a, **k: read.append(a) or monitoring(*a, **k)
+    )
+    again = table_rows(parse(open_client.get("/ui/calibrators/churn").text), "The last 7 days")
+    assert (again, read) == (rows, [])  # kept: no traffic nor outcome came since
+    log_day(open_client, "churn", 1, today + timedelta(hours=2), 11, labelled=False)
+    moved = table_rows(parse(open_client.get("/ui/calibrators/churn").text), "The last 7 days")
+    assert len(read) == 1
+    assert moved[-1][1].startswith(f"{windows[-1]['n_predictions'] + 60} ")
+
+    monkeypatch.setattr(live_view, "EXPECTED_ROWS", 100)  # the days hold more
     heavy = shown_version(parse(open_client.get("/ui/calibrators/churn").text))
     assert "More predictions of v1 were logged in the last 7 days than this page reads" in heavy
 
