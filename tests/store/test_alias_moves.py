@@ -9,6 +9,7 @@ from app.errors import Conflict, NotFound
 from app.store import Database
 
 from .conftest import MakeVersion
+from .races import race
 
 
 def _moves(
@@ -76,3 +77,64 @@ def test_a_calibrator_made_again_under_its_name_starts_without_the_old_moves(
     assert _moves(database, "churn") == []
     with database.transaction() as repo, pytest.raises(NotFound):
         repo.alias_moves("nope", 5)
+
+
+def _chain_is_serial(database: Database, name: str) -> None:
+    """Each alias's moves follow on: every ``before`` is the previous ``after``, and the last
+    ``after`` is where the alias points now (or it is gone)."""
+    with database.transaction() as repo:
+        moves = list(reversed(repo.alias_moves(name, 100)))
+        now = repo.calibrator_aliases(name)
+    last: dict[str, int | None] = {}
+    for move in moves:
+        assert move.before == last.get(move.alias), moves
+        last[move.alias] = move.after
+    assert {a: v for a, v in last.items() if v is not None} == now
+
+
+def test_two_moves_of_one_alias_at_once_record_a_serial_chain(
+    database: Database, make_version: MakeVersion
+) -> None:
+    _calibrator(database, make_version, "churn", 3)
+    with database.transaction(write=True) as repo:
+        repo.set_alias("churn", "production", 1)
+    outcome = race(
+        database,
+        lambda repo: repo.set_alias("churn", "production", 2),
+        lambda repo: repo.set_alias("churn", "production", 3),
+    )
+    assert outcome is None
+    assert _moves(database, "churn") == [
+        ("production", 2, 3),
+        ("production", 1, 2),
+        ("production", None, 1),
+    ]
+    _chain_is_serial(database, "churn")
+
+
+def test_a_move_racing_a_forced_delete_of_its_target_records_a_serial_chain(
+    database: Database, make_version: MakeVersion
+) -> None:
+    _calibrator(database, make_version, "churn", 2)
+    with database.transaction(write=True) as repo:
+        repo.set_alias("churn", "production", 1)
+    outcome = race(  # the delete first, then the move finds no alias but sets one
+        database,
+        lambda repo: repo.delete_version("churn", 1, force=True),
+        lambda repo: repo.set_alias("churn", "production", 2),
+    )
+    assert outcome is None
+    assert _moves(database, "churn") == [
+        ("production", None, 2),
+        ("production", 1, None),
+        ("production", None, 1),
+    ]
+    _chain_is_serial(database, "churn")
+    outcome = race(  # the move first, then the delete of its old target takes no alias
+        database,
+        lambda repo: repo.set_alias("churn", "candidate", 2),
+        lambda repo: repo.delete_version("churn", 2, force=True),
+    )
+    assert outcome is None
+    _chain_is_serial(database, "churn")
+    assert _moves(database, "churn")[:2] == [("production", 2, None), ("candidate", 2, None)]

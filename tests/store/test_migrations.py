@@ -6,6 +6,7 @@ import json
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, create_engine, inspect, text
 
-from app.settings import get_settings
+from app.settings import Settings, get_settings
+from app.store import AliasMoved, Database
 from app.store.engines import SQLITE_BEGIN, make_engine
 from app.store.migrate import downgrade, main, upgrade
 from app.store.models import Base
@@ -68,8 +70,9 @@ def test_command_line_upgrades_the_configured_database(
 
 
 def insert_calibrator(connection: Connection, versions: int) -> None:
-    """Calibrator 1, ``old``, with ``versions`` binary versions numbered from 1 (row ids as
-    their numbers), as a schema of before the models' current columns holds them."""
+    """Calibrator 1, ``old``, with ``versions`` binary versions numbered from 1 (row ids 100
+    past their numbers, so that a migration taking one for the other shows), as a schema of
+    before the models' current columns holds them."""
     connection.execute(
         text(
             "INSERT INTO calibrators (id, name, created_at, updated_at, last_version) "
@@ -82,10 +85,10 @@ def insert_calibrator(connection: Connection, versions: int) -> None:
             text(
                 "INSERT INTO versions (id, calibrator_id, version, method, params, n_samples, "
                 "n_positive, n_classes, created_at, description, tags, metrics, "
-                "artifact_sha256, artifact_bytes) VALUES (:n, 1, :n, 'platt', '{}', 10, 3, 2, "
+                "artifact_sha256, artifact_bytes) VALUES (:id, 1, :n, 'platt', '{}', 10, 3, 2, "
                 "CURRENT_TIMESTAMP, '', '{}', '{}', 'x', 1)"
             ),
-            {"n": number},
+            {"id": 100 + number, "n": number},
         )
 
 
@@ -114,7 +117,7 @@ def test_0008_starts_each_existing_alias_with_its_one_known_move(empty_database_
             connection.execute(
                 text(
                     "INSERT INTO aliases (calibrator_id, name, version_id, updated_at) "
-                    "VALUES (1, 'production', 2, '2026-01-02 03:04:05+00:00')"
+                    "VALUES (1, 'production', 102, '2026-01-02 03:04:05+00:00')"
                 )
             )
         upgrade(empty_database_url, "0008")
@@ -123,6 +126,14 @@ def test_0008_starts_each_existing_alias_with_its_one_known_move(empty_database_
                 text("SELECT alias, from_version, to_version FROM alias_moves")
             ).all()
         assert [tuple(row) for row in rows] == [("production", None, 2)]
+        upgrade(empty_database_url)
+        database = Database(empty_database_url, Settings(database_url=empty_database_url))
+        try:
+            with database.transaction() as repo:
+                (move,) = repo.alias_moves("old", 5)
+        finally:
+            database.dispose()
+        assert move == AliasMoved("production", None, 2, datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
         downgrade(empty_database_url, "0007")
         upgrade(empty_database_url)
     finally:

@@ -15,15 +15,10 @@ for it, outlived the calibrator.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select
 
 from app.errors import Conflict, NotFound
 from app.store import Database, Repository
@@ -32,91 +27,7 @@ from app.store.traffic.outcomes import OutcomeCounts
 from app.store.traffic.rows import LogCounts, LoggedPrediction
 
 from .conftest import MakeVersion
-
-WAIT_SECONDS = 10.0
-
-
-def _waiting_on_a_lock(database: Database) -> bool:
-    with database.engine.connect() as connection:
-        count = connection.execute(
-            text(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            )
-        ).scalar_one()
-    return int(count) > 0
-
-
-def _until_blocked(database: Database, second: threading.Thread) -> None:
-    """Return once the second writer waits for the first (or has finished: then it did not
-    wait, which the test's assertions will show)."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    if database.engine.dialect.name != "postgresql":
-        second.join(0.3)  # SQLite's BEGIN IMMEDIATE waits in its busy handler: nothing to see
-        return
-    while time.monotonic() < deadline and second.is_alive():
-        if _waiting_on_a_lock(database):
-            return
-        time.sleep(0.01)
-
-
-@contextmanager
-def _first_holds(database: Database, work: Callable[[Repository], Any]) -> Iterator[None]:
-    """Run ``work`` in a write transaction that commits only when the block ends."""
-    release = threading.Event()
-    done = threading.Event()
-    failure: list[BaseException] = []
-
-    def hold() -> None:
-        try:
-            with database.transaction(write=True) as repo:
-                work(repo)
-                done.set()
-                release.wait(WAIT_SECONDS)
-        except BaseException as exc:  # reported in the test's thread
-            failure.append(exc)
-            done.set()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert done.wait(WAIT_SECONDS)
-    try:
-        yield
-    finally:
-        release.set()
-        holder.join(WAIT_SECONDS)
-    assert not failure, failure
-
-
-def _second(
-    database: Database, work: Callable[[Repository], Any]
-) -> tuple[threading.Thread, list[Any]]:
-    """Start ``work`` in its own write transaction; its result or exception lands in the list."""
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            with database.transaction(write=True) as repo:
-                outcome.append(work(repo))
-        except Exception as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, outcome
-
-
-def _race(
-    database: Database, first: Callable[[Repository], Any], second: Callable[[Repository], Any]
-) -> Any:
-    """``first`` holds its transaction until ``second`` waits on it; ``second``'s outcome."""
-    with _first_holds(database, first):
-        thread, outcome = _second(database, second)
-        _until_blocked(database, thread)
-    thread.join(WAIT_SECONDS)
-    assert not thread.is_alive()
-    assert len(outcome) == 1
-    return outcome[0]
+from .races import race
 
 
 def _numbers(database: Database, name: str) -> list[int]:
@@ -133,7 +44,7 @@ def test_a_fit_committing_during_a_delete_is_deleted_with_the_others(
 ) -> None:
     with database.transaction(write=True) as repo:
         repo.create_version("churn", make_version())
-    outcome = _race(
+    outcome = race(
         database,
         lambda repo: repo.create_version("churn", make_version()),
         lambda repo: repo.delete_calibrator("churn"),
@@ -152,7 +63,7 @@ def test_a_fit_after_a_delete_starts_a_new_calibrator(
 ) -> None:
     with database.transaction(write=True) as repo:
         repo.create_version("churn", make_version())
-    outcome = _race(
+    outcome = race(
         database,
         lambda repo: repo.delete_calibrator("churn"),
         lambda repo: repo.create_version("churn", make_version()).version,
@@ -166,7 +77,7 @@ def test_a_delete_without_force_after_an_alias_put_is_a_conflict(
 ) -> None:
     with database.transaction(write=True) as repo:
         repo.create_version("churn", make_version())
-    outcome = _race(
+    outcome = race(
         database,
         lambda repo: repo.set_alias("churn", "production", 1),
         lambda repo: repo.delete_version("churn", 1),
@@ -182,7 +93,7 @@ def test_an_alias_put_after_the_version_was_deleted_is_not_found(
     with database.transaction(write=True) as repo:
         repo.create_version("churn", make_version())
         repo.create_version("churn", make_version())
-    outcome = _race(
+    outcome = race(
         database,
         lambda repo: repo.delete_version("churn", 1),
         lambda repo: repo.set_alias("churn", "production", 1),
@@ -205,7 +116,7 @@ def test_a_patch_after_a_delete_is_not_found(
         else:
             repo.delete_calibrator("churn")
 
-    outcome = _race(
+    outcome = race(
         database,
         delete,
         lambda repo: repo.update_version("churn", 1, description="late", tags={"a": "b"}),
@@ -218,7 +129,7 @@ def test_a_patch_before_a_delete_is_deleted_with_its_version(
 ) -> None:
     with database.transaction(write=True) as repo:
         repo.create_version("churn", make_version())
-    outcome = _race(
+    outcome = race(
         database,
         lambda repo: repo.update_version("churn", 1, description="first"),
         lambda repo: repo.delete_version("churn", 1),
@@ -236,7 +147,7 @@ def test_a_second_outcome_with_another_label_for_one_id_is_a_conflict(
         repo.create_version("churn", make_version())
         if logged:
             repo.log_predictions([_logged("a")])
-    outcome = _race(
+    outcome = race(
         database,
         lambda repo: repo.record_outcomes("churn", [("a", 1)], now),
         lambda repo: repo.record_outcomes("churn", [("a", 0)], now),
@@ -263,7 +174,7 @@ def test_an_outcome_posted_during_a_flush_labels_the_prediction(
 ) -> None:
     with database.transaction(write=True) as repo:
         repo.create_version("churn", make_version())
-    outcome = _race(
+    outcome = race(
         database,
         lambda repo: repo.log_predictions([_logged("a")]),
         lambda repo: repo.record_outcomes("churn", [("a", 1)], datetime.now(UTC)),
@@ -275,7 +186,7 @@ def test_an_outcome_posted_during_a_flush_labels_the_prediction(
 def test_a_flush_during_an_outcome_joins_it(database: Database, make_version: MakeVersion) -> None:
     with database.transaction(write=True) as repo:
         repo.create_version("churn", make_version())
-    outcome = _race(
+    outcome = race(
         database,
         lambda repo: repo.record_outcomes("churn", [("a", 1)], datetime.now(UTC)),
         lambda repo: repo.log_predictions([_logged("a")]),
@@ -288,7 +199,7 @@ def test_a_flush_after_a_delete_logs_nothing(database: Database, make_version: M
     with database.transaction(write=True) as repo:
         repo.create_version("churn", make_version())
         repo.record_outcomes("churn", [("a", 1)], datetime.now(UTC))
-    outcome = _race(
+    outcome = race(
         database,
         lambda repo: repo.delete_calibrator("churn"),
         lambda repo: repo.log_predictions([_logged("a")]),
@@ -307,5 +218,5 @@ def test_a_delete_during_a_flush_deletes_what_it_logged(
         repo.log_predictions([_logged("a")])
         repo.record_outcomes("churn", [("a", 1), ("b", 0)], datetime.now(UTC))
 
-    assert _race(database, flush, lambda repo: repo.delete_calibrator("churn")) is None
+    assert race(database, flush, lambda repo: repo.delete_calibrator("churn")) is None
     assert _traffic(database) == ({}, {})
