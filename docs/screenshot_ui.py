@@ -78,7 +78,7 @@ def save(browser: Browser, path: Path, status: int = 200) -> list[str]:
     if answered != status:
         raise SystemExit(f"{url} answered {answered}, not {status}")
     height = min(browser.evaluate("document.documentElement.scrollHeight"), MAX_HEIGHT)
-    browser._show((WIDTH, height))  # tests.browser's one way to size the viewport
+    browser.resize((WIDTH, height))
     try:
         browser.screenshot(path, full_page=False)
         shrink(path)

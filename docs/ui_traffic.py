@@ -25,8 +25,7 @@ import httpx
 import numpy as np
 
 from app.settings import Settings
-from app.store import Database
-from app.store.traffic.rows import LoggedPrediction
+from app.store import Database, LoggedPrediction
 
 SEED = 29
 HOURS = 24

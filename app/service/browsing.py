@@ -45,12 +45,6 @@ class Listed:
     aliases: dict[str, int]
     trend: list[dict[str, Any]] | None = None
 
-    @property
-    def latest(self) -> VersionRecord | None:
-        """Its latest version, None when it has none left."""
-        number = self.summary.latest_version
-        return None if number is None else self.versions.get(number)
-
     def served(self) -> list[tuple[int, tuple[str, ...]]]:
         """The versions its aliases serve, each with those aliases by name: the one
         ``production`` serves first, then by their first alias's name."""

@@ -24,7 +24,7 @@ from app.service.use_cases import CalibrationService
 from app.service.verdicts import MIN_TRAFFIC, TRAFFIC_DAYS, Evidence, Verdict
 from app.store import Selector, VersionRecord
 
-from .pages import Shown, binning
+from .pages import PageAnswer, binning
 from .svg import inline_svg
 from .templating import moment, number
 
@@ -80,7 +80,7 @@ class ComparePage:
 
 def comparison(
     service: CalibrationService, name: str, first: Selector | None, second: Selector | None
-) -> Shown:
+) -> PageAnswer:
     """The compare page; by default ``production`` (else the latest version) against the
     newest other version. An unknown version (or one whose batch cannot be read) is the page
     with its error, and that error's status."""

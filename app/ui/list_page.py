@@ -33,7 +33,7 @@ TREND_DAYS = 14
 
 
 @dataclass(frozen=True)
-class ShownVersion:
+class ServedVersion:
     """A version in a calibrator's row: the aliases that serve it (``production`` first, none
     for a latest version no alias serves), whether it is the latest, its record (None when it
     went between the reads) and headline metrics."""
@@ -64,7 +64,7 @@ class ListedRow:
     versions it has in words, and its live version's trend (None without traffic)."""
 
     listed: Listed
-    versions: list[ShownVersion]
+    versions: list[ServedVersion]
     counts: str
     trend: Trend | None
 
@@ -106,7 +106,7 @@ def calibrators(
     return CalibratorListPage(rows, found.total, given or "", pager)
 
 
-def shown_versions(item: Listed) -> list[ShownVersion]:
+def shown_versions(item: Listed) -> list[ServedVersion]:
     """The versions ``item``'s aliases serve (:meth:`Listed.served`), then its latest when
     none of them is; nothing for a calibrator without versions."""
     latest = item.summary.latest_version
@@ -114,7 +114,7 @@ def shown_versions(item: Listed) -> list[ShownVersion]:
     if latest is not None and all(number != latest for number, _ in served):
         served.append((latest, ()))
     return [
-        ShownVersion(
+        ServedVersion(
             number,
             aliases,
             number == latest,

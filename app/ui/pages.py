@@ -21,7 +21,7 @@ from markupsafe import Markup
 from app.calibration import Report
 from app.errors import NotFound, ServiceError
 from app.service.estimates import Decision, tagged_costs
-from app.service.live_view import ShownVersion, live_version
+from app.service.live_view import EXPECTED_DAYS, ShownVersion, live_version
 from app.service.reporting import DEFAULT_REPORT, Curve
 from app.service.traffic.cases import Monitored
 from app.service.use_cases import CalibrationService
@@ -33,7 +33,7 @@ VERSIONS_PER_PAGE = 50
 MAX_PAGE = 10**9
 _PAGE = re.compile(r"^[0-9]{1,10}$")
 
-Shown = tuple[Any, int]
+PageAnswer = tuple[Any, int]
 """A page's data and the HTTP status it is answered with."""
 
 
@@ -125,6 +125,8 @@ class CalibratorPage:
     total: int
     monitored: Monitored
     pager: PagerLinks
+    kept: dict[str, str]  # what a link to another version keeps: the curve, the table's page
+    expected_days: int = EXPECTED_DAYS
 
 
 def calibrator(
@@ -148,6 +150,7 @@ def calibrator(
     )
     version = None if selector is None else str(selector)
     pager = pager_links(number, view.total, VERSIONS_PER_PAGE, version=version, curve=curve)
+    kept = {"curve": curve, **({"page": str(number)} if number > 1 else {})}
     return CalibratorPage(
         name,
         view.summary,
@@ -161,6 +164,7 @@ def calibrator(
         view.total,
         monitored,
         pager,
+        kept,
     )
 
 

@@ -82,7 +82,7 @@ async def calibrator_list(request: Request, tag: Text = None) -> Response:
     """Every calibrator with the versions its aliases serve and its latest, their metrics and
     tags, and its live version's log loss over the last 14 days."""
 
-    async def read_page() -> pages.Shown:
+    async def read_page() -> pages.PageAnswer:
         wanted = tag_filter(tag) if tag else None
         number = pages.page_number(request.query_params.get("page"))
         return await in_worker(request, list_page.calibrators, number, wanted), 200
@@ -97,7 +97,7 @@ async def calibrator_page(
     """A calibrator's live version (or the one asked) in full: its diagram, smooth curve or
     bins, its metrics, decision and traffic; its aliases' moves; its versions as a table."""
 
-    async def read_page() -> pages.Shown:
+    async def read_page() -> pages.PageAnswer:
         number = pages.page_number(request.query_params.get("page"))
         checked = calibrator_name(name)
         shown, drawn = selector_of(checked, version), curve_of(curve)
@@ -113,10 +113,10 @@ async def compare_page(request: Request, name: str, a: Text = None, b: Text = No
     """Two versions picked from select lists: their stored reliability curves overlaid, their
     metrics side by side, and which one is better, in words."""
 
-    async def read_page() -> pages.Shown:
+    async def read_page() -> pages.PageAnswer:
         checked = calibrator_name(name)
         first, second = selector_of(checked, a), selector_of(checked, b)
-        shown: pages.Shown = await in_worker(request, comparison, checked, first, second)
+        shown: pages.PageAnswer = await in_worker(request, comparison, checked, first, second)
         return shown
 
     return await render_page(request, "compare.html", read_page)
@@ -128,7 +128,7 @@ async def monitoring_page(
 ) -> Response:
     """The monitoring of a calibrator's logged traffic (of one version, or of all)."""
 
-    async def read_page() -> pages.Shown:
+    async def read_page() -> pages.PageAnswer:
         checked = calibrator_name(name)
         selector = selector_of(checked, version)
         asked = monitored(window, None if selector is None else str(selector))

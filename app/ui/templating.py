@@ -17,8 +17,6 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 from starlette.responses import HTMLResponse
 
-from app.service.live_view import EXPECTED_DAYS
-
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 
@@ -93,7 +91,6 @@ ENVIRONMENT.globals.update(
     interval=interval,
     HEADLINE_METRICS=HEADLINE_METRICS,
     REPORTED_METRICS=REPORTED_METRICS,
-    EXPECTED_DAYS=EXPECTED_DAYS,
 )
 
 

@@ -103,8 +103,8 @@ def test_another_version_is_shown_when_asked_and_the_table_links_to_each(
     assert [row[0] for row in rows[1:]] == ["v3 (shown)", "v2", "v1"]
     links = {a.text: a.attrs["href"] for a in page.all("a") if a.text in ("v2", "v1")}
     assert links == {
-        "v2": "/ui/calibrators/churn?version=2&curve=smooth",
-        "v1": "/ui/calibrators/churn?version=1&curve=smooth",
+        "v2": "/ui/calibrators/churn?curve=smooth&version=2",
+        "v1": "/ui/calibrators/churn?curve=smooth&version=1",
     }
     by_alias = parse(shown.get("/ui/calibrators/churn", params={"version": "production"}).text)
     assert shown_version(by_alias).startswith("Version 2 · isotonic Live")
@@ -126,6 +126,11 @@ def test_the_versions_table_pages_newest_first_keeping_the_version_shown(
     second = parse(open_client.get("/ui/calibrators/many" + following).text)
     assert [row[0] for row in table_rows(second, "Versions")[1:]] == ["v2 (shown)", "v1"]
     assert shown_version(second).startswith("Version 2 · ")
+    kept = {a.text: a.attrs["href"] for a in second.all("a") if a.text in ("v1", "Bins")}
+    assert kept == {  # another version, or the bins, keep the table's page
+        "v1": "/ui/calibrators/many?curve=smooth&page=2&version=1",
+        "Bins": "/ui/calibrators/many?curve=binned&page=2&version=2#shown",
+    }
     assert open_client.get("/ui/calibrators/many?page=3").status_code == 404
 
 
