@@ -118,9 +118,13 @@ def comparison(
     if one.version == other.version:
         same = f"{a} and {b} are the same version, v{one.version}: pick two to judge."
         return replace(page, unjudged=same), 200
+    kinds = {r.version: r.n_classes for r in records}
+    if kinds.get(one.version, 2) != kinds.get(other.version, 2):
+        both = ", ".join(f"v{r.version} {_kind(kinds[r.version])}" for r in (one, other))
+        return replace(page, unjudged=f"{both}: no pairs score both."), 200
     try:
         verdict = service.verdicts.verdict(name, one.version, other.version, RESAMPLES)
-    except InvalidInput as exc:  # a binary and a k-class version
+    except InvalidInput as exc:  # scores one version refuses
         return replace(page, unjudged=exc.detail), 200
     except (NotFound, StoredDataCorrupt) as exc:  # deleted meanwhile
         return replace(page, problem=exc), exc.status
@@ -212,6 +216,11 @@ def _basis(evidence: Evidence) -> str:
             "out-of-fold predictions on its own batch, by its calibrator on the other's"
         )
     return f"{why}, so the verdict rests on {rests}."
+
+
+def _kind(n_classes: int) -> str:
+    """What a version's classes make it, as a verdict says: ``is binary``, ``has 3 classes``."""
+    return "is binary" if n_classes == 2 else f"has {n_classes} classes"
 
 
 def _named(row: dict[str, Any]) -> str:

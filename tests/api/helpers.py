@@ -26,6 +26,17 @@ def sigmoid_batch(n: int = 400, seed: int = 0, a: float = 1.5, b: float = -0.3) 
     return {"scores": f.round(6).tolist(), "labels": y.tolist()}
 
 
+def three_class_batch(n: int, seed: int) -> dict[str, Any]:
+    """n rows of three-class logits (``scores``, lists of 3) and labels drawn from a sharper
+    softmax of them."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(scale=1.5, size=(n, 3))
+    truth = np.exp(1.4 * logits)
+    truth /= truth.sum(axis=1, keepdims=True)
+    labels = (rng.random(n)[:, None] > np.cumsum(truth, axis=1)).sum(axis=1)
+    return {"scores": logits.round(6).tolist(), "labels": labels.tolist()}
+
+
 def as_csv(batch: dict[str, Any], weights: list[float] | None = None) -> str:
     header = "score,label" + (",weight" if weights is not None else "")
     rows = [header]

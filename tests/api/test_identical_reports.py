@@ -8,7 +8,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
 import pytest
 
 from app.api.routes import diagnostics
@@ -17,7 +16,7 @@ from app.errors import OverBudget
 from app.service.diagnosis import Diagnosis
 from app.service.inflight import InFlight
 from app.service.reporting import ReportOptions
-from tests.api.helpers import sigmoid_batch
+from tests.api.helpers import sigmoid_batch, three_class_batch
 from tests.client import TestClient
 
 REQUESTS = 8
@@ -161,15 +160,6 @@ def test_requests_waiting_for_a_first_report_fail_as_it_fails(
     assert len(calls) == 1
 
 
-def _multiclass_batch(n: int, seed: int) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    logits = rng.normal(scale=1.5, size=(n, 3))
-    truth = np.exp(1.4 * logits)
-    truth /= truth.sum(axis=1, keepdims=True)
-    labels = (rng.random(n)[:, None] > np.cumsum(truth, axis=1)).sum(axis=1)
-    return {"scores": logits.round(6).tolist(), "labels": labels.tolist()}
-
-
 @pytest.mark.in_threads  # it spies on what the job runs
 @pytest.mark.parametrize(
     ("batch", "method", "queries"),
@@ -192,7 +182,7 @@ def test_reports_asked_one_after_another_reuse_their_class_parts_and_answer_as_a
     """New bins of a class already reported are binned from its kept parts (a multiclass
     version's top label and each class apart; a small version's only without resamples), and
     each answer is the one a server that saw no other query gives."""
-    body = _multiclass_batch(LARGE_ROWS + 500, 5) if batch == "multiclass" else sigmoid_batch(900)
+    body = three_class_batch(LARGE_ROWS + 500, 5) if batch == "multiclass" else sigmoid_batch(900)
     assert client.post("/v1/calibrators/v/fit", json={**body, "method": method}).status_code == 201
     calls: list[tuple[Any, ...]] = []
     real = diagnostics._stored
