@@ -22,7 +22,7 @@ from app import figures
 from app.service.diagnosis import Diagnosis, Reports
 from app.service.live_view import PRODUCTION, live_version
 from app.service.reporting import DEFAULT_REPORT, ImageFormat
-from app.service.traffic.cases import Monitored, MonitoringFigure, TrafficCases
+from app.service.traffic.cases import Monitored, MonitoringFigure, TrafficCases, stream
 from app.service.traffic.monitoring import Monitor
 from app.store import CalibratorSummary, Database, Selector, VersionRecord
 
@@ -126,11 +126,7 @@ class Browsing:
             counts = repo.traffic_counts(name, since, until, version)
             if sum(labelled for _, labelled in counts.values()) > TREND_ROWS:
                 return []  # a list is no place to read that much: the monitoring page is
-            for chunk in repo.traffic_chunks(name, since, until, version, labelled=True):
-                monitor.add_traffic(chunk)
-            if monitor.saw_k_class:
-                for v, rows in repo.class_row_chunks(name, since, until, version):
-                    monitor.add_class_rows(v, rows)
+            stream(monitor, repo, name, since, until, version, labelled=True)
         return monitor.rows()
 
     def comparison(

@@ -116,11 +116,7 @@ class TrafficCases:
                 n_bins=n_bins,
                 resamples=resamples,
             )
-            for chunk in repo.traffic_chunks(name, since, until, version):
-                monitor.add_traffic(chunk)
-            if monitor.saw_k_class:
-                for v, rows in repo.class_row_chunks(name, since, until, version):
-                    monitor.add_class_rows(v, rows)
+            stream(monitor, repo, name, since, until, version)
         return monitor.rows()
 
     def prior_estimate(
@@ -245,6 +241,26 @@ class TrafficCases:
             probabilities[known], scores[known], y[known], None, query
         )
         return TrafficDiagnostics(version, int(known.sum()), calibrated, raw)
+
+
+def stream(
+    monitor: Monitor,
+    repo: Repository,
+    name: str,
+    since: datetime,
+    until: datetime,
+    version: int | None,
+    *,
+    labelled: bool = False,
+) -> None:
+    """Feed ``monitor`` ``name``'s logged traffic in [since, until) (of ``version``, or of
+    all; its labelled rows only with ``labelled``) as the store streams it, in time order:
+    the binary rows, then, if it saw any, the k-class ones."""
+    for chunk in repo.traffic_chunks(name, since, until, version, labelled=labelled):
+        monitor.add_traffic(chunk)
+    if monitor.saw_k_class:
+        for v, rows in repo.class_row_chunks(name, since, until, version):
+            monitor.add_class_rows(v, rows)
 
 
 def monitored_range(
