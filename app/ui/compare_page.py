@@ -24,20 +24,9 @@ from app.service.use_cases import CalibrationService
 from app.service.verdicts import MIN_TRAFFIC, TRAFFIC_DAYS, Evidence, Verdict
 from app.store import Selector, VersionRecord
 
-from .pages import PageAnswer, binning
+from .pages import Choice, PageAnswer, binning, version_choices
 from .svg import inline_svg
 from .templating import moment, number
-
-MAX_CHOICES = 1000
-"""The versions the select lists offer, newest first."""
-
-
-@dataclass(frozen=True)
-class Choice:
-    """An option of a version select: the selector it sends and what it reads."""
-
-    value: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -84,12 +73,10 @@ def comparison(
     """The compare page; by default ``production`` (else the latest version) against the
     newest other version. An unknown version (or one whose batch cannot be read) is the page
     with its error, and that error's status."""
-    view = service.calibrators.get(name, MAX_CHOICES, 0)
-    records, aliases = view.versions, view.aliases
-    versions = [Choice(str(r.version), _version_text(r)) for r in records]
-    named = [Choice(alias, f"{alias} → v{v}") for alias, v in sorted(aliases.items())]
-    if records:
-        named.append(Choice("latest", f"latest → v{records[0].version}"))
+    asked = [str(selector) for selector in (first, second) if selector is not None]
+    offered = version_choices(service, name, *asked)
+    records, aliases = offered.records, offered.aliases
+    versions, named = offered.versions, offered.named
     if first is None or second is None:
         if len(records) < 2:
             return ComparePage(name, "", "", versions, named), 200
@@ -225,10 +212,6 @@ def _kind(n_classes: int) -> str:
 
 def _named(row: dict[str, Any]) -> str:
     return f"v{row['version']} ({row['method']})"
-
-
-def _version_text(record: VersionRecord) -> str:
-    return f"v{record.version} · {record.method} · {moment(record.created_at)}"
 
 
 def _default(records: list[VersionRecord], aliases: dict[str, int]) -> Selector:

@@ -28,8 +28,11 @@ from app.service.use_cases import CalibrationService
 from app.store import AliasMoved, CalibratorSummary, Selector, VersionRecord
 
 from .svg import inline_svg
+from .templating import moment
 
 VERSIONS_PER_PAGE = 50
+MAX_CHOICES = 1000
+"""The versions a select list offers, newest first."""
 MAX_PAGE = 10**9
 _PAGE = re.compile(r"^[0-9]{1,10}$")
 
@@ -226,7 +229,8 @@ class MonitoringPage:
     version: Selector | None
     rows: list[dict[str, Any]]
     diagram: Markup
-    choices: list[tuple[str, str]]  # the version select's (value, label) pairs
+    versions: list[Choice]  # the version select's options
+    aliases: list[Choice]
 
 
 def monitoring(
@@ -241,7 +245,8 @@ def monitoring(
     )
     rows = [row for row in drawn.rows if row.get("n_predictions")]
     diagram = inline_svg(drawn.picture, prefix="monitoring", label=label)
-    return MonitoringPage(name, monitored, selector, rows, diagram, version_choices(service, name))
+    offered = version_choices(service, name, *([] if selector is None else [str(selector)]))
+    return MonitoringPage(name, monitored, selector, rows, diagram, offered.versions, offered.named)
 
 
 def monitoring_rows(
@@ -253,9 +258,39 @@ def monitoring_rows(
     )
 
 
-def version_choices(service: CalibrationService, name: str) -> list[tuple[str, str]]:
-    """A version select's options: the aliases (``production → v3``), then the newest
-    hundred versions by number."""
-    view = service.calibrators.get(name, 100, 0)
-    aliases = [(alias, f"{alias} → v{v}") for alias, v in sorted(view.aliases.items())]
-    return aliases + [(str(r.version), f"v{r.version} · {r.method}") for r in view.versions]
+@dataclass(frozen=True)
+class Choice:
+    """An option of a version select: the selector it sends and what it reads."""
+
+    value: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What a version select offers: ``versions``, newest first (at most
+    :data:`MAX_CHOICES`, and the one asked if older), and ``named``, the aliases then
+    ``latest``; the records and aliases they were made from."""
+
+    records: list[VersionRecord]
+    aliases: dict[str, int]
+    versions: list[Choice]
+    named: list[Choice]
+
+
+def version_choices(service: CalibrationService, name: str, *asked: str) -> Choices:
+    """The options of a page's version selects, by one read of the calibrator, with the
+    selectors ``asked`` among them."""
+    view = service.calibrators.get(name, MAX_CHOICES, 0)
+    records, aliases = view.versions, view.aliases
+    versions = [
+        Choice(str(r.version), f"v{r.version} · {r.method} · {moment(r.created_at)}")
+        for r in records
+    ]
+    named = [Choice(alias, f"{alias} → v{v}") for alias, v in sorted(aliases.items())]
+    if records:
+        named.append(Choice("latest", f"latest → v{records[0].version}"))
+    for value in asked:
+        if value.isdigit() and value not in {c.value for c in (*versions, *named)}:
+            versions.append(Choice(value, f"v{value}"))  # older than the newest MAX_CHOICES
+    return Choices(records, aliases, versions, named)

@@ -7,7 +7,9 @@ import csv
 import io
 
 import numpy as np
+import pytest
 
+from app.ui import pages
 from tests.api.helpers import sigmoid_batch
 from tests.client import TestClient
 
@@ -41,8 +43,12 @@ def test_the_controls_choose_the_window_and_the_version(open_client: TestClient)
     ]
     assert ("1h", "1h", True) in options
     assert ("production", "production → v1", False) in options
-    assert ("1", "v1 · platt", True) in options
-    assert ("2", "v2 · isotonic", False) in options
+    labels = {value: (text, selected) for value, text, selected in options}
+    assert labels["1"][0].startswith("v1 · platt · ")
+    assert labels["1"][1] is True
+    assert labels["2"][0].startswith("v2 · isotonic · ")
+    assert labels["2"][1] is False
+    assert ("latest", "latest → v2", False) in options
     assert ("", "every version", False) in options
     assert {e.attrs["for"] for e in page.all("label")} >= {"window", "version"}
 
@@ -76,3 +82,15 @@ def test_the_table_and_the_csv_hold_the_apis_numbers(open_client: TestClient) ->
     assert len(lines) == 1
     assert float(lines[0]["estimated_accuracy"]) == row["estimated"]["accuracy"]
     assert np.isclose(float(lines[0]["realized_log_loss"]), row["log_loss"])
+
+
+@pytest.mark.in_threads  # it patches how many versions the select offers
+def test_a_version_asked_beyond_the_select_s_newest_is_offered_and_selected(
+    open_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pages, "MAX_CHOICES", 1)
+    _traffic(open_client)
+    page = parse(open_client.get("/ui/calibrators/churn/monitoring?version=1").text)
+    offered = [(e.attrs["value"], "selected" in e.attrs) for e in page.all("option")]
+    assert ("2", False) in offered
+    assert ("1", True) in offered  # not among the newest one, but asked: kept selected
