@@ -89,11 +89,7 @@ class TrafficOperations(RepositoryBase):
             "INSERT INTO prediction_keys (name, client_id, predicted_at) "
             "SELECT name, client_id, predicted_at FROM incoming_predictions WHERE fresh = 1"
         )
-        new = connection.exec_driver_sql(
-            f"INSERT INTO predictions ({COLUMNS}) "
-            f"SELECT {COLUMNS} FROM incoming_predictions WHERE fresh = 1"
-        ).rowcount
-        self._join_staged_pending(names, min(r[3] for r in kept), max(r[3] for r in kept))
+        new = self._insert_staged(names)
         analyze_new(connection, {_utc_day(row.predicted_at) for row in kept})
         return LogCounts(new=new, discarded=len(rows) - len(kept))
 
@@ -238,27 +234,37 @@ class TrafficOperations(RepositoryBase):
         )
         return found.first() is not None
 
-    def _join_staged_pending(self, names: Sequence[str], first: datetime, last: datetime) -> None:
-        """PostgreSQL: give the predictions just logged (staged as fresh, made from ``first``
-        to ``last``: only those days' partitions are read) the outcomes that waited for them
-        (when some outcome of these calibrators waits: else one probe)."""
-        if not self._any_pending(names):
-            return
+    def _insert_staged(self, names: Sequence[str]) -> int:
+        """PostgreSQL: insert the staged fresh predictions, each with the outcome that waited
+        for it, if any (when some outcome of these calibrators waits: else one probe), and
+        delete those outcomes; how many were inserted.
+
+        The outcomes are joined on the way in. Joined after, by an ``UPDATE`` of the rows
+        just inserted, PostgreSQL read the day's (name, time) index once per staged row
+        when the day's statistics were a few rows old, and one predict's rows share their
+        time: 20,000 of them took 46 s, past the statement timeout, at every retry of the
+        flush, which held every later flush of the process behind it."""
         connection = self._session.connection()
-        connection.exec_driver_sql(
-            "UPDATE predictions SET label = po.label, labelled_at = po.received_at "
-            "FROM incoming_predictions AS i JOIN pending_outcomes AS po "
-            "ON po.name = i.name AND po.client_id = i.client_id "
-            "WHERE i.fresh = 1 AND predictions.name = i.name "
-            "AND predictions.client_id = i.client_id AND predictions.predicted_at = i.predicted_at "
-            "AND predictions.predicted_at >= %s AND predictions.predicted_at <= %s",
-            (first, last),
-        )
+        if not self._any_pending(names):
+            return int(
+                connection.exec_driver_sql(
+                    f"INSERT INTO predictions ({COLUMNS}) "
+                    f"SELECT {COLUMNS} FROM incoming_predictions WHERE fresh = 1"
+                ).rowcount
+            )
+        staged = ", ".join(f"i.{column}" for column in COLUMNS.split(", "))
+        new = connection.exec_driver_sql(
+            f"INSERT INTO predictions ({COLUMNS}, label, labelled_at) "
+            f"SELECT {staged}, po.label, po.received_at FROM incoming_predictions AS i "
+            "LEFT JOIN pending_outcomes AS po ON po.name = i.name AND po.client_id = i.client_id "
+            "WHERE i.fresh = 1"
+        ).rowcount
         connection.exec_driver_sql(
             "DELETE FROM pending_outcomes WHERE EXISTS (SELECT 1 FROM incoming_predictions AS i "
             "WHERE i.fresh = 1 AND i.name = pending_outcomes.name "
             "AND i.client_id = pending_outcomes.client_id)"
         )
+        return int(new)
 
 
 def _utc_day(moment: datetime) -> date:

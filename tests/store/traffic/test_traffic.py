@@ -171,3 +171,29 @@ def test_a_deleted_calibrator_takes_its_traffic_and_later_rows_of_it_are_discard
         counts = repo.log_predictions([logged("late"), logged("x", version=2), logged("y", 3)])
     assert counts == LogCounts(new=1, discarded=2)  # v1 went with the old calibrator; no v3
     assert stored(database) == {"x": (2, 0.25, None)}  # the old x's outcome is not joined
+
+
+def test_twenty_thousand_outcomes_that_came_first_join_one_flush_of_their_predictions(
+    database: Database,
+) -> None:
+    """One predict call's rows share their time. Joined to their waiting outcomes after the
+    insert, by a statement the driver had prepared (its generic plan), PostgreSQL read the
+    day's (name, time) index once per row: 46 s at 20,000, past the statement timeout, and
+    so at every retry of the flush."""
+    ids, now = [f"w{i}" for i in range(20_000)], datetime.now(UTC)  # today's partition
+
+    def at_now(client_id: str) -> LoggedPrediction:
+        return LoggedPrediction("churn", client_id, 1, now, score=0.5, probability=0.4)
+
+    for flush in range(8):  # the day's first rows, each joined to its waiting outcome: the
+        with database.transaction(write=True) as repo:  # driver prepares what it repeats
+            repo.record_outcomes("churn", [(f"early{flush}", 1)], now)
+        with database.transaction(write=True) as repo:
+            repo.log_predictions([at_now(f"early{flush}")])
+    with database.transaction(write=True) as repo:
+        repo.record_outcomes("churn", [(i, n % 2) for n, i in enumerate(ids)], now)
+    with database.transaction(write=True) as repo:
+        repo.log_predictions([at_now(i) for i in ids])
+    labels = {c: label for c, (_, _, label) in stored(database).items() if c.startswith("w")}
+    assert labels == {i: n % 2 for n, i in enumerate(ids)}
+    assert pending(database) == 0
