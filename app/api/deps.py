@@ -107,7 +107,8 @@ def parse_selector(name: str, selector: str) -> Selector:
             raise NotFound(f"calibrator {name!r} has no version {selector[:24]}...")
         return existing_version_number(name, int(selector))
     if not _ALIAS.fullmatch(selector):  # e.g. from a body: no alias can have this name
-        raise NotFound(f"alias {selector!r} of {name!r} not found")
+        shown = selector if len(selector) <= 130 else f"{selector[:128]}…"
+        raise NotFound(f"alias {shown!r} of {name!r} not found")
     return selector
 
 

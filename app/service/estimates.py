@@ -10,6 +10,7 @@ class shares of its fitting batch, weighted as it was fitted.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,16 +139,23 @@ MAX_COST = 1e12
 the threshold's arithmetic loses its digits."""
 
 
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""A cost as a tag may write it: a decimal number in ASCII digits."""
+
+
 def tagged_costs(tags: dict[str, str]) -> Costs | None:
     """The costs a version's tags configure (``cost_fp`` and ``cost_fn``, optionally
     ``benefit_tp`` and ``benefit_tn``); None when it configures none or they do not read
     as costs (the web view then shows no decision table)."""
     if "cost_fp" not in tags and "cost_fn" not in tags:
         return None
+    texts = {field: tags[tag].strip() for tag, field in COST_TAGS.items() if tag in tags}
+    if not all(DECIMAL.fullmatch(text) for text in texts.values()):
+        return None  # as a query reads a number: no "1_000", no other scripts' digits
+    given = {field: float(text) for field, text in texts.items()}
+    if any(value > MAX_COST for value in given.values()):
+        return None
     try:
-        given = {field: float(tags[tag]) for tag, field in COST_TAGS.items() if tag in tags}
-        if any(value > MAX_COST for value in given.values()):
-            return None
         return Costs(**given)
     except ValueError:
         return None

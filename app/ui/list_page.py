@@ -18,6 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from app.errors import NotFound
 from app.service.browsing import Listed
 from app.service.traffic.monitoring import WINDOW_SECONDS, window_start
 from app.service.use_cases import CalibrationService
@@ -97,6 +98,8 @@ def calibrators(
     found = service.browsing.calibrators_page(
         CALIBRATORS_PER_PAGE, (number - 1) * CALIBRATORS_PER_PAGE, tag, (since, until)
     )
+    if number > 1 and not found.listed:
+        raise NotFound(f"there is no page {number} of calibrators")
     given = None if tag is None else f"{tag[0]}:{tag[1]}"
     rows = [
         ListedRow(item, shown_versions(item), counts(item), trend(item, since))

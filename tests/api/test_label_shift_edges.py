@@ -88,6 +88,9 @@ def test_the_pictures_refuse_a_repeated_threshold(fitted: TestClient) -> None:
 def test_costs_past_a_trillion_in_tags_make_no_decision() -> None:
     assert tagged_costs({"cost_fp": "1e308", "cost_fn": "1e308"}) is None
     assert tagged_costs({"cost_fp": "1", "cost_fn": "1e13"}) is None
+    for odd in ("1_000", "\u0663", "nan", "inf", "0x10", "1,5", ""):  # float() reads some
+        assert tagged_costs({"cost_fp": "1", "cost_fn": odd}) is None, odd
+    assert tagged_costs({"cost_fp": " 2.5e0 ", "cost_fn": ".5"}) is not None
     costs = tagged_costs({"cost_fp": "1", "cost_fn": "4"})
     assert costs is not None
     assert costs.threshold == pytest.approx(0.2)

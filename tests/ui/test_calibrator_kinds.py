@@ -12,7 +12,7 @@ from tests.api.helpers import three_class_batch
 from tests.client import TestClient
 
 from .conftest import fit
-from .html_checks import parse
+from .html_checks import parse, table_rows
 from .test_calibrator_page import cell, diagram_ids, shown_version
 
 
@@ -56,6 +56,8 @@ def test_an_adjusted_version_shows_its_new_prior_and_compares_with_its_parent(
     source = adjusted.json()["source"]["adjusted"]
     said = f"Adjusted from v1, to the prior 0.2000 (it was fitted under {source['prior_from']:.4f})"
     assert said in text
+    rows = table_rows(parse(open_client.get("/ui/calibrators/moved").text), "Versions")
+    assert [row[1] for row in rows[1:]] == ["platt (v1 adjusted)", "platt"]
     stored = open_client.get("/v1/calibrators/moved/versions/2/diagnostics").json()
     metrics = stored["calibrated"]["metrics"]
     assert f"{metrics['log_loss']:.4f}" in text
@@ -72,3 +74,30 @@ def test_compare_says_a_binary_and_a_k_class_version_share_no_pairs(
     assert "No verdict: v1 is binary, v2 has 3 classes: no pairs score both." in " ".join(
         page.text.split()
     )
+
+
+def test_a_calibrator_without_versions_says_so_and_links_nowhere_dead(
+    open_client: TestClient,
+) -> None:
+    fit(open_client, "emptied", "platt")
+    open_client.put("/v1/calibrators/emptied/aliases/production", json={"version": 1})
+    gone = open_client.delete("/v1/calibrators/emptied/versions/1", params={"force": "true"})
+    assert gone.status_code == 204, gone.text
+    page = open_client.get("/ui/calibrators/emptied")
+    assert page.status_code == 200
+    assert "emptied has no versions left" in page.text
+    links = [a.attrs["href"] for a in parse(page.text).all("a")]
+    assert not [link for link in links if "monitoring" in link or "compare" in link]
+    moves = table_rows(parse(page.text), "The latest 2 moves")
+    assert [row[1:] for row in moves[1:]] == [
+        ["production", "v1", "(removed)"],
+        ["production", "(set)", "v1"],
+    ]
+
+
+def test_a_long_unknown_alias_is_not_echoed_whole(open_client: TestClient) -> None:
+    fit(open_client, "echo", "platt")
+    page = open_client.get("/ui/calibrators/echo", params={"version": "x" * 5000})
+    assert page.status_code == 404
+    assert "x" * 128 + "…" in page.text
+    assert len(page.text) < 10_000

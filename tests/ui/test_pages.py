@@ -152,6 +152,8 @@ def test_monitoring_is_linked_for_a_version_with_traffic(
         ("/ui/calibrators/churn/monitoring?version=12345678901", 404),
         ("/ui/calibrators/churn/monitoring?window=1y", 422),
         ("/ui?page=abc", 404),
+        ("/ui?page=99", 404),
+        ("/ui?tag=team:risk&page=2", 404),
         ("/ui?tag=" + "k" * 300 + ":v", 422),
         ("/ui/nothing/here", 404),
         ("/ui/static/nothing.css", 404),
