@@ -84,7 +84,7 @@ def save(browser: Browser, path: Path, status: int = 200) -> list[str]:
         shrink(path)
         wide: list[str] = browser.evaluate(SIDEWAYS)
     finally:
-        browser._show((WIDTH, FIRST_HEIGHT))  # the next page is measured from the first window
+        browser.resize((WIDTH, FIRST_HEIGHT))  # the next page is measured from the first window
     print(f"saved {path} ({WIDTH} x {height}, {path.stat().st_size // 1024} KiB): {url}")
     return [f"{path.name}: {line}" for line in wide]
 
