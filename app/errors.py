@@ -28,6 +28,7 @@ Exception tree::
     ├── ShuttingDown           503  the server stopped before the request finished (Retry-After)
     ├── OverMemory             413  a job needed more than CALIBRATION_JOB_MEMORY_MB
     ├── SignInUnavailable      503  the web view has keys but no CALIBRATION_UI_SECRET to sign with
+    ├── ObjectStoreUnavailable 503  a blob in object storage is missing, corrupt or unreachable
     ├── StoredDataCorrupt      500  a stored artifact or batch failed its sha256 check
     └── NotExportable          501  a version without a faithful ONNX graph
 """
@@ -208,6 +209,17 @@ class SignInUnavailable(ServiceError):
     status = 503
     title = "Sign-in unavailable"
     slug = "sign-in-unavailable"
+
+
+class ObjectStoreUnavailable(ServiceError):
+    """A version's blob in object storage (``CALIBRATION_BLOB_URL``) could not be read: the
+    bucket did not answer, or the object is missing or fails its sha256 check. Logged; a
+    retry helps only in the first case."""
+
+    status = 503
+    title = "Object store unavailable"
+    slug = "object-store-unavailable"
+    retry_after_seconds = 5
 
 
 class StoredDataCorrupt(ServiceError):

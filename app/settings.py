@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ipaddress
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -11,9 +11,12 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.access.api_keys import ApiKey, check_unique, is_loopback, parse_api_keys
+from app.access.forwarded import check_forwarded_allow_ips
 from app.access.ui_secret import check_ui_secret
 
 DEFAULT_SQLITE_PATH = Path("data") / "calibration.db"
+BLOB_URL = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>[^?#]*))?")
+"""``CALIBRATION_BLOB_URL``: a bucket named as S3 allows, and a key prefix."""
 
 UiSignIn = Literal["open", "shared-secret", "process-secret", "off"]
 
@@ -30,6 +33,23 @@ class Settings(BaseSettings):
         default=f"sqlite:///{DEFAULT_SQLITE_PATH}",
         description="SQLAlchemy URL: sqlite:///path or postgresql+psycopg://user:pw@host/db.",
     )
+    blob_url: str | None = Field(
+        default=None,
+        description="s3://bucket[/prefix]: versions' artifacts and fitting batches go to this "
+        "bucket, content-addressed by sha256, and the database keeps their keys; unset: in the "
+        "database. Region and credentials the usual AWS way (AWS_REGION, AWS_ACCESS_KEY_ID, …).",
+    )
+    blob_endpoint_url: str | None = Field(
+        default=None, description="The S3 API's endpoint if not AWS's (AWS_ENDPOINT_URL works too)."
+    )
+
+    @field_validator("blob_url")
+    @classmethod
+    def _check_blob_url(cls, value: str | None) -> str | None:
+        if value is not None and not BLOB_URL.fullmatch(value):
+            raise ValueError(f"blob_url: expected s3://bucket[/prefix], got {value!r}")
+        return value
+
     db_pool_size: int = Field(default=5, ge=1, le=100)
     db_connect_timeout_seconds: float = Field(default=5.0, gt=0, le=300)
     db_statement_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
@@ -232,12 +252,10 @@ class Settings(BaseSettings):
 
     @property
     def ui_sign_in(self) -> UiSignIn:
-        """How the web view signs its sessions, the one decision the rest reads: ``open``
-        (no keys: no sign-in needed), ``shared-secret`` (``CALIBRATION_UI_SECRET``),
-        ``process-secret`` (none set, but one worker on a loopback address: a random secret
-        of that process is valid everywhere it needs to be) or ``off`` (none set, and
-        several workers or a reachable address: a process's secret would fail on the
-        others, so sign-in is refused, and only that: the API serves as ever)."""
+        """How the web view signs its sessions: ``open`` (no keys), ``shared-secret``
+        (``CALIBRATION_UI_SECRET``), ``process-secret`` (none set, one worker on loopback: a
+        random secret of the process) or ``off`` (none set otherwise: a process's secret would
+        fail on the others, so sign-in is refused, and only that; the API serves as ever)."""
         if self.auth == "disabled" or not self.api_keys:
             return "open"
         if self.ui_secret is not None:
@@ -260,19 +278,7 @@ class Settings(BaseSettings):
     @field_validator("forwarded_allow_ips")
     @classmethod
     def _check_forwarded_allow_ips(cls, value: str) -> str:
-        # uvicorn keeps an entry it cannot parse (a typo, "10.0.0.1/8", a "*" among others)
-        # as a literal that no address matches: it would silently trust no proxy.
-        if value.strip() == "*":
-            return "*"
-        for entry in (e.strip() for e in value.split(",")):
-            try:
-                ipaddress.ip_network(entry) if "/" in entry else ipaddress.ip_address(entry)
-            except ValueError:
-                raise ValueError(
-                    f"forwarded_allow_ips: {entry!r} is not an IP address nor a network "
-                    "(host bits zero); `*` trusts everyone, and only on its own"
-                ) from None
-        return value
+        return check_forwarded_allow_ips(value)
 
     @model_validator(mode="after")
     def _refuse_open_on_a_network(self) -> Settings:

@@ -40,6 +40,7 @@ from app.store import Database
 from app.store.migrate import upgrade
 from tests.browser import Browser, Chromium
 from tests.client import TestClient
+from tests.objects import CREDENTIALS, drop_bucket, new_bucket, s3_server
 from tests.ports import free_port
 from tests.postgres import DatabasePool, PostgresServer, start_cluster, stop_cluster, unavailable
 from tests.servers import (
@@ -57,6 +58,11 @@ __all__ = [  # fixtures, by import
     "faults_service",
     "faults_spare",
 ]
+
+# boto3 finds the test S3 server's fake credentials in the environment, in this process and in
+# every process it starts after (the apps' worker processes, started before any test asks for
+# the server, included).
+os.environ.update(CREDENTIALS)
 
 # The servers the tests start through the demo's LocalService take their ports from this
 # process's range too (tests/ports.py): under xdist, two workers' servers never meet on one.
@@ -184,6 +190,42 @@ def unchanged(client: TestClient) -> Iterator[None]:
     assert after == before, "a test changed the app other tests share"
 
 
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """The session's S3 API server (moto's, on loopback): its endpoint URL."""
+    with s3_server() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def blobs() -> str:
+    """Where versions' blobs go: the database (``"database"``), or with
+    ``CALIBRATION_TEST_BLOBS=s3`` in the environment object storage, for a whole run of the
+    suite that way. A module whose tests ``make test`` runs both ways overrides it with
+    :func:`both_blob_stores`."""
+    return os.environ.get("CALIBRATION_TEST_BLOBS", "database")
+
+
+def both_blob_stores(request: pytest.FixtureRequest) -> str:
+    """A module's ``blobs`` fixture when its tests run with blobs in the database and in object
+    storage: ``blobs = pytest.fixture(params=["database", "s3"])(both_blob_stores)``."""
+    where: str = request.param
+    return where
+
+
+@pytest.fixture
+def blob_settings(blobs: str, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """The settings that put blobs where ``blobs`` says: none for the database; for ``s3``,
+    a fresh bucket of the session's server (emptied and deleted after the test)."""
+    if blobs == "database":
+        yield {}
+        return
+    endpoint: str = request.getfixturevalue("s3_endpoint")
+    bucket = new_bucket(endpoint)
+    yield {"blob_url": f"s3://{bucket}/calibration", "blob_endpoint_url": endpoint}
+    drop_bucket(endpoint, bucket)
+
+
 @pytest.fixture
 def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database of ``backend``, migrated to head and empty."""
@@ -192,9 +234,10 @@ def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -
 
 
 @pytest.fixture
-def database(database_url: str) -> Iterator[Database]:
-    """A :class:`Database` on ``database_url``, disposed after the test."""
-    db = Database(database_url, Settings(database_url=database_url))
+def database(database_url: str, blob_settings: dict[str, Any]) -> Iterator[Database]:
+    """A :class:`Database` on ``database_url`` (its blobs where ``blobs`` says), disposed
+    after the test."""
+    db = Database(database_url, Settings(database_url=database_url, **blob_settings))
     yield db
     db.dispose()
 

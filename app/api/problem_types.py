@@ -179,6 +179,16 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "and restart. The API itself is unaffected.",
         ),
         _of(
+            errors.ObjectStoreUnavailable,
+            "The version's artifact or fitting batch lives in object storage "
+            "(CALIBRATION_BLOB_URL) and could not be read: the bucket did not answer, or the "
+            "object is missing or fails its sha256 check; the detail says which object. "
+            "Nothing was changed.",
+            "Retry after the `Retry-After` seconds when the bucket was unreachable (`GET "
+            "/readyz` answers 503 meanwhile). A missing or altered object will not come back "
+            "by itself: the operator restores it from the bucket's versioning or a backup.",
+        ),
+        _of(
             errors.OverBudget,
             "The job ran past its time budget (CALIBRATION_FIT_TIMEOUT_SECONDS) and was "
             "stopped; nothing it would have written was stored.",

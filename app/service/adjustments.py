@@ -142,8 +142,10 @@ class Adjustments:
             **_reweighted(stored, step),
         )
         checkpoint()  # the last place a job over its budget, or unwanted, stops: nothing stored
+        new = self.database.offloaded(new)  # object storage's upload, before the row
         with self.database.transaction(write=True) as repo:
             adjusted = repo.derive_version(record, new)
+        self.database.kept(new)
         self.cache.fitted(LoadedVersion.of(adjusted, calibrator, state), generation)
         logger.info("adjusted %s v%d to new priors as v%d", name, record.version, adjusted.version)
         return VersionView(adjusted, state, seconds=time.perf_counter() - started)

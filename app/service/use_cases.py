@@ -71,8 +71,14 @@ class CalibrationService:
         )
 
     def ready(self) -> bool:
-        """Whether the database answers (``/readyz``)."""
-        return self.database.ping()
+        """Whether every store answers (``/readyz``)."""
+        return not self.unready()
+
+    def unready(self) -> list[str]:
+        """The stores that do not answer: ``database``, ``object store``."""
+        failing = [] if self.database.ping() else ["database"]
+        objects = self.database.objects
+        return failing if objects is None or objects.ping() else [*failing, "object store"]
 
     def close(self) -> None:
         """Stop background work (at shutdown)."""

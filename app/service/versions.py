@@ -125,6 +125,7 @@ class Versions:
             source=None if source is None else dict(source),
         )
         checkpoint()  # the last place a job over its budget, or unwanted, stops: nothing stored
+        new = self.database.offloaded(new)  # object storage's upload, before the row
         generation = self.cache.generation(name)
         with self.database.transaction(write=True) as repo:
             record = repo.create_version(name, new)
@@ -132,6 +133,7 @@ class Versions:
                 claim.name, claim.key, claim.owner, record.version, claim.content
             ):
                 raise FitUnderWay(LOST_CLAIM.format(key=claim.key))
+        self.database.kept(new)
         self.cache.fitted(LoadedVersion.of(record, outcome.calibrator, state), generation)
         logger.info(
             "fitted %s v%d with %s on %d pairs",

@@ -1,4 +1,5 @@
-"""A version's stored bytes: its artifact whole, its fitting batch without the GIL.
+"""A version's stored bytes: its artifact whole, its fitting batch without the GIL; or, with
+object storage, their keys there (:mod:`app.store.objects`).
 
 A batch of 10^7 rows is 160 MB, and a driver that copies a value whole holds the GIL while it
 does, which stalls the event loop of the whole worker: psycopg decodes a 250 MB ``bytea`` for
@@ -15,7 +16,7 @@ from typing import cast
 from sqlalchemy import func, insert, literal_column, select
 from sqlalchemy.orm import InstrumentedAttribute
 
-from app.errors import NotFound
+from app.errors import NotFound, ObjectStoreUnavailable
 from app.store.models import VersionBlob
 from app.store.session import RepositoryBase
 from app.store.sql import postgresql
@@ -27,8 +28,17 @@ BLOB_PIECE_BYTES = 4 * 1024 * 1024
 class BlobOperations(RepositoryBase):
     """The artifact and batch writes and reads of :class:`app.store.repository.Repository`."""
 
-    def add_blobs(self, version_id: int, artifact: bytes, batch: bytes | memoryview) -> None:
+    def add_blobs(
+        self,
+        version_id: int,
+        artifact: bytes,
+        batch: bytes | memoryview,
+        keys: tuple[str, str] | None = None,
+    ) -> None:
         """Store the artifact and the fitting batch of the new version row ``version_id``.
+
+        With object storage the row keeps their ``keys`` there (uploaded before the unit of
+        work by :meth:`~app.store.db.Database.offloaded`; here, if not) and no bytes.
 
         On SQLite the batch goes in through the driver's incremental blob I/O, in the same
         transaction: ``zeroblob`` reserves its bytes, ``Connection.blobopen`` writes them with
@@ -36,6 +46,19 @@ class BlobOperations(RepositoryBase):
         210 ms, measured). On PostgreSQL the row is inserted as before: psycopg sends a
         ``bytea`` parameter in binary (how long it holds the GIL doing so is not measured).
         """
+        if keys is None and self._objects is not None:
+            keys = self._objects.put(artifact), self._objects.put(batch)
+        if keys is not None:
+            self._session.execute(
+                insert(VersionBlob).values(
+                    version_id=version_id,
+                    artifact=b"",
+                    batch=b"",
+                    artifact_key=keys[0],
+                    batch_key=keys[1],
+                )
+            )
+            return
         session = self._session
         if postgresql(session):
             session.add(VersionBlob(version_id=version_id, artifact=artifact, batch=batch))
@@ -53,13 +76,17 @@ class BlobOperations(RepositoryBase):
 
     def get_artifact(self, version_id: int) -> bytes:
         """The artifact of the version with row id ``version_id`` (without its batch)."""
-        return self._blob(VersionBlob.artifact, version_id)
+        key = self._key(VersionBlob.artifact_key, version_id)
+        return self._blob(VersionBlob.artifact, version_id) if key is None else self._fetch(key)
 
     def get_batch(self, version_id: int) -> bytes | memoryview:
         """The fitting batch (see :mod:`app.store.batches`) of the row ``version_id``.
 
         Read :data:`BLOB_PIECE_BYTES` at a time, by ``substr``, on either database; a large
         batch comes as a read-only view of the bytes read, never held twice."""
+        key = self._key(VersionBlob.batch_key, version_id)
+        if key is not None:
+            return self._fetch(key)
         size = self._session.scalar(
             select(func.length(VersionBlob.batch)).where(VersionBlob.version_id == version_id)
         )
@@ -76,6 +103,30 @@ class BlobOperations(RepositoryBase):
                 raise NotFound("the version was deleted meanwhile")
             data[start : start + len(piece)] = piece
         return bytes(data) if size <= BLOB_PIECE_BYTES else memoryview(data).toreadonly()
+
+    def blob_keys(self) -> set[str]:
+        """Every key in object storage a version's row names (what :func:`~app.store.objects.
+        collect` keeps)."""
+        rows = self._session.execute(select(VersionBlob.artifact_key, VersionBlob.batch_key))
+        return {key for pair in rows for key in pair if key is not None}
+
+    def _key(self, column: InstrumentedAttribute[str | None], version_id: int) -> str | None:
+        """The row's key in object storage for ``column``'s blob (None: in the database)."""
+        row = self._session.execute(
+            select(column).where(VersionBlob.version_id == version_id)
+        ).first()
+        if row is None:
+            raise NotFound("the version was deleted meanwhile")
+        key: str | None = row[0]
+        return key
+
+    def _fetch(self, key: str) -> bytes:
+        """The blob stored under ``key`` in object storage, checked against it."""
+        if self._objects is None:
+            raise ObjectStoreUnavailable(
+                "this version's blobs are in object storage, and CALIBRATION_BLOB_URL is not set"
+            )
+        return self._objects.get(key)
 
     def _blob(self, column: InstrumentedAttribute[bytes], version_id: int) -> bytes:
         blob = self._session.scalar(select(column).where(VersionBlob.version_id == version_id))

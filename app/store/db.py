@@ -5,6 +5,8 @@
 normally and rolls back when it raises, so a fit is stored completely or not at all. Lost
 connections, refused connections and timeouts become :class:`~app.errors.DatabaseUnavailable`
 (503 with ``Retry-After``). How the engines bound every wait: :mod:`app.store.engines`.
+With ``CALIBRATION_BLOB_URL`` the versions' blobs go to object storage
+(:mod:`app.store.objects`), uploaded by :meth:`Database.offloaded` before the unit of work.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import text
@@ -23,6 +26,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.errors import DatabaseUnavailable
 from app.settings import Settings
 from app.store.engines import SQLITE_BEGIN, make_engine
+from app.store.objects import ObjectStore
+from app.store.records import NewVersion
 from app.store.repository import Repository
 
 logger = logging.getLogger(__name__)
@@ -40,6 +45,11 @@ class Database:
         process, which must hold no connection while idle)."""
         self.engine = make_engine(url, settings, pooled=pooled)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.objects = (
+            None
+            if settings.blob_url is None
+            else ObjectStore(settings.blob_url, settings.blob_endpoint_url)
+        )
         self._failing_since: float | None = None
         if self.engine.dialect.name == "postgresql":
             self._read_options: dict[str, Any] = {
@@ -90,7 +100,7 @@ class Database:
         with self._sessions() as session:
             try:
                 session.connection(execution_options=options)
-                yield Repository(session)
+                yield Repository(session, self.objects)
                 session.commit()
             except _UNAVAILABLE_ERRORS as exc:
                 _rollback_quietly(session)
@@ -101,6 +111,26 @@ class Database:
                 _rollback_quietly(session)
                 raise
             self._succeeded()
+
+    def offloaded(self, new: NewVersion) -> NewVersion:
+        """``new`` with its artifact and batch uploaded to object storage and their keys in
+        :attr:`NewVersion.blob_keys`, before the unit of work that stores its row (an upload
+        in it would hold SQLite's one writer lock, or the calibrator's row lock, for as long);
+        ``new`` itself without object storage."""
+        if self.objects is None:
+            return new
+        return replace(new, blob_keys=(self.objects.put(new.artifact), self.objects.put(new.batch)))
+
+    def kept(self, new: NewVersion) -> None:
+        """After the unit of work that stored ``new``: upload again what a collection
+        (:mod:`app.store.collect`) deleted between its upload and its commit, had it listed
+        an older copy of the same content before."""
+        if self.objects is None or new.blob_keys is None:
+            return
+        for key, data in zip(new.blob_keys, (new.artifact, new.batch), strict=True):
+            if not self.objects.has(key):
+                logger.warning("object %s was collected while its version was stored", key)
+                self.objects.put(data)
 
     def ping(self) -> bool:
         """Whether the database answers ``SELECT 1`` (the readiness check)."""

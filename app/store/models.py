@@ -148,7 +148,8 @@ class Version(Base):
 
 
 class VersionBlob(Base):
-    """The two blobs of a version: the artifact (JSON) and the fitting batch (binary)."""
+    """The two blobs of a version: the artifact (JSON) and the fitting batch (binary), or,
+    with object storage (:mod:`app.store.objects`), their sha256 keys there and no bytes."""
 
     __tablename__ = "version_blobs"
 
@@ -157,6 +158,8 @@ class VersionBlob(Base):
     )
     artifact: Mapped[bytes] = mapped_column(LargeBinary)
     batch: Mapped[bytes] = mapped_column(LargeBinary)
+    artifact_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    batch_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class Alias(Base):

@@ -22,6 +22,8 @@ class NewVersion:
 
     ``artifact`` is the document of :func:`app.store.artifacts.encode_artifact`; ``batch`` the
     bytes of :func:`app.store.batches.encode_batch`. The store computes the artifact's sha256.
+    ``blob_keys``: the (artifact, batch) keys in object storage once
+    :meth:`~app.store.db.Database.offloaded` uploaded them, before the unit of work.
     """
 
     method: str
@@ -37,6 +39,7 @@ class NewVersion:
     artifact: bytes
     batch: bytes | memoryview
     source: dict[str, Any] | None = None
+    blob_keys: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ class Repository(
         )
         self._session.add(row)
         self._session.flush()
-        self.add_blobs(row.id, new.artifact, new.batch)
+        self.add_blobs(row.id, new.artifact, new.batch, new.blob_keys)
         return version_record(name, row, ())
 
     def delete_version(self, name: str, version: int, *, force: bool = False) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -9,12 +11,17 @@ from app.errors import NotFound
 from app.store.models import Calibrator
 from app.store.queries import live
 
+if TYPE_CHECKING:
+    from app.store.objects import ObjectStore
+
 
 class RepositoryBase:
-    """The session a repository works in, and the lookup every operation starts with."""
+    """The session a repository works in, the object store its blobs go to (None: the
+    database), and the lookup every operation starts with."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, objects: ObjectStore | None = None) -> None:
         self._session = session
+        self._objects = objects
 
     def _calibrator_id(self, name: str, *, lock: bool = False) -> int:
         """The live calibrator's id (404 when there is none), its row locked with ``lock``."""

@@ -22,8 +22,8 @@ fire dozens of fits at once to test numbering; test_work.py tests the bound itse
 
 
 @pytest.fixture
-def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, **OPTIONS)
+def settings(database_url: str, blob_settings: dict[str, Any]) -> Settings:
+    return Settings(database_url=database_url, **OPTIONS, **blob_settings)
 
 
 @pytest.fixture(

@@ -11,7 +11,7 @@ from app.api.documents import Health
 from app.api.mounting import root_of
 from app.api.openapi_docs import ERRORS
 from app.api.problems import problem_response
-from app.errors import DatabaseUnavailable
+from app.errors import DatabaseUnavailable, ObjectStoreUnavailable
 from app.observability import CONTENT_TYPE_LATEST, exposition
 
 router = APIRouter(tags=["operations"])
@@ -25,13 +25,16 @@ async def healthz() -> Response:
 
 @router.get("/readyz", response_model=Health, summary="Readiness", responses={503: ERRORS[503]})
 async def readyz(request: Request, service: ServiceDep) -> Response:
-    """200 when the database answers, else 503 with Retry-After."""
-    if await run_in_threadpool(service.ready):
+    """200 when the database (and the object store, with ``CALIBRATION_BLOB_URL``) answers,
+    else 503 with Retry-After naming which does not."""
+    failing = await run_in_threadpool(service.unready)
+    if not failing:
         return json_response(Health(status="ready"))
+    error = DatabaseUnavailable if "database" in failing else ObjectStoreUnavailable
     return problem_response(
         503,
-        "the database does not answer",
-        slug=DatabaseUnavailable.slug,
+        f"the {' and the '.join(failing)} {'do' if len(failing) > 1 else 'does'} not answer",
+        slug=error.slug,
         headers={"Retry-After": "5"},
         root_path=root_of(request.scope),
     )

@@ -1,0 +1,178 @@
+"""Versions' blobs in object storage: the S3 API through boto3, content-addressed by sha256.
+
+With ``CALIBRATION_BLOB_URL=s3://bucket/prefix`` a version's artifact and fitting batch go to
+the bucket as ``{prefix}/blobs/{sha256}`` and the database keeps only their keys (the
+artifact's metadata stays in ``versions``). The endpoint, region and credentials are found the
+usual AWS way (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, profiles, instance
+roles), or the endpoint from ``CALIBRATION_BLOB_ENDPOINT_URL``. Without it the blobs stay in
+the database (:mod:`app.store.blobs`).
+
+A version exists completely or not at all: a fit uploads its blobs first, inside its unit of
+work, and commits its row after. An upload whose commit then fails leaves an object no row
+names; :func:`collect` deletes those once they are older than a grace period (never the
+object of a fit still under way), as the upkeep of the prediction log runs. Identical content
+is one object: two versions fitted on the same batch share it, and it stays while either row
+names it.
+
+Every read checks the object's sha256 against its key: a missing object, one that fails the
+check, or a bucket that does not answer is :class:`~app.errors.ObjectStoreUnavailable` (503),
+logged, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.errors import ObjectStoreUnavailable
+from app.settings import BLOB_URL
+
+logger = logging.getLogger(__name__)
+
+PART_BYTES = 16 * 1024 * 1024
+"""Multipart uploads and downloads move a batch this many bytes a part, on a few threads
+(boto3's transfer manager, which releases the GIL on the network)."""
+
+
+def content_key(data: bytes | memoryview) -> str:
+    """The sha256 of ``data`` in hex: an object's name in the store."""
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class BlobLocation:
+    """Where ``s3://bucket/prefix`` puts objects."""
+
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, url: str) -> BlobLocation:
+        """``s3://bucket`` or ``s3://bucket/some/prefix``; ValueError for anything else."""
+        found = BLOB_URL.fullmatch(url)
+        if found is None:
+            raise ValueError(f"expected s3://bucket[/prefix], got {url!r}")
+        return cls(found["bucket"], (found["prefix"] or "").strip("/"))
+
+    def key(self, digest: str) -> str:
+        """The object key of content whose sha256 is ``digest``."""
+        return f"{self.prefix}/blobs/{digest}" if self.prefix else f"blobs/{digest}"
+
+    @property
+    def blobs(self) -> str:
+        """The prefix every blob's key starts with (ending in a slash)."""
+        return self.key("")
+
+
+class ObjectStore:
+    """A bucket's blobs: put, get (checked), list and delete, through one boto3 client
+    (thread-safe; created once per process)."""
+
+    def __init__(self, url: str, endpoint_url: str | None = None) -> None:
+        import boto3  # only a service with object storage needs it loaded
+        from botocore.config import Config
+
+        self.location = BlobLocation.parse(url)
+        config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5)
+        self._client: Any = boto3.client("s3", endpoint_url=endpoint_url, config=config)
+        from boto3.s3.transfer import TransferConfig
+
+        self._transfer = TransferConfig(
+            multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES, max_concurrency=4
+        )
+
+    def put(self, data: bytes | memoryview) -> str:
+        """Store ``data`` under its sha256 (again, if it is there: the write refreshes its
+        time, so :func:`collect` spares it); its digest."""
+        digest = content_key(data)
+        body = io.BytesIO(memoryview(data).cast("B"))
+        self._call(
+            "upload",
+            digest,
+            lambda: self._client.upload_fileobj(
+                body, self.location.bucket, self.location.key(digest), Config=self._transfer
+            ),
+        )
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        """The content stored under ``digest``, checked against it."""
+        sink = io.BytesIO()
+        self._call(
+            "download",
+            digest,
+            lambda: self._client.download_fileobj(
+                self.location.bucket, self.location.key(digest), sink, Config=self._transfer
+            ),
+        )
+        data = sink.getbuffer()
+        if content_key(data) != digest:
+            logger.error("object %s fails its sha256 check", self.location.key(digest))
+            raise ObjectStoreUnavailable(
+                f"the stored object {digest[:12]}… fails its sha256 check; restore it from "
+                "a backup of the bucket"
+            )
+        return bytes(data)
+
+    def has(self, digest: str) -> bool:
+        """Whether an object is stored under ``digest`` (its content is not read)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self._client.head_object(Bucket=self.location.bucket, Key=self.location.key(digest))
+        except ClientError as exc:
+            if _code(exc) in ("404", "NoSuchKey"):
+                return False
+            raise
+        return True
+
+    def listed(self) -> Iterator[tuple[str, datetime]]:
+        """Every blob in the store: its digest and when it was last written."""
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.location.bucket, Prefix=self.location.blobs
+        )
+        for page in pages:
+            for entry in page.get("Contents", ()):
+                yield entry["Key"].removeprefix(self.location.blobs), entry["LastModified"]
+
+    def delete(self, digests: list[str]) -> None:
+        """Delete these blobs (a thousand a request, as the API allows)."""
+        for start in range(0, len(digests), 1000):
+            keys = [{"Key": self.location.key(d)} for d in digests[start : start + 1000]]
+            self._client.delete_objects(
+                Bucket=self.location.bucket, Delete={"Objects": keys, "Quiet": True}
+            )
+
+    def ping(self) -> bool:
+        """Whether the bucket answers (the readiness check)."""
+        try:
+            self._client.head_bucket(Bucket=self.location.bucket)
+        except Exception as exc:  # any failure means not ready; say which
+            logger.warning("object store ping failed: %s", exc)
+            return False
+        return True
+
+    def _call(self, what: str, digest: str, run: Any) -> None:
+        """``run()``, its failures as :class:`ObjectStoreUnavailable` naming the object."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            run()
+        except (BotoCoreError, ClientError) as exc:
+            key = self.location.key(digest)
+            logger.error("object store %s of %s failed: %s", what, key, exc)
+            missing = isinstance(exc, ClientError) and _code(exc) in ("404", "NoSuchKey")
+            reason = "is missing" if missing else "could not be reached"
+            raise ObjectStoreUnavailable(
+                f"the stored object {digest[:12]}… {reason} (s3://{self.location.bucket}/{key})"
+            ) from None
+
+
+def _code(exc: Any) -> str:
+    """A botocore ClientError's error code."""
+    return str(exc.response.get("Error", {}).get("Code", ""))
