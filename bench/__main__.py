@@ -51,9 +51,11 @@ def main() -> None:
         rows += page_rows()
         from bench.client import client_rows  # the client's own distribution (client/)
         from bench.http import http_rows  # needs wrk; imported only for the full run
+        from bench.objects import object_rows  # needs PostgreSQL's server and moto
         from bench.traffic import traffic_rows  # needs PostgreSQL's server
 
         rows += http_rows()
+        rows += object_rows()
         rows += traffic_rows()
         rows += load_rows(quick=False)
         rows += client_rows()
