@@ -201,16 +201,9 @@ def s3_endpoint() -> Iterator[str]:
 def blobs() -> str:
     """Where versions' blobs go: the database (``"database"``), or with
     ``CALIBRATION_TEST_BLOBS=s3`` in the environment object storage, for a whole run of the
-    suite that way. A module whose tests ``make test`` runs both ways overrides it with
-    :func:`both_blob_stores`."""
+    suite that way (a module whose tests run both ways overrides it with the params
+    ``["database", "s3"]``)."""
     return os.environ.get("CALIBRATION_TEST_BLOBS", "database")
-
-
-def both_blob_stores(request: pytest.FixtureRequest) -> str:
-    """A module's ``blobs`` fixture when its tests run with blobs in the database and in object
-    storage: ``blobs = pytest.fixture(params=["database", "s3"])(both_blob_stores)``."""
-    where: str = request.param
-    return where
 
 
 @pytest.fixture

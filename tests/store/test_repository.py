@@ -9,12 +9,8 @@ import pytest
 
 from app.errors import Conflict, NotFound
 from app.store import Database, decode_artifact, decode_batch, encode_batch
-from tests.conftest import both_blob_stores
 
 from .conftest import MakeVersion
-
-blobs = pytest.fixture(params=["database", "s3"])(both_blob_stores)
-"""Every test here with blobs in the database and in object storage (``tests/objects.py``)."""
 
 
 def _fill(database: Database, make_version: MakeVersion, spec: dict[str, list[str]]) -> None:

@@ -188,10 +188,10 @@ class TrafficLog:
                     self.expire()
                 except Exception:  # the writer must outlive a failed upkeep: tried again later
                     logger.exception("traffic upkeep failed; the log goes on")
-            if self.database.objects and started - self._collected_at >= COLLECT_EVERY_SECONDS:
+            if started - self._collected_at >= COLLECT_EVERY_SECONDS:
                 self._collected_at = started
                 try:
-                    collect_blobs(self.database)
+                    collect_blobs(self.database)  # nothing to do without object storage
                 except Exception:  # as above
                     logger.exception("collecting objects no version names failed; the log goes on")
             if self.database.unavailable:  # do not hammer a database that is down
