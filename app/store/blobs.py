@@ -11,9 +11,10 @@ which copies with the GIL released.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import cast
 
-from sqlalchemy import func, insert, literal_column, select
+from sqlalchemy import func, insert, literal_column, or_, select
 from sqlalchemy.orm import InstrumentedAttribute
 
 from app.errors import NotFound, ObjectStoreUnavailable
@@ -21,6 +22,8 @@ from app.store.models import VersionBlob
 from app.store.session import RepositoryBase
 from app.store.sql import postgresql
 
+BLOB_LOCK = 0x63616C69626C6F62
+"""The PostgreSQL advisory lock key of versions' blobs in object storage (``b"caliblob"``)."""
 BLOB_PIECE_BYTES = 4 * 1024 * 1024
 """Bytes of a stored batch read per statement (see :meth:`BlobOperations.get_batch`)."""
 
@@ -49,6 +52,7 @@ class BlobOperations(RepositoryBase):
         if keys is None and self._objects is not None:
             keys = self._objects.put(artifact), self._objects.put(batch)
         if keys is not None:
+            self.lock_blobs(shared=True)
             self._session.execute(
                 insert(VersionBlob).values(
                     version_id=version_id,
@@ -77,7 +81,9 @@ class BlobOperations(RepositoryBase):
     def get_artifact(self, version_id: int) -> bytes:
         """The artifact of the version with row id ``version_id`` (without its batch)."""
         key = self._key(VersionBlob.artifact_key, version_id)
-        return self._blob(VersionBlob.artifact, version_id) if key is None else self._fetch(key)
+        if key is None:
+            return self._blob(VersionBlob.artifact, version_id)
+        return bytes(self._fetch(key))  # a few kilobytes
 
     def get_batch(self, version_id: int) -> bytes | memoryview:
         """The fitting batch (see :mod:`app.store.batches`) of the row ``version_id``.
@@ -104,11 +110,24 @@ class BlobOperations(RepositoryBase):
             data[start : start + len(piece)] = piece
         return bytes(data) if size <= BLOB_PIECE_BYTES else memoryview(data).toreadonly()
 
-    def blob_keys(self) -> set[str]:
-        """Every key in object storage a version's row names (what :func:`~app.store.objects.
-        collect` keeps)."""
-        rows = self._session.execute(select(VersionBlob.artifact_key, VersionBlob.batch_key))
-        return {key for pair in rows for key in pair if key is not None}
+    def blob_keys(self, among: Sequence[str] | None = None) -> set[str]:
+        """The keys in object storage versions' rows name (of ``among``, when given): what
+        :func:`~app.store.collect.collect_blobs` keeps."""
+        query = select(VersionBlob.artifact_key, VersionBlob.batch_key)
+        if among is not None:
+            query = query.where(
+                or_(VersionBlob.artifact_key.in_(among), VersionBlob.batch_key.in_(among))
+            )
+        return {key for pair in self._session.execute(query) for key in pair if key is not None}
+
+    def lock_blobs(self, *, shared: bool) -> None:
+        """PostgreSQL: hold :data:`BLOB_LOCK` until the transaction ends, shared by the
+        writers of versions' rows, exclusive for a collection's delete, so that a delete never
+        falls between a row's insert and its commit. SQLite: nothing, its write transactions
+        already run one at a time."""
+        if postgresql(self._session):
+            function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+            self._session.execute(select(getattr(func, function)(BLOB_LOCK)))
 
     def _key(self, column: InstrumentedAttribute[str | None], version_id: int) -> str | None:
         """The row's key in object storage for ``column``'s blob (None: in the database)."""
@@ -120,7 +139,7 @@ class BlobOperations(RepositoryBase):
         key: str | None = row[0]
         return key
 
-    def _fetch(self, key: str) -> bytes:
+    def _fetch(self, key: str) -> memoryview:
         """The blob stored under ``key`` in object storage, checked against it."""
         if self._objects is None:
             raise ObjectStoreUnavailable(

@@ -23,7 +23,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.errors import DatabaseUnavailable
+from app.errors import DatabaseUnavailable, ObjectStoreUnavailable
 from app.settings import Settings
 from app.store.engines import SQLITE_BEGIN, make_engine
 from app.store.objects import ObjectStore
@@ -124,13 +124,17 @@ class Database:
     def kept(self, new: NewVersion) -> None:
         """After the unit of work that stored ``new``: upload again what a collection
         (:mod:`app.store.collect`) deleted between its upload and its commit, had it listed
-        an older copy of the same content before."""
+        an older copy of the same content before. Never raises: the version is stored, and
+        its answer must say so; a bucket that fails here is logged."""
         if self.objects is None or new.blob_keys is None:
             return
-        for key, data in zip(new.blob_keys, (new.artifact, new.batch), strict=True):
-            if not self.objects.has(key):
-                logger.warning("object %s was collected while its version was stored", key)
-                self.objects.put(data)
+        try:
+            for key, data in zip(new.blob_keys, (new.artifact, new.batch), strict=True):
+                if not self.objects.has(key):
+                    logger.warning("object %s was collected while its version was stored", key)
+                    self.objects.put(data)
+        except ObjectStoreUnavailable as exc:  # stored all the same: say so, never fail it
+            logger.error("a new version's objects could not be checked after its commit: %s", exc)
 
     def ping(self) -> bool:
         """Whether the database answers ``SELECT 1`` (the readiness check)."""

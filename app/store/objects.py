@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,6 +37,10 @@ logger = logging.getLogger(__name__)
 PART_BYTES = 16 * 1024 * 1024
 """Multipart uploads and downloads move a batch this many bytes a part, on a few threads
 (boto3's transfer manager, which releases the GIL on the network)."""
+CONNECT_SECONDS = 5
+READ_SECONDS = 15
+"""How long a request to the bucket may wait to connect, and for each read, before it is
+retried (three attempts): a bucket that hangs is a 503 within about a minute, not a hang."""
 
 
 def content_key(data: bytes | memoryview) -> str:
@@ -70,27 +74,39 @@ class BlobLocation:
 
 
 class ObjectStore:
-    """A bucket's blobs: put, get (checked), list and delete, through one boto3 client
-    (thread-safe; created once per process)."""
+    """A bucket's blobs: put, get (checked), list and delete, through one boto3 client made
+    in its process (clients are thread-safe; none crosses a fork: worker processes make
+    their own); a second one, quick to give up, answers the readiness check."""
 
     def __init__(self, url: str, endpoint_url: str | None = None) -> None:
         import boto3  # only a service with object storage needs it loaded
+        from boto3.s3.transfer import TransferConfig
         from botocore.config import Config
 
         self.location = BlobLocation.parse(url)
-        config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5)
-        self._client: Any = boto3.client("s3", endpoint_url=endpoint_url, config=config)
-        from boto3.s3.transfer import TransferConfig
-
+        session = boto3.session.Session()  # the default session is not safe to share
+        patient = Config(
+            connect_timeout=CONNECT_SECONDS,
+            read_timeout=READ_SECONDS,
+            retries={"max_attempts": 3, "mode": "standard"},
+            tcp_keepalive=True,
+        )
+        quick = Config(connect_timeout=2, read_timeout=2, retries={"max_attempts": 1})
+        self._client: Any = session.client("s3", endpoint_url=endpoint_url, config=patient)
+        self._probe: Any = session.client("s3", endpoint_url=endpoint_url, config=quick)
         self._transfer = TransferConfig(
-            multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES, max_concurrency=4
+            multipart_threshold=PART_BYTES,
+            multipart_chunksize=PART_BYTES,
+            max_concurrency=4,
+            num_download_attempts=2,
         )
 
     def put(self, data: bytes | memoryview) -> str:
         """Store ``data`` under its sha256 (again, if it is there: the write refreshes its
-        time, so :func:`collect` spares it); its digest."""
+        time, so a collection spares it); its digest. The bytes are read where they are,
+        never copied whole."""
         digest = content_key(data)
-        body = io.BytesIO(memoryview(data).cast("B"))
+        body = _Reader(memoryview(data).cast("B"))
         self._call(
             "upload",
             digest,
@@ -100,8 +116,9 @@ class ObjectStore:
         )
         return digest
 
-    def get(self, digest: str) -> bytes:
-        """The content stored under ``digest``, checked against it."""
+    def get(self, digest: str) -> memoryview:
+        """The content stored under ``digest``, checked against it: a read-only view of the
+        bytes downloaded, never copied."""
         sink = io.BytesIO()
         self._call(
             "download",
@@ -117,19 +134,20 @@ class ObjectStore:
                 f"the stored object {digest[:12]}… fails its sha256 check; restore it from "
                 "a backup of the bucket"
             )
-        return bytes(data)
+        return data.toreadonly()
 
     def has(self, digest: str) -> bool:
         """Whether an object is stored under ``digest`` (its content is not read)."""
-        from botocore.exceptions import ClientError
+        found: list[bool] = []
 
-        try:
-            self._client.head_object(Bucket=self.location.bucket, Key=self.location.key(digest))
-        except ClientError as exc:
-            if _code(exc) in ("404", "NoSuchKey"):
-                return False
-            raise
-        return True
+        def head() -> None:
+            key = self.location.key(digest)
+            found.append(
+                self._exists(lambda: self._client.head_object(Bucket=self.location.bucket, Key=key))
+            )
+
+        self._call("check", digest, head)
+        return found[0]
 
     def listed(self) -> Iterator[tuple[str, datetime]]:
         """Every blob in the store: its digest and when it was last written."""
@@ -141,36 +159,88 @@ class ObjectStore:
                 yield entry["Key"].removeprefix(self.location.blobs), entry["LastModified"]
 
     def delete(self, digests: list[str]) -> None:
-        """Delete these blobs (a thousand a request, as the API allows)."""
-        for start in range(0, len(digests), 1000):
-            keys = [{"Key": self.location.key(d)} for d in digests[start : start + 1000]]
+        """Delete these blobs (at most a thousand: one request)."""
+        keys = [{"Key": self.location.key(d)} for d in digests[:1000]]
+        if keys:
             self._client.delete_objects(
                 Bucket=self.location.bucket, Delete={"Objects": keys, "Quiet": True}
             )
 
     def ping(self) -> bool:
-        """Whether the bucket answers (the readiness check)."""
+        """Whether the bucket answers ``HEAD`` within a few seconds (the readiness check)."""
         try:
-            self._client.head_bucket(Bucket=self.location.bucket)
+            self._probe.head_bucket(Bucket=self.location.bucket)
         except Exception as exc:  # any failure means not ready; say which
             logger.warning("object store ping failed: %s", exc)
             return False
         return True
 
-    def _call(self, what: str, digest: str, run: Any) -> None:
-        """``run()``, its failures as :class:`ObjectStoreUnavailable` naming the object."""
+    @staticmethod
+    def _exists(head: Callable[[], object]) -> bool:
+        """``head()`` answered (True) or said 404 (False); other failures raise."""
+        from botocore.exceptions import ClientError
+
+        try:
+            head()
+        except ClientError as exc:
+            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+
+    def _call(self, what: str, digest: str, run: Callable[[], None]) -> None:
+        """``run()``, its failures as :class:`ObjectStoreUnavailable` naming the object: the
+        client's (botocore's, boto3's) and its transfers' (s3transfer's retries given up,
+        an object changed while read)."""
+        from boto3.exceptions import Boto3Error
         from botocore.exceptions import BotoCoreError, ClientError
+        from s3transfer.exceptions import RetriesExceededError
 
         try:
             run()
-        except (BotoCoreError, ClientError) as exc:
+        except (BotoCoreError, ClientError, Boto3Error, RetriesExceededError) as exc:
             key = self.location.key(digest)
             logger.error("object store %s of %s failed: %s", what, key, exc)
-            missing = isinstance(exc, ClientError) and _code(exc) in ("404", "NoSuchKey")
-            reason = "is missing" if missing else "could not be reached"
+            code = _code(exc) if isinstance(exc, ClientError) else ""
+            if code in ("404", "NoSuchKey") and not self.ping():  # HEAD says 404 for both
+                code = "NoSuchBucket"
+            reason = {
+                "404": "is missing",
+                "NoSuchKey": "is missing",
+                "NoSuchBucket": "is in a bucket that does not exist",
+            }.get(code, "could not be reached")
             raise ObjectStoreUnavailable(
                 f"the stored object {digest[:12]}… {reason} (s3://{self.location.bucket}/{key})"
             ) from None
+
+
+class _Reader(io.RawIOBase):
+    """A read-only file over bytes already in memory, for an upload that must not copy
+    them (``io.BytesIO`` of a view copies it whole)."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._view = view
+        self._at = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: len(self._view)}[whence]
+        self._at = max(0, base + offset)
+        return self._at
+
+    def readinto(self, buffer: Any) -> int:
+        taken = self._view[self._at : self._at + len(buffer)]
+        buffer[: len(taken)] = taken
+        self._at += len(taken)
+        return len(taken)
 
 
 def _code(exc: Any) -> str:

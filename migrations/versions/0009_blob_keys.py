@@ -26,8 +26,23 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Drop the keys. A database with blobs in object storage must not be downgraded: its
-    versions would have no blobs; bring them back into the database first."""
+    """Drop the keys; refused while a version's blobs are in object storage (its row would
+    name nothing): bring them back into the database first."""
+    in_objects = (
+        op.get_bind()
+        .execute(
+            sa.text(
+                "SELECT count(*) FROM version_blobs "
+                "WHERE artifact_key IS NOT NULL OR batch_key IS NOT NULL"
+            )
+        )
+        .scalar_one()
+    )
+    if in_objects:
+        raise RuntimeError(
+            f"{in_objects} versions keep their blobs in object storage: downgrading below 0009 "
+            "would leave them without; bring their blobs back into the database first"
+        )
     with op.batch_alter_table("version_blobs") as batch:
         batch.drop_column("batch_key")
         batch.drop_column("artifact_key")

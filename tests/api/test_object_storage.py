@@ -99,7 +99,7 @@ def test_a_bucket_gone_mid_fit_stores_nothing_and_answers_503(
     answer = fit(client)
     assert answer.status_code == 503, answer.text
     assert answer.json()["type"].endswith("/problems/object-store-unavailable")
-    assert "could not be reached" in answer.json()["detail"]
+    assert "is in a bucket that does not exist" in answer.json()["detail"]
     listed = client.get("/v1/calibrators/churn").json()
     assert [v["version"] for v in listed["versions"]] == [1]
 

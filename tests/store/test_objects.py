@@ -5,6 +5,8 @@ older than the grace period."""
 
 from __future__ import annotations
 
+import socket
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -14,8 +16,10 @@ from sqlalchemy import text
 
 from app.errors import ObjectStoreUnavailable
 from app.store import Database, collect_blobs, decode_batch, encode_batch
-from app.store.objects import BlobLocation, content_key
-from tests.objects import s3_client
+from app.store.blobs import BlobOperations
+from app.store.migrate import downgrade
+from app.store.objects import BlobLocation, ObjectStore, content_key
+from tests.objects import drop_bucket, s3_client
 
 from .conftest import MakeVersion
 
@@ -151,3 +155,76 @@ def test_a_url_that_is_not_a_bucket_is_refused() -> None:
     for url in ("http://bucket/x", "s3://", "s3://B/x", "s3://bucket/x?y=1", "bucket"):
         with pytest.raises(ValueError, match="s3://bucket"):
             BlobLocation.parse(url)
+
+
+def test_a_fit_committed_between_a_collections_listing_and_its_delete_keeps_its_objects(
+    database: Database, make_version: MakeVersion, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collection listed an object no row named (a fit's whose commit failed, say); a
+    new fit of the same content commits after the collection read the names but before its
+    delete: the delete's second look, under the lock the fit's row took, spares it."""
+    new = make_version()
+    objects = database.objects
+    assert objects is not None
+    objects.put(new.artifact)
+    objects.put(new.batch)  # left by a fit whose commit failed
+    names = BlobOperations.blob_keys
+    committed: list[int] = []
+
+    def then_a_fit(self: BlobOperations, among: Any = None) -> set[str]:
+        found = names(self, among)
+        if among is None and not committed:  # the collection's first read of the names
+            with database.transaction(write=True) as repo:
+                committed.append(repo.create_version("churn", database.offloaded(new)).id)
+        return found
+
+    monkeypatch.setattr(BlobOperations, "blob_keys", then_a_fit)
+    assert collect_blobs(database, grace=timedelta(seconds=-1)) == 0
+    with database.transaction() as repo:
+        assert bytes(repo.get_batch(committed[0])) == bytes(new.batch)
+
+
+def test_the_check_after_a_commit_never_fails_the_stored_version(
+    database: Database, make_version: MakeVersion, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new = database.offloaded(make_version())
+    objects = database.objects
+    assert objects is not None
+
+    def unreachable(digest: str) -> bool:
+        raise ObjectStoreUnavailable("the bucket went")
+
+    monkeypatch.setattr(objects, "has", unreachable)
+    database.kept(new)  # logged, not raised: the version is stored
+
+
+def test_a_bucket_that_hangs_is_not_ready_within_seconds(database: Database) -> None:
+    with socket.socket() as hanging:
+        hanging.bind(("127.0.0.1", 0))
+        hanging.listen(8)  # accepts, never answers
+        port = hanging.getsockname()[1]
+        store = ObjectStore("s3://hangs/x", f"http://127.0.0.1:{port}")
+        started = time.monotonic()
+        assert store.ping() is False
+        assert time.monotonic() - started < 15
+
+
+def test_a_deleted_bucket_is_named_as_such(database: Database, make_version: MakeVersion) -> None:
+    with database.transaction(write=True) as repo:
+        record = repo.create_version("churn", database.offloaded(make_version()))
+    objects = database.objects
+    assert objects is not None
+    drop_bucket(objects._client.meta.endpoint_url, objects.location.bucket)
+    with database.transaction() as repo, pytest.raises(ObjectStoreUnavailable) as raised:
+        repo.get_batch(record.id)
+    assert "is in a bucket that does not exist" in raised.value.detail
+
+
+def test_a_downgrade_below_0009_is_refused_while_blobs_are_in_the_bucket(
+    database: Database, database_url: str, make_version: MakeVersion
+) -> None:
+    with database.transaction(write=True) as repo:
+        repo.create_version("churn", database.offloaded(make_version()))
+    database.dispose()
+    with pytest.raises(RuntimeError, match="keep their blobs in object storage"):
+        downgrade(database_url, "0008")

@@ -11,9 +11,7 @@ again; what does not fit in ``CALIBRATION_TRAFFIC_BUFFER_ROWS`` is dropped, coun
 once its flush committed; a process that dies loses at most what gathered since the last
 flush (≤ 1 s), and a graceful shutdown flushes first (:meth:`TrafficLog.close`). Rows of a
 version deleted before they are written are discarded (``calibration_traffic_discarded_total``):
-a deleted calibrator's traffic goes with it. The writer also runs the upkeep: the traffic past
-its retention every few minutes, and hourly, with object storage, the objects no version
-names (:func:`app.store.collect_blobs`).
+a deleted calibrator's traffic goes with it.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from numpy.typing import NDArray
 
 from app.errors import DatabaseUnavailable
 from app.observability import record_traffic
-from app.store import Database, LoggedPrediction, collect_blobs
+from app.store import Database, LoggedPrediction
 
 logger = logging.getLogger("app.traffic")
 
@@ -39,9 +37,6 @@ CLOSE_SECONDS = 10.0
 
 EXPIRE_EVERY_SECONDS = 300.0
 """How often traffic past the retention is deleted."""
-
-COLLECT_EVERY_SECONDS = 3600.0
-"""How often objects no version names are collected (with object storage)."""
 
 EXPIRE_BATCH_ROWS = 10_000
 """Rows deleted per table and transaction when traffic expires (keys, predictions, pending
@@ -68,7 +63,7 @@ class TrafficLog:
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
         self.retention = timedelta(days=retention_days)
-        self._expired_at = self._collected_at = time.monotonic()
+        self._expired_at = time.monotonic()
         self._buffer: deque[LoggedPrediction] = deque()
         self._lock = threading.Lock()
         self._flushing = threading.Lock()  # one flush at a time: see flush()
@@ -188,12 +183,6 @@ class TrafficLog:
                     self.expire()
                 except Exception:  # the writer must outlive a failed upkeep: tried again later
                     logger.exception("traffic upkeep failed; the log goes on")
-            if started - self._collected_at >= COLLECT_EVERY_SECONDS:
-                self._collected_at = started
-                try:
-                    collect_blobs(self.database)  # nothing to do without object storage
-                except Exception:  # as above
-                    logger.exception("collecting objects no version names failed; the log goes on")
             if self.database.unavailable:  # do not hammer a database that is down
                 self._closed.wait(max(0.0, self.flush_seconds - (time.monotonic() - started)))
         self.flush()

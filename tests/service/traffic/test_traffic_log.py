@@ -25,7 +25,6 @@ class FakeDatabase:
         self.down = False
         self.unavailable = False
         self.writes = 0
-        self.objects = None  # versions' blobs in the database: nothing to collect
 
     @contextmanager
     def transaction(self, *, write: bool = False) -> Iterator[FakeDatabase]:
