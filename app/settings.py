@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -13,10 +12,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from app.access.api_keys import ApiKey, check_unique, is_loopback, parse_api_keys
 from app.access.forwarded import check_forwarded_allow_ips
 from app.access.ui_secret import check_ui_secret
+from app.blob_url import check_blob_url
 
 DEFAULT_SQLITE_PATH = Path("data") / "calibration.db"
-BLOB_URL = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>[^?#]*))?")
-"""``CALIBRATION_BLOB_URL``: a bucket named as S3 allows, and a key prefix."""
 
 UiSignIn = Literal["open", "shared-secret", "process-secret", "off"]
 
@@ -46,9 +44,7 @@ class Settings(BaseSettings):
     @field_validator("blob_url")
     @classmethod
     def _check_blob_url(cls, value: str | None) -> str | None:
-        if value is not None and not BLOB_URL.fullmatch(value):
-            raise ValueError(f"blob_url: expected s3://bucket[/prefix], got {value!r}")
-        return value
+        return None if value is None else check_blob_url(value)
 
     db_pool_size: int = Field(default=5, ge=1, le=100)
     db_connect_timeout_seconds: float = Field(default=5.0, gt=0, le=300)

@@ -21,7 +21,6 @@ from app.store.artifacts import (
 )
 from app.store.batch_checks import StoredBatch
 from app.store.batches import decode_batch, encode_batch
-from app.store.collect import collect_blobs
 from app.store.db import Database
 from app.store.engines import normalize_url
 from app.store.fit_keys import KEY_LIFETIME, KeyState, Lease
@@ -50,7 +49,6 @@ __all__ = [
     "Selector",
     "StoredBatch",
     "VersionRecord",
-    "collect_blobs",
     "decode_artifact",
     "decode_batch",
     "encode_artifact",

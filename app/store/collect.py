@@ -22,6 +22,7 @@ import argparse
 import logging
 from datetime import UTC, datetime, timedelta
 
+from app.errors import ServiceError
 from app.settings import get_settings
 from app.store.db import Database
 
@@ -64,6 +65,8 @@ def collect_blobs(database: Database, grace: timedelta = GRACE) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Collect the configured service's unnamed objects once."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     parser = argparse.ArgumentParser(prog="python -m app.store.collect", description=main.__doc__)
     parser.add_argument(
         "--grace-hours", type=float, default=GRACE.total_seconds() / 3600, help="default 1"
@@ -76,6 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     database = Database(settings.database_url, settings, pooled=False)
     try:
         gone = collect_blobs(database, timedelta(hours=args.grace_hours))
+    except (ServiceError, BotoCoreError, ClientError) as exc:  # a line, not a traceback
+        raise SystemExit(f"cannot collect: {getattr(exc, 'detail', exc)}") from None
     finally:
         database.dispose()
     print(f"deleted {gone} objects no version names")

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from app.blob_url import BLOB_URL
 from app.errors import ObjectStoreUnavailable
-from app.settings import BLOB_URL
 
 logger = logging.getLogger(__name__)
 
@@ -131,8 +131,8 @@ class ObjectStore:
         if content_key(data) != digest:
             logger.error("object %s fails its sha256 check", self.location.key(digest))
             raise ObjectStoreUnavailable(
-                f"the stored object {digest[:12]}… fails its sha256 check; restore it from "
-                "a backup of the bucket"
+                f"the stored object s3://{self.location.bucket}/{self.location.key(digest)} "
+                "fails its sha256 check; restore it from a backup of the bucket"
             )
         return data.toreadonly()
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from app.settings import get_settings
-from app.store import Database, collect_blobs
+from app.store import Database
 from app.store import collect as collect_module
+from app.store.collect import collect_blobs
 from app.store.objects import ObjectStore
 from tests.client import TestClient
 from tests.objects import drop_bucket, s3_client

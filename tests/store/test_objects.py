@@ -15,8 +15,10 @@ import pytest
 from sqlalchemy import text
 
 from app.errors import ObjectStoreUnavailable
-from app.store import Database, collect_blobs, decode_batch, encode_batch
+from app.settings import Settings
+from app.store import Database, decode_batch, encode_batch
 from app.store.blobs import BlobOperations
+from app.store.collect import collect_blobs
 from app.store.migrate import downgrade
 from app.store.objects import BlobLocation, ObjectStore, content_key
 from tests.objects import drop_bucket, s3_client
@@ -228,3 +230,17 @@ def test_a_downgrade_below_0009_is_refused_while_blobs_are_in_the_bucket(
     database.dispose()
     with pytest.raises(RuntimeError, match="keep their blobs in object storage"):
         downgrade(database_url, "0008")
+
+
+@pytest.mark.parametrize(
+    "url", ["s3://bucket/a//b", "s3://bucket/a/./b", "s3://bucket/../b", "s3://bucket/a\nb"]
+)
+def test_a_prefix_that_is_not_plain_segments_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="plain path segments"):
+        Settings(blob_url=url)
+
+
+def test_a_prefix_past_900_bytes_is_refused() -> None:
+    assert Settings(blob_url="s3://bucket/" + "p" * 900).blob_url is not None
+    with pytest.raises(ValueError, match="over 900 bytes"):
+        Settings(blob_url="s3://bucket/" + "p" * 901)
