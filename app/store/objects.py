@@ -88,10 +88,10 @@ class ObjectStore:
         patient = Config(
             connect_timeout=CONNECT_SECONDS,
             read_timeout=READ_SECONDS,
-            retries={"max_attempts": 3, "mode": "standard"},
+            retries={"total_max_attempts": 3, "mode": "standard"},
             tcp_keepalive=True,
         )
-        quick = Config(connect_timeout=2, read_timeout=2, retries={"max_attempts": 1})
+        quick = Config(connect_timeout=2, read_timeout=2, retries={"total_max_attempts": 1})
         self._client: Any = session.client("s3", endpoint_url=endpoint_url, config=patient)
         self._probe: Any = session.client("s3", endpoint_url=endpoint_url, config=quick)
         self._transfer = TransferConfig(
