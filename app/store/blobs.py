@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import func, insert, literal_column, or_, select
 from sqlalchemy.orm import InstrumentedAttribute
@@ -79,25 +79,20 @@ class BlobOperations(RepositoryBase):
             blob.write(data)
 
     def get_artifact(self, version_id: int) -> bytes:
-        """The artifact of the version with row id ``version_id`` (without its batch)."""
-        key = self._key(VersionBlob.artifact_key, version_id)
-        if key is None:
-            return self._blob(VersionBlob.artifact, version_id)
-        return bytes(self._fetch(key))  # a few kilobytes
+        """The artifact of the version with row id ``version_id`` (without its batch): the
+        bytes in its row, or those its key names in object storage (one read of the row)."""
+        artifact, key = self._row(VersionBlob.artifact, VersionBlob.artifact_key, version_id)
+        return bytes(artifact) if key is None else bytes(self._fetch(key))  # a few kilobytes
 
     def get_batch(self, version_id: int) -> bytes | memoryview:
         """The fitting batch (see :mod:`app.store.batches`) of the row ``version_id``.
 
         Read :data:`BLOB_PIECE_BYTES` at a time, by ``substr``, on either database; a large
-        batch comes as a read-only view of the bytes read, never held twice."""
-        key = self._key(VersionBlob.batch_key, version_id)
+        batch comes as a read-only view of the bytes read, never held twice. With object
+        storage, the object its key names (its size and key are one read of the row)."""
+        size, key = self._row(func.length(VersionBlob.batch), VersionBlob.batch_key, version_id)
         if key is not None:
             return self._fetch(key)
-        size = self._session.scalar(
-            select(func.length(VersionBlob.batch)).where(VersionBlob.version_id == version_id)
-        )
-        if size is None:
-            raise NotFound("the version was deleted meanwhile")
         data = bytearray(size)
         for start in range(0, size, BLOB_PIECE_BYTES):
             piece = self._session.scalar(
@@ -129,15 +124,15 @@ class BlobOperations(RepositoryBase):
             function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
             self._session.execute(select(getattr(func, function)(BLOB_LOCK)))
 
-    def _key(self, column: InstrumentedAttribute[str | None], version_id: int) -> str | None:
-        """The row's key in object storage for ``column``'s blob (None: in the database)."""
+    def _row(self, value: Any, key: InstrumentedAttribute[str | None], version_id: int) -> Any:
+        """``(value, key)`` of the row ``version_id``: a blob (or its length) and its key in
+        object storage (None: the blob is in the row); NotFound when the row is gone."""
         row = self._session.execute(
-            select(column).where(VersionBlob.version_id == version_id)
+            select(value, key).where(VersionBlob.version_id == version_id)
         ).first()
         if row is None:
             raise NotFound("the version was deleted meanwhile")
-        key: str | None = row[0]
-        return key
+        return row
 
     def _fetch(self, key: str) -> memoryview:
         """The blob stored under ``key`` in object storage, checked against it."""
@@ -146,9 +141,3 @@ class BlobOperations(RepositoryBase):
                 "this version's blobs are in object storage, and CALIBRATION_BLOB_URL is not set"
             )
         return self._objects.get(key)
-
-    def _blob(self, column: InstrumentedAttribute[bytes], version_id: int) -> bytes:
-        blob = self._session.scalar(select(column).where(VersionBlob.version_id == version_id))
-        if blob is None:
-            raise NotFound("the version was deleted meanwhile")
-        return bytes(blob)
