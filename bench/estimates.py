@@ -3,11 +3,12 @@
 ``python -m bench.estimates [N]`` prints the rows alone. The issue's target: monitoring with
 them over 10^6 logged predictions in 30 daily windows takes at most 1.5 times the monitoring
 without them. Timed in process on the arrays (:class:`app.service.traffic.monitoring.Monitor`
-fed the rows in chunks of 10^5, as the store reads them), with and without the windows'
-expectations (:class:`~app.service.traffic.expectations.BinaryWindow` replaced by one that
-keeps nothing): the strictest form of the ratio, since over HTTP the same added time sits
-beside the reading of the rows from the database (``bench.traffic``'s monitoring row). Half
-the rows are labelled.
+fed the rows in chunks of 10^5, as the store reads them when no stored hour covers them),
+with and without the windows' expectations
+(:func:`~app.service.traffic.expectations.binary_expectations` replaced by one that says
+nothing): the strictest form of the ratio, since over HTTP the same added time sits beside
+the reading of the rows from the database (``bench.traffic``'s monitoring row), and from
+stored hours the expectations read no more than the rest. Half the rows are labelled.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from unittest import mock
 
 import numpy as np
 
+from app.calibration import ScoreReference
 from app.service.traffic import monitoring
 from app.service.traffic.monitoring import Monitor
-from app.service.traffic.sums import Reference
 from bench.table import Row, Target, markdown, progress, size_label
 
 TARGET = Target(1.5)
@@ -32,20 +33,8 @@ SINCE = datetime(2026, 10, 1, tzinfo=UTC)
 DAYS = 30
 
 
-class _Nothing:
-    """A window's expectations that keep and say nothing: monitoring as it was before them."""
-
-    def __init__(self, *args: Any) -> None:
-        pass
-
-    def add(self, *args: Any) -> None:
-        pass
-
-    def add_labelled(self, *args: Any) -> None:
-        pass
-
-    def close(self) -> None:
-        return None
+def _nothing(*args: Any) -> None:
+    """A window's expectations that say nothing: monitoring as it was before them."""
 
 
 def estimates_rows(n: int = 10**6, repeat: int = 5) -> list[Row]:
@@ -58,7 +47,8 @@ def estimates_rows(n: int = 10**6, repeat: int = 5) -> list[Row]:
     p = 1.0 / (1.0 + np.exp(-scores))
     labels = np.where(rng.random(n) < 0.5, (rng.random(n) < p).astype(float), -1.0)
     columns = np.column_stack([seconds, np.ones(n), scores, p, labels])
-    reference = {1: Reference(rng.normal(0.0, 1.5, 2000))}
+    fitted_on = rng.normal(0.0, 1.5, 2000)
+    reference = {1: ScoreReference.of_batch(fitted_on, np.zeros(2000, dtype=np.int64))}
     priors = {1: np.array([0.5, 0.5])}
 
     def run() -> None:
@@ -68,7 +58,7 @@ def estimates_rows(n: int = 10**6, repeat: int = 5) -> list[Row]:
         monitor.rows()
 
     with_them = _best(run, repeat)
-    with mock.patch.object(monitoring, "BinaryWindow", _Nothing):
+    with mock.patch.object(monitoring, "binary_expectations", _nothing):
         without = _best(run, repeat)
     name = f"monitoring {DAYS}x1d with estimated, prior / without"
     return [Row("estimates", name, size_label(n), with_them, without, "s", TARGET)]

@@ -29,7 +29,8 @@ import numpy as np
 import orjson
 import psycopg
 
-from app.service.traffic.monitoring import Monitor, Reference
+from app.calibration import ScoreReference
+from app.service.traffic.monitoring import Monitor
 from app.store.migrate import upgrade
 from bench.fits import batch
 from bench.http import serve
@@ -186,7 +187,8 @@ def _monitoring(
         ]
     )
     start = time.perf_counter()
-    monitor = Monitor(*window, "1d", {1: Reference(fitted_on)})
+    reference = ScoreReference.of_batch(fitted_on, np.zeros(fitted_on.size, dtype=np.int64))
+    monitor = Monitor(*window, "1d", {1: reference})
     monitor.add_traffic(columns)
     monitor.rows()
     floor = time.perf_counter() - start

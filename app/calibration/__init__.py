@@ -91,6 +91,15 @@ from app.calibration.measures.multiclass_metrics import (
 from app.calibration.measures.reliability import MAX_BINS, MIN_BINS
 from app.calibration.measures.report import BinFree, Report, SmoothCurve
 from app.calibration.measures.report_bootstrap import Resampled
+from app.calibration.measures.rollup_figures import cell_means, confusion_of, expected_of
+from app.calibration.measures.rollups import (
+    CELL_LOWER,
+    CELL_UPPER,
+    FINE_BINS,
+    BinaryRollup,
+)
+from app.calibration.measures.rollups import PREDICTED as ROLLUP_PREDICTED
+from app.calibration.measures.score_reference import ScoreReference
 from app.calibration.methods.beta import (
     EPS as BETA_EPS,
 )
@@ -129,7 +138,10 @@ __all__ = [
     "BOOTSTRAP_SEED",
     "CALIBRATOR_METHODS",
     "CAPABILITIES",
+    "CELL_LOWER",
+    "CELL_UPPER",
     "DEFAULT_THRESHOLD",
+    "FINE_BINS",
     "LOGISTIC_SATURATION",
     "MAX_BINS",
     "MAX_CLASSES",
@@ -141,12 +153,14 @@ __all__ = [
     "PRIOR_FLOOR",
     "PROBABILITY_METHODS",
     "RESAMPLES",
+    "ROLLUP_PREDICTED",
     "TEMPERATURE_FLOOR",
     "TEMPERATURE_SMALLEST_P",
     "Abandoned",
     "Adjustment",
     "BetaCalibrator",
     "BinFree",
+    "BinaryRollup",
     "BinarySums",
     "BostromCalibrator",
     "Budget",
@@ -175,6 +189,7 @@ __all__ = [
     "Progress",
     "Report",
     "Resampled",
+    "ScoreReference",
     "SmoothCurve",
     "StateError",
     "TemperatureScaling",
@@ -185,7 +200,9 @@ __all__ = [
     "beta_features",
     "brier_distances",
     "calibration_error_interval",
+    "cell_means",
     "checkpoint",
+    "confusion_of",
     "current",
     "decide",
     "em_priors",
@@ -193,6 +210,7 @@ __all__ = [
     "expected_binary",
     "expected_cost",
     "expected_multiclass",
+    "expected_of",
     "fit_calibrator",
     "fit_checked_batch",
     "fit_resamples",

@@ -51,7 +51,7 @@ from app.calibration import (
 from app.errors import Conflict, invalid
 from app.service.adjusted import adjusted_source, as_vector
 from app.service.diagnosis import Diagnosis
-from app.service.estimates import version_priors
+from app.service.estimates import score_reference, version_priors
 from app.service.loaded import LoadedVersion
 from app.service.traffic.cases import TrafficCases, monitored_range
 from app.service.version_cache import VersionCache
@@ -234,4 +234,5 @@ def _reweighted(stored: StoredBatch, step: Adjustment) -> dict[str, Any]:
             "raw": with_intervals(raw_metrics, raw_resampled),
         },
         "batch": encode_batch(stored.scores, labels, weights, out_of_fold),
+        "score_reference": score_reference(stored.scores, labels, weights),
     }

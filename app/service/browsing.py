@@ -22,7 +22,8 @@ from app import figures
 from app.service.diagnosis import Diagnosis, Reports
 from app.service.live_view import PRODUCTION, live_version
 from app.service.reporting import DEFAULT_REPORT, ImageFormat
-from app.service.traffic.cases import Monitored, MonitoringFigure, TrafficCases, stream
+from app.service.traffic.cases import Monitored, MonitoringFigure, TrafficCases
+from app.service.traffic.gathering import gather
 from app.service.traffic.monitoring import Monitor
 from app.store import CalibratorSummary, Database, Selector, VersionRecord
 
@@ -123,10 +124,11 @@ class Browsing:
         name, version = item.summary.name, item.live
         monitor = Monitor(since, until, "1d", {}, version=version)
         with self.database.transaction() as repo:
-            counts = repo.traffic_counts(name, since, until, version)
-            if sum(labelled for _, labelled in counts.values()) > TREND_ROWS:
-                return []  # a list is no place to read that much: the monitoring page is
-            stream(monitor, repo, name, since, until, version, labelled=True)
+            if repo.rollup_start() > since:  # rows before the rollups: counted first
+                counts = repo.traffic_counts(name, since, until, version)
+                if sum(labelled for _, labelled in counts.values()) > TREND_ROWS:
+                    return []  # a list is no place to read that much: the monitoring page is
+            gather(monitor, repo, name, version, labelled=True)
         return monitor.rows()
 
     def comparison(

@@ -22,6 +22,7 @@ from app.calibration import (
     NORMAL_95,
     PRIOR_FLOOR,
     Costs,
+    ScoreReference,
     decide,
     em_priors,
     expected_binary,
@@ -211,3 +212,15 @@ def prior_of(
             "interval": None if interval is None else interval[1],
         }
     return {"training": training.tolist(), "estimated": estimated, "interval": interval}
+
+
+def score_reference(
+    scores: NDArray[np.float64], labels: NDArray[np.int64], weights: NDArray[np.float64]
+) -> bytes | None:
+    """A binary fitting batch's score bins, which monitoring counts its traffic's raw scores
+    in, and its class shares (:class:`~app.calibration.ScoreReference`); None for a k-class
+    batch (rows of scores)."""
+    if np.ndim(scores) != 1:
+        return None
+    w = np.asarray(weights, dtype=np.float64)
+    return ScoreReference.of_batch(np.asarray(scores), np.asarray(labels), w).to_bytes()

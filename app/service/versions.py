@@ -30,6 +30,7 @@ from app.calibration import (
 from app.errors import FitUnderWay, invalid
 from app.observability import record_fit
 from app.service.batches import Batch, check_method_fits_batch
+from app.service.estimates import score_reference
 from app.service.fit_keys import LOST_CLAIM, Claim
 from app.service.loaded import LoadedVersion
 from app.service.traffic.refit import traffic_batch
@@ -123,6 +124,7 @@ class Versions:
             artifact=encode_artifact(outcome.method, dict(outcome.params), state),
             batch=encode_batch(batch.scores, batch.labels, batch.weights, outcome.out_of_fold),
             source=None if source is None else dict(source),
+            score_reference=score_reference(batch.scores, batch.labels, batch.weights),
         )
         checkpoint()  # the last place a job over its budget, or unwanted, stops: nothing stored
         new = self.database.offloaded(new)  # object storage's upload, before the row

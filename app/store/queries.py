@@ -10,7 +10,7 @@ from sqlalchemy import ColumnElement, Select, exists, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.store.models import Alias, Calibrator, FitKey, Version
+from app.store.models import Alias, Base, Calibrator, Version
 from app.store.records import CalibratorSummary, VersionRecord
 
 
@@ -38,7 +38,7 @@ def tagged(session: Session, key: str, value: str) -> Select[int]:
     return select(Version.calibrator_id).where(Version.tags[key].as_string() == value)
 
 
-def upsert(session: Session, table: type[Calibrator] | type[Alias] | type[FitKey]) -> Any:
+def upsert(session: Session, table: type[Base]) -> Any:
     """The dialect's INSERT for ``table``, which knows ``ON CONFLICT``."""
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":

@@ -24,6 +24,8 @@ class NewVersion:
     bytes of :func:`app.store.batches.encode_batch`. The store computes the artifact's sha256.
     ``blob_keys``: the (artifact, batch) keys in object storage once
     :meth:`~app.store.db.Database.offloaded` uploaded them, before the unit of work.
+    ``score_reference``: a binary batch's score bins (:class:`~app.calibration.ScoreReference`),
+    which monitoring counts its traffic's raw scores in.
     """
 
     method: str
@@ -40,6 +42,7 @@ class NewVersion:
     batch: bytes | memoryview
     source: dict[str, Any] | None = None
     blob_keys: tuple[str, str] | None = None
+    score_reference: bytes | None = None
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,8 @@ class Repository(
         self._session.add(row)
         self._session.flush()
         self.add_blobs(row.id, new.artifact, new.batch, new.blob_keys)
+        if new.score_reference is not None:
+            self.keep_score_reference(row.id, new.score_reference)
         return version_record(name, row, ())
 
     def delete_version(self, name: str, version: int, *, force: bool = False) -> None:

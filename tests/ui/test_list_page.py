@@ -16,6 +16,7 @@ import pytest
 from app.service import browsing as browsing_module
 from app.service.browsing import Listed
 from app.service.traffic.monitoring import window_start
+from app.store.traffic.rollups import RollupOperations
 from app.ui import list_page
 from app.ui.sparkline import HEIGHT, PAD, WIDTH
 from app.ui.templating import number
@@ -215,9 +216,12 @@ def test_the_list_with_traffic_is_accessible_html(listed: TestClient) -> None:
 def test_more_labelled_traffic_than_a_list_reads_links_to_monitoring(
     listed: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past TREND_ROWS labelled predictions in the 14 days the list reads none of them: the
-    cell links to the version's monitoring instead, and the page's cost stays bounded."""
+    """Past TREND_ROWS labelled predictions logged before the rollups' start in the 14 days,
+    the list reads none of them: the cell links to the version's monitoring instead, and the
+    page's cost stays bounded (from the rollups' start on, it reads the stored hours)."""
     monkeypatch.setattr(browsing_module, "TREND_ROWS", 10)  # churn v2 has 30 a labelled day
+    later = datetime(9000, 1, 1, tzinfo=UTC)
+    monkeypatch.setattr(RollupOperations, "rollup_start", lambda self: later)
     page = parse(listed.get("/ui").text)
     assert "see monitoring" in words(groups(listed)["churn"][0])
     assert page.all("svg") == []

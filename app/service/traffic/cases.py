@@ -12,12 +12,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app import figures
-from app.calibration import DEFAULT_THRESHOLD, Report
+from app.calibration import DEFAULT_THRESHOLD, BinaryRollup, Report, ScoreReference, cell_means
 from app.errors import Conflict, NotFound, invalid
+from app.service.adjusted import adjusted_to
 from app.service.diagnosis import Diagnosis
-from app.service.estimates import version_priors
+from app.service.estimates import prior_of, version_priors
 from app.service.reporting import DEFAULT_REPORT, ImageFormat, ReportOptions, labelled_reports
-from app.service.traffic.expectations import BinaryWindow, ClassWindow
+from app.service.traffic.expectations import ClassWindow
+from app.service.traffic.gathering import answered, gather
 from app.service.traffic.monitoring import (
     MAX_WINDOWS,
     WINDOW_SECONDS,
@@ -26,7 +28,6 @@ from app.service.traffic.monitoring import (
     in_utc,
     window_start,
 )
-from app.service.traffic.sums import Reference
 from app.store import Database, MixedClasses, OutcomeCounts, Repository, Selector
 
 
@@ -95,28 +96,26 @@ class TrafficCases:
         (:mod:`app.service.traffic.monitoring`), and its expectations at ``threshold``
         (:mod:`app.service.traffic.expectations`); with ``selector``, of that version's traffic
         only.
-        Read as a stream, in one snapshot: the versions that answered, their fitting batches, then
-        the rows in time order.
-
-        The versions are counted first, in the database, because their batches cannot be
-        read once the rows stream: PostgreSQL's connection is busy with the ``COPY``."""
+        Read in one snapshot (:mod:`app.service.traffic.gathering`): the versions that
+        answered and what they were fitted on, then the stored hours and the rows the hours
+        do not cover, in time order. The versions come first because nothing else can be read
+        once the rows stream: PostgreSQL's connection is busy with the ``COPY``."""
         with self.database.transaction() as repo:
             repo.latest_version_number(name)  # 404 for a calibrator that does not exist
             version = None if selector is None else repo.get_version(name, selector).version
-            versions = list(repo.traffic_counts(name, since, until, version))
-            references, priors = self._baselines(repo, name, versions)
             monitor = Monitor(
                 since,
                 until,
                 window,
-                references,
-                priors=priors,
+                {},
                 threshold=threshold,
                 version=version,
                 n_bins=n_bins,
                 resamples=resamples,
             )
-            stream(monitor, repo, name, since, until, version)
+            versions = answered(monitor, repo, name, version)
+            monitor.references, monitor.priors = self._baselines(repo, name, versions)
+            gather(monitor, repo, name, version)
         return monitor.rows()
 
     def prior_estimate(
@@ -129,18 +128,19 @@ class TrafficCases:
         with self.database.transaction() as repo:
             record = repo.get_version(name, version)
             training = version_priors(record, self.diagnosis.fitting_batch(record, repo))
-            window: BinaryWindow | ClassWindow
             if record.n_classes == 2:
-                window = BinaryWindow(DEFAULT_THRESHOLD, training)
+                rollup = BinaryRollup()
                 for chunk in repo.traffic_chunks(name, since, until, version):
-                    window.add(chunk[:, 3])  # the probability column
-                n = window.bins.n
+                    rollup.add_predictions(chunk[:, 3])  # the probability column
+                n = rollup.n
+                means, counts = cell_means(rollup)
+                prior = prior_of(means, training, counts) if n else None
             else:
                 window = ClassWindow(training)
                 for _, rows in repo.class_row_chunks(name, since, until, version):
                     window.add(rows.probabilities)
                 n = window.seen
-        prior = window.prior() if n else None
+                prior = window.prior() if n else None
         if prior is None or prior["estimated"] is None:
             return {"estimated": None, "interval": None, "n_predictions": n}
         if record.n_classes == 2:  # class 1's: as the two-class vectors
@@ -154,23 +154,26 @@ class TrafficCases:
 
     def _baselines(
         self, repo: Repository, name: str, versions: Iterable[int]
-    ) -> tuple[dict[int, Reference], dict[int, NDArray[np.float64]]]:
-        """What ``versions`` were fitted on: the fitting batches of the binary ones, prepared
-        for the shift measures, and every one's training priors (neither for a version
-        deleted since it answered)."""
-        references, priors = {}, {}
+    ) -> tuple[dict[int, ScoreReference], dict[int, NDArray[np.float64]]]:
+        """What ``versions`` were fitted on: the binary ones' score bins (stored with them),
+        and every one's training priors (a k-class one's from its fitting batch); neither for
+        a version deleted since it answered."""
+        versions = list(versions)
+        stored = repo.score_references(name, versions)
+        references: dict[int, ScoreReference] = {}
+        priors: dict[int, NDArray[np.float64]] = {}
         for v in versions:
             try:
                 record = repo.get_version(name, v)
             except NotFound:
                 continue
-            stored = self.diagnosis.fitting_batch(record, repo)
-            priors[v] = version_priors(record, stored)
-            if record.n_classes == 2:
-                references[v] = Reference(
-                    np.asarray(stored.scores, dtype=np.float64),
-                    np.asarray(stored.weights, dtype=np.float64),
-                )
+            reference = stored.get(v)
+            if reference is None:  # k-class
+                priors[v] = version_priors(record, self.diagnosis.fitting_batch(record, repo))
+                continue
+            references[v] = reference
+            adjusted = adjusted_to(record)
+            priors[v] = reference.priors if adjusted is None else adjusted
         return references, priors
 
     def monitoring_figure(
@@ -241,26 +244,6 @@ class TrafficCases:
             probabilities[known], scores[known], y[known], None, query
         )
         return TrafficDiagnostics(version, int(known.sum()), calibrated, raw)
-
-
-def stream(
-    monitor: Monitor,
-    repo: Repository,
-    name: str,
-    since: datetime,
-    until: datetime,
-    version: int | None,
-    *,
-    labelled: bool = False,
-) -> None:
-    """Feed ``monitor`` ``name``'s logged traffic in [since, until) (of ``version``, or of
-    all; its labelled rows only with ``labelled``) as the store streams it, in time order:
-    the binary rows, then, if it saw any, the k-class ones."""
-    for chunk in repo.traffic_chunks(name, since, until, version, labelled=labelled):
-        monitor.add_traffic(chunk)
-    if monitor.saw_k_class:
-        for v, rows in repo.class_row_chunks(name, since, until, version):
-            monitor.add_class_rows(v, rows)
 
 
 def monitored_range(

@@ -2,15 +2,14 @@
 ``estimated``, ``realized`` and ``prior`` of a monitoring row, kept a chunk at a time.
 
 - ``estimated``: the expected performance of *every* prediction of the window, labelled or
-  not, if the version is calibrated (CBPE, :mod:`app.calibration.measures.expected`): the
-  linear measures from exact sums (:class:`~app.calibration.BinarySums`), the ROC AUC and its
-  band from the probabilities counted in log-odds bins
-  (:class:`~app.calibration.ProbabilityBins`);
+  not, if the version is calibrated (CBPE, :mod:`app.calibration.measures.expected`), from
+  the window's :class:`~app.calibration.BinaryRollup` (:func:`~app.calibration.expected_of`):
+  the linear measures from its sums, the ROC AUC and its band from its cells;
 - ``realized``: the same measures over the labelled predictions, at the same threshold: the
-  confusion counts, the ROC AUC from the same bins by label (pairs within a bin counted half),
-  and the log loss and Brier score the row has already;
+  confusion counts, the ROC AUC from the same cells by label (pairs within a cell counted
+  half), and the log loss and Brier score the row has already;
 - ``prior``: the version's training prior and the EM estimate of the window's (Saerens et
-  al. 2002) with its interval, run on the bins' mean probabilities weighted by their counts.
+  al. 2002) with its interval, run on the cells' mean probabilities weighted by their counts.
 
 A k-class window has the expected accuracy, log loss and Brier score from exact sums
 (:class:`~app.calibration.ClassSums`), and its priors by EM on a uniform sample of at most
@@ -18,9 +17,9 @@ A k-class window has the expected accuracy, log loss and Brier score from exact 
 :data:`SAMPLE_ENTRIES` numbers). The interval is the sample's: the estimate rests on the
 sample alone, so its error is the sample's, however many rows the window holds.
 
-A window is summed while its rows are read and summarised (:meth:`BinaryWindow.close`) as
-soon as a later window's rows come (:meth:`BinaryWindow.close`, into a
-:class:`WindowExpectations`), so memory holds the window being read, not the range.
+A k-class window is summed while its rows are read and summarised (:meth:`ClassWindow.close`,
+into a :class:`WindowExpectations`) as soon as a later window's rows come, so memory holds
+the sample of the window being read, not the range.
 """
 
 from __future__ import annotations
@@ -29,7 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from app.calibration import BinarySums, ClassSums, FloatArray, ProbabilityBins
+from app.calibration import (
+    BinaryRollup,
+    ClassSums,
+    FloatArray,
+    cell_means,
+    confusion_of,
+    expected_of,
+)
 from app.service.estimates import prior_of
 
 SAMPLE_ROWS = 20_000
@@ -73,59 +79,21 @@ class WindowExpectations:
         }
 
 
-class BinaryWindow:
-    """One binary version's window at ``threshold``, its version trained under ``training``
-    priors (None: a version deleted since, whose window has no prior)."""
-
-    def __init__(self, threshold: float, training: FloatArray | None) -> None:
-        self.threshold = threshold
-        self.training = training
-        self.sums = BinarySums(threshold)
-        self.bins = ProbabilityBins()
-        self.confusion = np.zeros(4)  # of the labelled: tp, fp, fn, tn
-
-    def add(self, p: FloatArray) -> None:
-        """Predictions, labelled or not."""
-        self.bins.add(p, self.sums.add(p))
-
-    def add_labelled(self, p: FloatArray, y: FloatArray) -> None:
-        """Labelled predictions, y 0 or 1."""
-        self.bins.add_labelled(p, y)
-        predicted, ones = p > self.threshold, y == 1
-        for i, (left, right) in enumerate(
-            ((predicted, ones), (predicted, ~ones), (~predicted, ones), (~predicted, ~ones))
-        ):
-            self.confusion[i] += np.count_nonzero(left & right)
-
-    def close(self) -> WindowExpectations:
-        """The window's expectations, once its rows have all been added."""
-        auc = self.bins.expected_auc() if self.bins.n >= 2 else None  # one row has no pair
-        band = None if auc is None else self.bins.expected_auc_band(auc)
-        return WindowExpectations(
-            self.sums.estimate(auc, band), self.prior(), self._confusion(), binary=True
-        )
-
-    def prior(self) -> dict[str, Any] | None:
-        """The training prior and the EM estimate of the window's, on the bins' means
-        weighted by their counts (:func:`~app.service.estimates.prior_of`); None without
-        training priors or predictions."""
-        if self.training is None or not self.bins.n:
-            return None
-        means, counts = self.bins.means()
-        return prior_of(means, self.training, counts)
-
-    def _confusion(self) -> dict[str, Any]:
-        """The realized measures of the labelled predictions' confusion counts and bins."""
-        tp, fp, fn, tn = self.confusion.tolist()
-        n = tp + fp + fn + tn
-        return {
-            "positive_rate": None,  # the calibration sums' observed rate
-            "accuracy": (tp + tn) / n if n else None,
-            "precision": tp / (tp + fp) if tp + fp else None,
-            "recall": tp / (tp + fn) if tp + fn else None,
-            "f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None,
-            "roc_auc": self.bins.realized_auc(),
-        }
+def binary_expectations(
+    rollup: BinaryRollup, threshold: float, training: FloatArray | None
+) -> WindowExpectations | None:
+    """A binary version's window at ``threshold`` from its rollup, the version trained
+    under ``training`` priors (None: a version deleted since, whose window has no prior);
+    None without predictions."""
+    if not rollup.n:
+        return None
+    prior = None
+    if training is not None:
+        means, counts = cell_means(rollup)
+        prior = prior_of(means, training, counts)
+    return WindowExpectations(
+        expected_of(rollup, threshold), prior, confusion_of(rollup, threshold), binary=True
+    )
 
 
 class ClassWindow:

@@ -8,18 +8,16 @@ For each time window (``1h``, ``1d`` or ``7d``) and each version that answered i
   :func:`app.calibration.measures.metrics.summarize` defines them;
 - a shift of the raw scores against the version's fitting batch that needs no labels: the
   population stability index over the batch's deciles and the two-sample
-  Kolmogorov-Smirnov statistic (:class:`~app.service.traffic.sums.Reference`);
+  Kolmogorov-Smirnov statistic read at its percentiles (:class:`~app.calibration.ScoreReference`);
 - 95% intervals on the window's log loss, Brier score and ECE (``resamples`` draws), from
   sums too (:meth:`~app.service.traffic.sums.CalibrationSums.intervals`).
 
 A window without traffic is one row of zeros and nulls, as an empty reliability bin is.
 A k-class version's window has the multiclass log loss and Brier score, the top-label ECE,
 and its mean top-label confidence against its accuracy (:meth:`Monitor.add_class_rows`); no
-PSI or KS, its raw scores being rows.
-
-The traffic of a range can be far larger than memory (an hour at 10^4 predictions a second
-is 3.6 x 10^7 rows), so :class:`Monitor` is fed it a chunk at a time and keeps sums
-(:mod:`app.service.traffic.sums`).
+PSI or KS, its raw scores being rows. A binary version's window is the sum of its stored
+hours and of its rows no stored hour holds (:class:`~app.calibration.BinaryRollup`,
+:mod:`app.service.traffic.gathering`), so memory does not grow with the traffic.
 """
 
 from __future__ import annotations
@@ -34,15 +32,19 @@ from numpy.typing import NDArray
 
 from app.calibration import (
     DEFAULT_THRESHOLD,
+    BinaryRollup,
+    ScoreReference,
     brier_distances,
-    log_losses,
     multiclass_log_losses,
-    squared_errors,
     top_label,
 )
 from app.errors import invalid
-from app.service.traffic.expectations import BinaryWindow, ClassWindow, WindowExpectations
-from app.service.traffic.sums import CalibrationSums, Reference, ShiftSums
+from app.service.traffic.expectations import (
+    ClassWindow,
+    WindowExpectations,
+    binary_expectations,
+)
+from app.service.traffic.sums import CalibrationSums
 from app.store import ClassRows
 
 FloatArray = NDArray[np.float64]
@@ -75,25 +77,26 @@ def in_utc(moment: datetime, loc: tuple[str | int, ...]) -> datetime:
 
 
 class _WindowSums:
-    """One window's traffic of one version: its counts and what it has summed so far."""
+    """One window's traffic of one version: its counts, and what it has summed so far."""
 
     def __init__(self) -> None:
         self.n_predictions = 0
         self.n_labelled = 0
-        self.calibration: CalibrationSums | None = None
-        self.shift: dict[str, float] = {}  # psi and ks, once the window has been read
-        self.expectations: WindowExpectations | None = None  # once the window is read
+        self.rollup: BinaryRollup | None = None  # a binary version's
+        self.calibration: CalibrationSums | None = None  # a k-class version's
+        self.expectations: WindowExpectations | None = None  # a k-class one's, once read
 
 
 class Monitor:
-    """Live calibration of a calibrator's traffic over the windows of a range, fed the
-    traffic a chunk at a time (:meth:`add_traffic`, then :meth:`add_class_rows`), in memory
-    that does not grow with the traffic: sums per window and version
-    (:mod:`app.service.traffic.sums`), and KS slot counts (one per distinct score of a version's
-    fitting batch, twice) only for the window being read: the rows come in time order, and
-    a window is closed as soon as a later one's rows arrive, within a chunk too.
+    """Live calibration of a calibrator's traffic over the windows of a range, fed stored
+    hours (:meth:`add_rollup`) and rows (:meth:`add_traffic`, then :meth:`add_class_rows`)
+    in memory that does not grow with the traffic: a binary version's window is a
+    :class:`~app.calibration.BinaryRollup` (the stored hours it holds, and its other rows
+    summed the same way), a k-class version's window its sums (:mod:`.sums`) and, while its
+    rows are read, its sample (the rows come in time order, and a window is closed as soon
+    as a later one's rows arrive).
 
-    ``references`` are the fitting batches of the binary versions, prepared; a version
+    ``references`` are the score bins of the binary versions' fitting batches; a version
     without one (deleted) gets no PSI or KS. ``priors`` are the versions' training priors
     (:func:`app.service.estimates.version_priors`); a version without them gets no
     ``prior``. ``threshold`` is the one ``estimated`` and ``realized`` decide at
@@ -104,7 +107,7 @@ class Monitor:
         since: datetime,
         until: datetime,
         window: Window,
-        references: Mapping[int, Reference],
+        references: Mapping[int, ScoreReference],
         *,
         priors: Mapping[int, FloatArray] | None = None,
         threshold: float = DEFAULT_THRESHOLD,
@@ -122,45 +125,49 @@ class Monitor:
         self.n_bins = n_bins
         self.resamples = resamples
         self.sums: dict[tuple[int, int], _WindowSums] = {}
-        self.open_shifts: dict[tuple[int, int], ShiftSums] = {}  # of the window being read
-        self.open_windows: dict[tuple[int, int], BinaryWindow | ClassWindow] = {}  # likewise
-        self.saw_k_class = False  # whether some rows are of k-class versions
+        self.open_windows: dict[tuple[int, int], ClassWindow] = {}  # being read
 
-    def add_traffic(self, chunk: FloatArray) -> None:
-        """Rows of :data:`~app.store.traffic.reads.TRAFFIC_COLUMNS`, after every earlier
-        chunk's in time."""
+    def window_bounds(self, w: int) -> tuple[datetime, datetime]:
+        """Where window ``w`` (0, 1, … from ``since``) starts and ends."""
+        begin = self.since + timedelta(seconds=w * self.width)
+        return begin, min(begin + timedelta(seconds=self.width), self.until)
+
+    def window_of(self, moment: datetime) -> int:
+        """The window that holds ``moment``."""
+        return int(self._windows(np.array([moment.timestamp()]))[0])
+
+    def add_rollup(self, start: datetime, version: int, rollup: BinaryRollup) -> None:
+        """A binary version's stored hour that starts at ``start`` (within one window)."""
+        sums = self._sums(self.window_of(start), version)
+        sums.n_predictions += rollup.n
+        sums.n_labelled += rollup.n_labelled
+        if sums.rollup is None:
+            sums.rollup = BinaryRollup(rollup.scores.size)
+        sums.rollup.add(rollup)
+
+    def add_traffic(self, chunk: FloatArray) -> bool:
+        """Rows of :data:`~app.store.traffic.reads.TRAFFIC_COLUMNS`: a binary version's are
+        summed as its stored hours are; whether some were a k-class version's, which
+        :meth:`add_class_rows` takes."""
         if not chunk.size:
-            return
-        seconds, versions, scores, probabilities, labels = chunk.T
+            return False
+        binary = np.isfinite(chunk[:, 3])
+        k_class = not binary.all()
+        seconds, versions, scores, probabilities, labels = chunk[binary].T
         windows = self._windows(seconds)
-        binary = np.isfinite(probabilities)
-        self.saw_k_class |= not binary.all()
         for (w, v), indices in _by_window_and_version(windows, versions.astype(np.int64)):
-            self._close_before(w)  # windows come in order: the ones before w are read
             sums = self._sums(w, v)
             sums.n_predictions += indices.size
-            sums.n_labelled += int((labels[indices] >= 0).sum())  # k-class rows too
-            indices = indices[binary[indices]]  # k-class rows: traffic only (add_class_rows)
-            if not indices.size:
-                continue
-            window = self.open_windows.get((w, v))
-            if not isinstance(window, BinaryWindow):
-                window = self.open_windows[(w, v)] = BinaryWindow(
-                    self.threshold, self.priors.get(v)
-                )
-            window.add(probabilities[indices])
-            y = labels[indices]
-            known = indices[(y == 0) | (y == 1)]
-            if known.size:
-                p, t = probabilities[known], labels[known]
-                sums.calibration = sums.calibration or CalibrationSums(self.n_bins)
-                sums.calibration.add(p, t, log_losses(p, t), squared_errors(p, t))
-                window.add_labelled(p, t)
-            if v in self.references:
-                shift = self.open_shifts.get((w, v))
-                if shift is None:
-                    shift = self.open_shifts[(w, v)] = ShiftSums(self.references[v])
-                shift.add(scores[indices])
+            sums.n_labelled += int((labels[indices] >= 0).sum())
+            reference = self.references.get(v)
+            if sums.rollup is None:
+                sums.rollup = BinaryRollup(0 if reference is None else reference.bins)
+            p = probabilities[indices]
+            score_bins = None if reference is None else reference.bin_of(scores[indices])
+            sums.rollup.add_predictions(p, score_bins)
+            known = labels[indices] >= 0
+            sums.rollup.add_labels(p[known], labels[indices][known])
+        return k_class
 
     def add_class_rows(self, version: int, rows: ClassRows) -> None:
         """A k-class version's rows (after :meth:`add_traffic`): its windows' multiclass log
@@ -174,8 +181,11 @@ class Monitor:
         if every.size:
             self._close_windows_before(int(every.min()))
         for (w, _), indices in _by_window_and_version(every, np.full(every.size, version)):
+            sums = self._sums(w, version)
+            sums.n_predictions += indices.size
+            sums.n_labelled += int((rows.labels[indices] >= 0).sum())
             window = self.open_windows.get((w, version))
-            if not isinstance(window, ClassWindow):
+            if window is None:
                 window = self.open_windows[(w, version)] = ClassWindow(self.priors.get(version))
             window.add(rows.probabilities[indices])
         labelled = (rows.labels >= 0) & (rows.labels < k)
@@ -195,19 +205,33 @@ class Monitor:
     def rows(self) -> list[dict[str, Any]]:
         """One row per window of [since, until) and version that answered in it (or the one
         ``version``), oldest first; a window without traffic is one row of zeros and nulls."""
-        self._close_before(self.count)
+        self._close_windows_before(self.count)
         answered: dict[int, list[int | None]] = {}
         for w, v in sorted(self.sums):
             answered.setdefault(w, []).append(v)
         rows = []
         for w in range(self.count):
-            begin = self.since + timedelta(seconds=w * self.width)
-            end = min(begin + timedelta(seconds=self.width), self.until)
+            begin, end = self.window_bounds(w)
             wanted = [self.version] if self.version is not None else answered.get(w) or [None]
             for version in wanted:
                 sums = self.sums.get((w, version)) if version is not None else None
-                rows.append(_row(sums or _WindowSums(), begin, end, version, self.resamples))
+                rows.append(self._row(sums or _WindowSums(), begin, end, version))
         return rows
+
+    def _row(
+        self, sums: _WindowSums, start: datetime, end: datetime, version: int | None
+    ) -> dict[str, Any]:
+        calibration = sums.calibration
+        expectations = sums.expectations
+        shift = None
+        if sums.rollup is not None and version is not None:
+            rollup = sums.rollup
+            calibration = CalibrationSums.of_rollup(rollup, self.n_bins)
+            expectations = binary_expectations(rollup, self.threshold, self.priors.get(version))
+            reference = self.references.get(version)
+            if reference is not None and rollup.scores.size == reference.bins:
+                shift = reference.shift(rollup.scores)
+        return _row(sums, calibration, expectations, shift, start, end, version, self.resamples)
 
     def _windows(self, seconds: FloatArray) -> NDArray[np.int64]:
         """The window (0, 1, … from ``since``) of each time."""
@@ -219,15 +243,9 @@ class Monitor:
             sums = self.sums[(w, v)] = _WindowSums()
         return sums
 
-    def _close_before(self, w: int) -> None:
-        """The shift of each window before ``w``, whose rows have all been read: computed,
-        and its slot counts let go."""
-        for key in [key for key in self.open_shifts if key[0] < w]:
-            self.sums[key].shift = self.open_shifts.pop(key).result()
-        self._close_windows_before(w)
-
     def _close_windows_before(self, w: int) -> None:
-        """The expectations of each window before ``w``: summarised, and their bins let go."""
+        """The expectations of each k-class window before ``w``: summarised, and its sample
+        let go."""
         for key in [key for key in self.open_windows if key[0] < w]:
             self._sums(*key).expectations = self.open_windows.pop(key).close()
 
@@ -246,7 +264,14 @@ def _by_window_and_version(
 
 
 def _row(
-    sums: _WindowSums, start: datetime, end: datetime, version: int | None, resamples: int
+    sums: _WindowSums,
+    calibration_sums: CalibrationSums | None,
+    expectations: WindowExpectations | None,
+    shift: dict[str, float] | None,
+    start: datetime,
+    end: datetime,
+    version: int | None,
+    resamples: int,
 ) -> dict[str, Any]:
     row: dict[str, Any] = {
         "start": start,
@@ -262,14 +287,13 @@ def _row(
         "psi": None,
         "ks": None,
     }
-    calibration = None if sums.calibration is None else sums.calibration.result()
-    if sums.calibration is not None and calibration is not None:
+    calibration = None if calibration_sums is None else calibration_sums.result()
+    if calibration_sums is not None and calibration is not None:
         row.update(calibration)
-        intervals = sums.calibration.intervals(resamples)
+        intervals = calibration_sums.intervals(resamples)
         if intervals:
             row["intervals"] = {k: list(v) for k, v in intervals.items()}
-    row.update(sums.shift)
-    expectations = sums.expectations
+    row.update(shift or {})
     row["estimated"] = None if expectations is None else expectations.estimated
     row["realized"] = None if expectations is None else expectations.realized(calibration)
     row["prior"] = None if expectations is None else expectations.prior

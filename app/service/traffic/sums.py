@@ -10,9 +10,8 @@ these chunk by chunk and reads their results once the window has been read.
   readings (k-class: :func:`app.calibration.measures.multiclass_metrics.top_label`);
   with 95% intervals on the log loss, Brier score and ECE from second moments per bin
   (:meth:`CalibrationSums.intervals`);
-- :class:`ShiftSums`: the population stability index over the fitting batch's deciles and the
-  two-sample Kolmogorov-Smirnov statistic of the raw scores against the batch
-  (:class:`Reference`).
+- built from a binary version's rollup (:meth:`CalibrationSums.of_rollup`,
+  :class:`~app.calibration.BinaryRollup`): the same sums, merged from its cells and fine bins.
 """
 
 from __future__ import annotations
@@ -22,6 +21,11 @@ from numpy.typing import NDArray
 
 from app.calibration import (
     BOOTSTRAP_SEED,
+    CELL_LOWER,
+    CELL_UPPER,
+    FINE_BINS,
+    ROLLUP_PREDICTED,
+    BinaryRollup,
     FloatArray,
     calibration_error_interval,
     percentile_interval,
@@ -32,61 +36,6 @@ MIN_INTERVAL_ROWS = 30
 bootstrap's sums by the central limit theorem, which a handful of rows does not reach."""
 TERMS = 4
 """The per-row terms whose sums make a window's measures: 1, p - y, loss, Brier."""
-PSI_BINS = 10
-PSI_FLOOR = 1e-4
-"""Bin shares are floored at this before the logarithm (an empty bin would be infinite)."""
-
-
-class Reference:
-    """A version's fitting scores (at least one), prepared for the shift measures, with their
-    weights if the batch has unequal ones (a weighted fit, or an adjusted version's batch,
-    whose weights give it the new class shares: its scores are then compared with the score
-    mix the new priors imply).
-
-    - PSI: the inner edges of the batch's deciles (:data:`PSI_BINS` bins, fewer when ties
-      merge them; weighted: the inverted-CDF quantiles of the weights) and the batch's share
-      in each, floored at :data:`PSI_FLOOR`;
-    - KS: the batch's distinct scores u_0 < … < u_{m-1} and its distribution function at
-      each. A traffic score falls in one of 2m + 1 slots: below u_0, at u_j, between u_j
-      and u_{j+1}, or above u_{m-1}. Both distribution functions are constant on a slot, and
-      one pass over the slots' counts gives sup |F_batch - F_traffic| exactly (the sup over
-      every value either sample takes, as the two-sample statistic is defined), from counts
-      that add up chunk by chunk.
-    """
-
-    def __init__(self, scores: FloatArray, weights: FloatArray | None = None) -> None:
-        levels = np.arange(1, PSI_BINS) / PSI_BINS  # i / 10 rounded once, as the deciles are
-        if weights is not None and np.all(weights == weights[0]):
-            weights = None  # equal weights: the plain batch
-        shares: FloatArray
-        if weights is None:
-            self.inner = np.unique(np.quantile(scores, levels))
-            shares = self.psi_counts(scores) / scores.size
-        else:
-            w = weights / weights.sum()
-            self.inner = np.unique(np.quantile(scores, levels, weights=w, method="inverted_cdf"))
-            which = np.searchsorted(self.inner, scores, side="right")
-            shares = np.bincount(which, w, minlength=self.inner.size + 1).astype(np.float64)
-        self.expected = np.maximum(shares, PSI_FLOOR)
-        self.values, inverse = np.unique(scores, return_inverse=True)
-        mass = np.bincount(inverse, None if weights is None else weights, self.values.size)
-        at_or_below = np.cumsum(mass) / mass.sum()
-        # F_batch on the slots: 0 below u_0, then F(u_j) at u_j and up to u_{j+1}
-        self.slot_cdf = np.concatenate([[0.0], np.repeat(at_or_below, 2)])
-
-    def psi_counts(self, scores: FloatArray) -> NDArray[np.int64]:
-        """How many of ``scores`` fall in each PSI bin."""
-        bins = np.searchsorted(self.inner, scores, side="right")
-        return np.bincount(bins, minlength=self.inner.size + 1)
-
-    def slot_counts(self, scores: FloatArray) -> NDArray[np.int64]:
-        """How many of ``scores`` fall in each KS slot: 2j below u_j (above u_{j-1}), 2j + 1
-        at u_j."""
-        below = np.searchsorted(self.values, scores)
-        at = np.zeros(scores.size, dtype=bool)
-        inside = below < self.values.size
-        at[inside] = self.values[below[inside]] == scores[inside]
-        return np.bincount(2 * below + at, minlength=self.slot_cdf.size)
 
 
 class CalibrationSums:
@@ -104,6 +53,44 @@ class CalibrationSums:
         self.bins = np.zeros((3, n_bins))  # count, sum predicted, sum observed
         self.moments = np.zeros((n_bins, TERMS, TERMS))  # sum x x^T per bin (x[0] = 1)
         self.spread = np.zeros(n_bins)  # sum p (1 - p) per bin
+
+    @classmethod
+    def of_rollup(cls, rollup: BinaryRollup, n_bins: int) -> CalibrationSums | None:
+        """The sums of a binary rollup's labelled predictions (None: it has none), its cells
+        and fine bins put in the ``n_bins`` reliability bins: a cell, or a fine bin, goes to
+        the bin its middle lies in. When ``n_bins`` divides :data:`~app.calibration.FINE_BINS`
+        that is where all its rows lie, and the ECE is the rows' own, to rounding; otherwise a
+        cell's labelled rows are taken at its predictions' mean p, and the bins that cross a
+        cell are off by at most its rows."""
+        counts = (rollup.positives + rollup.negatives).astype(np.float64)
+        if not counts.any():
+            return None
+        sums = cls(n_bins)
+        which = np.searchsorted(sums.inner, (CELL_LOWER + CELL_UPPER) / 2)
+        fine = _fine_bins(sums.inner)
+        positives = rollup.positives.astype(np.float64)
+        columns = [
+            np.bincount(fine, c, minlength=n_bins).astype(np.float64) for c in rollup.moments.T
+        ]
+        loss, brier, predicted, dd, dl, db, ll, lb, bb, spread = columns
+        if FINE_BINS % n_bins:
+            means = rollup.sums / np.maximum(rollup.counts, 1)
+            predicted = np.bincount(which, counts * means, minlength=n_bins).astype(np.float64)
+        sums.n = int(counts.sum())
+        sums.predicted = float(rollup.moments[:, ROLLUP_PREDICTED].sum())
+        sums.observed = float(positives.sum())
+        sums.loss, sums.brier = float(loss.sum()), float(brier.sum())
+        sums.bins[0] = np.bincount(which, counts, minlength=n_bins)
+        sums.bins[1] = predicted
+        sums.bins[2] = np.bincount(which, positives, minlength=n_bins)
+        first = (sums.bins[0], predicted - sums.bins[2], loss, brier)
+        for j in range(TERMS):
+            sums.moments[:, 0, j] = sums.moments[:, j, 0] = first[j]
+        pairs = {(1, 1): dd, (1, 2): dl, (1, 3): db, (2, 2): ll, (2, 3): lb, (3, 3): bb}
+        for (j, k), values in pairs.items():
+            sums.moments[:, j, k] = sums.moments[:, k, j] = values
+        sums.spread = spread
+        return sums
 
     def add(
         self, predicted: FloatArray, observed: FloatArray, loss: FloatArray, brier: FloatArray
@@ -162,8 +149,11 @@ class CalibrationSums:
         means, covariance = self.moments[:, :, 0], self.moments  # sum x = sum x x[0]
         draws = np.empty((resamples, self.spread.size, TERMS))
         for b in range(self.spread.size):  # a loop over bins: a Gaussian of four terms each
+            # A stored hour keeps the second moments in float32, so a bin's may miss being
+            # positive semi-definite by rounding: eigh's factor takes |eigenvalue|, which
+            # moves the draws by as little.
             draws[:, b] = rng.multivariate_normal(
-                means[b], covariance[b], size=resamples, method="eigh"
+                means[b], covariance[b], size=resamples, method="eigh", check_valid="ignore"
             )
         count = np.maximum(draws[:, :, 0].sum(axis=1), 1e-300)
         values = {
@@ -185,28 +175,6 @@ class CalibrationSums:
         return found
 
 
-class ShiftSums:
-    """Raw scores of one binary version against its fitting batch: PSI and KS from counts
-    (:class:`Reference`)."""
-
-    def __init__(self, reference: Reference) -> None:
-        self.reference = reference
-        self.n = 0
-        self.psi_counts = np.zeros(reference.inner.size + 1, dtype=np.int64)
-        self.slot_counts = np.zeros(reference.slot_cdf.size, dtype=np.int64)
-
-    def add(self, scores: FloatArray) -> None:
-        self.n += scores.size
-        self.psi_counts += self.reference.psi_counts(scores)
-        self.slot_counts += self.reference.slot_counts(scores)
-
-    def result(self) -> dict[str, float]:
-        """psi: sum over the bins of (a - e) ln(a / e), the shares a (traffic) and e (batch)
-        floored at :data:`PSI_FLOOR`; ks: sup |F_batch - F_traffic|."""
-        a = np.maximum(self.psi_counts / self.n, PSI_FLOOR)
-        e = self.reference.expected
-        traffic = np.cumsum(self.slot_counts) / self.n
-        return {
-            "psi": float(np.sum((a - e) * np.log(a / e))),
-            "ks": float(np.max(np.abs(traffic - self.reference.slot_cdf))),
-        }
+def _fine_bins(inner: FloatArray) -> NDArray[np.intp]:
+    """The reliability bin (of ``inner`` edges) each fine bin's middle lies in."""
+    return np.searchsorted(inner, (np.arange(FINE_BINS) + 0.5) / FINE_BINS)

@@ -26,9 +26,9 @@ from sqlalchemy import select
 
 from app.errors import NotFound
 from app.store.models import Version
-from app.store.session import RepositoryBase
 from app.store.sql import chunks, placeholder, postgresql, sqlite_time
 from app.store.traffic.partitions import analyze_new
+from app.store.traffic.rollups import RollupOperations
 from app.store.traffic.rows import (
     COLUMNS,
     ROW_MARKS,
@@ -45,7 +45,7 @@ LOOKUP_IDS = 1000
 """Client ids per ``IN (…)`` lookup of pending outcomes (SQLite)."""
 
 
-class TrafficOperations(RepositoryBase):
+class TrafficOperations(RollupOperations):
     """Log predictions, record outcomes, expire and delete traffic."""
 
     def log_predictions(self, rows: Sequence[LoggedPrediction]) -> LogCounts:
@@ -72,13 +72,15 @@ class TrafficOperations(RepositoryBase):
         names = sorted({row.name for row in kept})
         if not postgresql(self._session):
             fresh = self._insert_new(kept)
-            self._join_pending_sqlite(names, fresh)
+            joined = self._join_pending_sqlite(names, fresh)
+            new_rows = [row for row, _ in fresh]
+            self.roll_up(new_rows, [joined.get((r.name, r.client_id)) for r in new_rows])
             return LogCounts(new=len(fresh), discarded=len(rows) - len(kept))
         # Set-wise SQL over the staging table binary COPY fills: 93,000 rows/s here, where
         # the 1,000-row INSERTs SQLite keeps made 26,000 (bench/traffic.py).
         self._stage(kept)
         connection = self._session.connection()
-        connection.exec_driver_sql(
+        marked = connection.exec_driver_sql(
             "UPDATE incoming_predictions SET fresh = 1 "
             "WHERE ord IN (SELECT min(ord) FROM incoming_predictions GROUP BY name, client_id) "
             "AND NOT EXISTS (SELECT 1 FROM prediction_keys AS k "
@@ -89,9 +91,27 @@ class TrafficOperations(RepositoryBase):
             "INSERT INTO prediction_keys (name, client_id, predicted_at) "
             "SELECT name, client_id, predicted_at FROM incoming_predictions WHERE fresh = 1"
         )
+        staged = self._staged_labels(names, every=marked.rowcount == len(kept))
         new = self._insert_staged(names)
+        fresh_rows = kept if staged is None else [kept[i] for i in staged]
+        self.roll_up(fresh_rows, [None] * len(kept) if staged is None else list(staged.values()))
         analyze_new(connection, {_utc_day(row.predicted_at) for row in kept})
         return LogCounts(new=new, discarded=len(rows) - len(kept))
+
+    def _staged_labels(self, names: Sequence[str], *, every: bool) -> dict[int, int | None] | None:
+        """PostgreSQL: the staged rows that are new (their order in the flush) and the label
+        each will be joined to (None: none waits); None when ``every`` row is new and no
+        outcome of these calibrators waits (the usual flush: nothing is read)."""
+        pending = self._any_pending(names)
+        if every and not pending:
+            return None
+        connection = self._session.connection()
+        found = connection.exec_driver_sql(
+            "SELECT i.ord, po.label FROM incoming_predictions AS i LEFT JOIN pending_outcomes "
+            "AS po ON po.name = i.name AND po.client_id = i.client_id AND "
+            f"{'TRUE' if pending else 'FALSE'} WHERE i.fresh = 1 ORDER BY i.ord"
+        )
+        return {int(o): None if label is None else int(label) for o, label in found}
 
     def delete_traffic(self, name: str) -> None:
         """Delete the logged predictions, their keys and the pending outcomes of ``name``
@@ -102,6 +122,7 @@ class TrafficOperations(RepositoryBase):
             self._session.connection().exec_driver_sql(
                 f"DELETE FROM {table} WHERE name = {mark}", (name,)
             )
+        self.delete_rollups(name)
 
     def _lock_versions(self, rows: Sequence[LoggedPrediction]) -> set[tuple[str, int]]:
         """Lock the calibrator of each name in ``rows``, in name order; which of their
@@ -197,11 +218,13 @@ class TrafficOperations(RepositoryBase):
 
     def _join_pending_sqlite(
         self, names: Sequence[str], fresh: Sequence[tuple[LoggedPrediction, str]]
-    ) -> None:
+    ) -> dict[tuple[str, str], int]:
         """SQLite: give the predictions just logged the outcomes that waited for them (when
-        some outcome of these calibrators waits: else one index probe)."""
+        some outcome of these calibrators waits: else one index probe); the labels given,
+        by (name, id)."""
+        joined: dict[tuple[str, str], int] = {}
         if not fresh or not self._any_pending(names):
-            return
+            return joined
         connection = self._session.connection()
         for name in names:
             logged = {r.client_id: at for r, at in fresh if r.name == name}
@@ -214,6 +237,7 @@ class TrafficOperations(RepositoryBase):
                 ).all()
                 if not waiting:
                     continue
+                joined.update(((name, i), int(y)) for i, y, _ in waiting)
                 connection.exec_driver_sql(
                     "UPDATE predictions SET label = ?, labelled_at = ? "
                     "WHERE name = ? AND client_id = ? AND predicted_at = ?",
@@ -223,6 +247,7 @@ class TrafficOperations(RepositoryBase):
                     f"DELETE FROM pending_outcomes WHERE name = ? AND client_id IN ({marks})",
                     (name, *chunk),
                 )
+        return joined
 
     def _any_pending(self, names: Sequence[str]) -> bool:
         """Whether an outcome of one of these calibrators waits for its prediction."""

@@ -12,21 +12,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select
 
 from app.errors import Conflict, invalid
 from app.store.models import Version
-from app.store.session import RepositoryBase
 from app.store.sql import chunks, postgresql, sqlite_time
+from app.store.traffic.rollups import RollupOperations, label_deltas
 
 LOOKUP_IDS = 1000
 """Client ids per ``IN (…)`` lookup (SQLite)."""
 
 ARRAY_IDS = 100_000
 """Client ids per array parameter (PostgreSQL)."""
+
+
+Logged = tuple[Any, int | None, int, float | None]
+"""A logged prediction as an outcome finds it: its time (as the database answers it), label,
+version and probability."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,7 @@ class OutcomeCounts:
     overwritten: int
 
 
-class OutcomeOperations(RepositoryBase):
+class OutcomeOperations(RollupOperations):
     """Record outcomes of logged predictions."""
 
     def record_outcomes(
@@ -60,7 +65,7 @@ class OutcomeOperations(RepositoryBase):
         wanted = dict(outcomes)
         logged = self._logged(name, list(wanted))
         pending = self._pending(name, [i for i in wanted if i not in logged])
-        known = {**pending, **{i: label for i, (_, label) in logged.items()}}
+        known = {**pending, **{i: found[1] for i, found in logged.items()}}
         conflicts = [i for i, label in wanted.items() if known.get(i, label) not in (None, label)]
         if conflicts and not overwrite:
             shown = ", ".join(repr(i) for i in conflicts[:5])
@@ -68,15 +73,14 @@ class OutcomeOperations(RepositoryBase):
                 f"{len(conflicts)} ids already have a different label ({shown}); "
                 "send ?overwrite=true to replace them"
             )
-        self._label_logged(
-            name,
-            [
-                (i, logged[i][0], label)
-                for i, label in wanted.items()
-                if i in logged and logged[i][1] != label
-            ],
-            received_at,
-        )
+        changed = [i for i, label in wanted.items() if i in logged and logged[i][1] != label]
+        self._label_logged(name, [(i, logged[i][0], wanted[i]) for i in changed], received_at)
+        binary = [i for i in changed if logged[i][3] is not None]  # k-class rows: no rollups
+        changes = [
+            (logged[i][2], _moment(logged[i][0]), logged[i][3], logged[i][1], wanted[i])
+            for i in binary
+        ]
+        self.add_rollups(label_deltas(name, changes, self.rollup_start()))
         waiting = [(i, y) for i, y in wanted.items() if i not in logged and pending.get(i) != y]
         self._keep_pending(name, waiting, received_at)
         return OutcomeCounts(
@@ -100,9 +104,10 @@ class OutcomeOperations(RepositoryBase):
                     f"is {label}; the versions of this calibrator have the classes 0..{k - 1}",
                 )
 
-    def _logged(self, name: str, ids: Sequence[str]) -> dict[str, tuple[Any, int | None]]:
+    def _logged(self, name: str, ids: Sequence[str]) -> dict[str, Logged]:
         """The logged ones of ``ids``: each one's time (as the database answers it, to be
-        sent back) and stored label (None: unlabelled), through its key.
+        sent back), stored label (None: unlabelled), version and probability (None: k-class),
+        through its key.
 
         On PostgreSQL the ids go as one array a :data:`ARRAY_IDS` chunk, joined with
         ``unnest`` (a thousand-value ``IN`` list a query was planned as a scan of the whole
@@ -110,17 +115,17 @@ class OutcomeOperations(RepositoryBase):
         predictions within the keys' first and last times, which PostgreSQL prunes the days
         by when it plans the statement.
         """
-        found: dict[str, tuple[Any, int | None]] = {}
+        found: dict[str, Logged] = {}
         connection = self._session.connection()
         if not postgresql(self._session):
             for chunk in chunks(ids, LOOKUP_IDS):
                 rows = connection.exec_driver_sql(
-                    "SELECT k.client_id, k.predicted_at, p.label FROM prediction_keys AS k "
+                    f"SELECT k.client_id, k.predicted_at, {_LOGGED} FROM prediction_keys AS k "
                     f"{_PREDICTION_OF_KEY} WHERE k.name = ? "
                     f"AND k.client_id IN ({', '.join(['?'] * len(chunk))})",
                     (name, *chunk),
                 )
-                found.update((i, (at, label)) for i, at, label in rows)
+                found.update((i, (at, *rest)) for i, at, *rest in rows)
             return found
         for chunk in chunks(ids, ARRAY_IDS):
             keys: dict[str, Any] = dict(
@@ -129,11 +134,11 @@ class OutcomeOperations(RepositoryBase):
             if not keys:
                 continue
             rows = connection.exec_driver_sql(
-                f"SELECT k.client_id, p.label {_KEYS_FROM} {_PREDICTION_OF_KEY} "
+                f"SELECT k.client_id, {_LOGGED} {_KEYS_FROM} {_PREDICTION_OF_KEY} "
                 "WHERE p.predicted_at >= %s AND p.predicted_at <= %s",
                 (list(keys), name, min(keys.values()), max(keys.values())),
             )
-            found.update((i, (keys[i], label)) for i, label in rows)
+            found.update((i, (keys[i], *rest)) for i, *rest in rows)
         return found
 
     def _pending(self, name: str, ids: Sequence[str]) -> dict[str, int]:
@@ -222,6 +227,9 @@ class OutcomeOperations(RepositoryBase):
         )
 
 
+_LOGGED = "p.label, p.version, p.probability"
+"""What an outcome reads of its logged prediction (:data:`Logged` but the time)."""
+
 _KEYS_FROM = (
     "FROM unnest(%s::text[]) AS u(client_id) "
     "JOIN prediction_keys AS k ON k.name = %s AND k.client_id = u.client_id"
@@ -233,3 +241,9 @@ _PREDICTION_OF_KEY = (
     "JOIN predictions AS p ON p.name = k.name AND p.client_id = k.client_id "
     "AND p.predicted_at = k.predicted_at"
 )
+
+
+def _moment(at: Any) -> datetime:
+    """A logged time as the database answers it (SQLite: text in UTC) as an aware datetime."""
+    moment = datetime.fromisoformat(at) if isinstance(at, str) else at
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.store.session import RepositoryBase
 from app.store.sql import placeholder, postgresql, sqlite_time
 from app.store.traffic.partitions import AHEAD_DAYS, DEFAULT, drop_partitions, ensure_partitions
+from app.store.traffic.rollups import RollupOperations
 
 
-class TrafficUpkeep(RepositoryBase):
+class TrafficUpkeep(RollupOperations):
     """Partitions made ahead and dropped; expired keys, rows and pending outcomes deleted."""
 
     def maintain_traffic(self, now: datetime, before: datetime) -> None:
@@ -63,4 +63,5 @@ class TrafficUpkeep(RepositoryBase):
                 ("pending_outcomes", "received_at", received),
             )
         ]
+        self.expire_rollups(before)
         return int(max(gone))

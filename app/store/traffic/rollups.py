@@ -1,0 +1,231 @@
+"""Each binary version's traffic summed by the hour, written with the prediction log: what
+monitoring reads in place of the rows (:class:`~app.calibration.BinaryRollup`).
+
+A flush of the log adds its new predictions (and the outcomes that waited for them) to their
+hours' rollups, and an outcome posted later adds its label to its prediction's hour (an
+overwritten one is taken out first), in the same transaction as the rows, under the
+calibrator's row lock every writer of its traffic holds: a rollup is read, added to and
+written back without a race, and it always sums exactly the rows committed. A raw score is
+counted in its version's score bins (:class:`~app.calibration.ScoreReference`), stored with
+the version; a version fitted before the rollups gets its bins from its batch the first
+time its traffic is logged.
+
+A database upgraded with traffic in it has rollups from the hour after the upgrade
+(:meth:`RollupOperations.rollup_start`); monitoring reads the rows before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+from sqlalchemy import delete, select
+
+from app.calibration import BinaryRollup, ScoreReference
+from app.store.batches import decode_batch
+from app.store.models import Calibrator, Version
+from app.store.queries import upsert
+from app.store.session import RepositoryBase
+from app.store.traffic.rows import LoggedPrediction
+from app.store.traffic.tables import RollupStart, StoredScoreReference, TrafficRollup
+
+Key = tuple[str, int, datetime]
+"""A rollup's calibrator, version and hour."""
+
+
+def hour_of(moment: datetime) -> datetime:
+    """The start of the UTC hour that holds ``moment`` (a time without a zone is UTC)."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+class RollupOperations(RepositoryBase):
+    """Read and add to the hours' rollups; the versions' score bins."""
+
+    def rollup_start(self) -> datetime:
+        """The hour from which every logged prediction is in the rollups."""
+        found = self._session.scalar(select(RollupStart.started_at))
+        return found or datetime(1970, 1, 1, tzinfo=UTC)
+
+    def score_references(
+        self, name: str, versions: Iterable[int]
+    ) -> dict[int, ScoreReference | None]:
+        """The score bins of these versions of ``name`` (None: a k-class version, or one
+        deleted); made from the batch, and kept, for a version that has none yet."""
+        wanted = list(versions)
+        found: dict[int, ScoreReference | None] = dict.fromkeys(wanted)  # None: deleted
+        rows = self._session.execute(
+            select(Version.version, Version.id, Version.n_classes, StoredScoreReference.data)
+            .join(Calibrator, Calibrator.id == Version.calibrator_id)
+            .outerjoin(StoredScoreReference, StoredScoreReference.version_id == Version.id)
+            .where(Calibrator.name == name, Version.version.in_(wanted))
+        ).all()
+        for version, version_id, n_classes, data in rows:
+            reference = None
+            if n_classes == 2:
+                if data is None:
+                    data = self._make_reference(version_id)
+                reference = ScoreReference.from_bytes(data)
+            found[version] = reference
+        return found
+
+    def roll_up(self, rows: Sequence[LoggedPrediction], labels: Sequence[int | None]) -> None:
+        """Add new predictions, with the outcomes they were joined to, to their hours'
+        rollups (:mod:`app.store.traffic.rollups`)."""
+        binary: dict[str, set[int]] = {}
+        for row in rows:
+            if row.probability is not None:
+                binary.setdefault(row.name, set()).add(row.version)
+        references: dict[tuple[str, int], ScoreReference | None] = {}
+        for name, versions in binary.items():
+            found = self.score_references(name, versions)
+            references.update(((name, v), reference) for v, reference in found.items())
+        self.add_rollups(rollup_deltas(rows, labels, references, self.rollup_start()))
+
+    def keep_score_reference(self, version_id: int, data: bytes) -> None:
+        """Store a new version's score bins (with its row)."""
+        self._session.add(StoredScoreReference(version_id=version_id, data=data))
+
+    def add_rollups(self, deltas: Mapping[Key, BinaryRollup | None]) -> None:
+        """Add each rollup to its hour's, or mark a k-class version's hour (None) as having
+        traffic (the caller holds the calibrators' row locks)."""
+        for (name, version, hour), delta in deltas.items():
+            if delta is None:
+                self._session.execute(
+                    upsert(self._session, TrafficRollup)
+                    .values(name=name, hour=hour, version=version, data=b"")
+                    .on_conflict_do_nothing(index_elements=["name", "hour", "version"])
+                )
+                continue
+            stored = self._session.scalar(
+                select(TrafficRollup.data).where(
+                    TrafficRollup.name == name,
+                    TrafficRollup.hour == hour,
+                    TrafficRollup.version == version,
+                )
+            )
+            if stored:  # b"": a k-class version's hour, which a binary rollup never joins
+                merged = BinaryRollup.from_bytes(stored)
+                merged.add(delta)
+                delta = merged
+            elif not delta.n:
+                continue  # labels of an hour no longer summed (expired): nothing to add to
+            values = {"name": name, "hour": hour, "version": version, "data": delta.to_bytes()}
+            self._session.execute(
+                upsert(self._session, TrafficRollup)
+                .values(**values)
+                .on_conflict_do_update(
+                    index_elements=["name", "hour", "version"], set_={"data": values["data"]}
+                )
+            )
+
+    def rollups(
+        self, name: str, since: datetime, until: datetime, version: int | None = None
+    ) -> Iterator[tuple[datetime, int, BinaryRollup | None]]:
+        """The stored hours of ``name`` (of one ``version``) that start in [since, until), in
+        time order: a binary version's rollup, or None for a k-class version's hour with
+        traffic. Read within the unit of work."""
+        query = select(TrafficRollup.hour, TrafficRollup.version, TrafficRollup.data).where(
+            TrafficRollup.name == name, TrafficRollup.hour >= since, TrafficRollup.hour < until
+        )
+        if version is not None:
+            query = query.where(TrafficRollup.version == version)
+        for hour, v, data in self._session.execute(query.order_by(TrafficRollup.hour)):
+            yield hour, v, BinaryRollup.from_bytes(data) if data else None
+
+    def rollup_versions(
+        self, name: str, since: datetime, until: datetime, version: int | None = None
+    ) -> list[int]:
+        """The versions with a stored hour of ``name`` in [since, until) (or the one
+        ``version``, if it has one)."""
+        query = select(TrafficRollup.version).where(
+            TrafficRollup.name == name, TrafficRollup.hour >= since, TrafficRollup.hour < until
+        )
+        if version is not None:
+            query = query.where(TrafficRollup.version == version)
+        return list(self._session.scalars(query.distinct()))
+
+    def delete_rollups(self, name: str) -> None:
+        """With the calibrator's traffic."""
+        self._session.execute(delete(TrafficRollup).where(TrafficRollup.name == name))
+
+    def expire_rollups(self, before: datetime) -> int:
+        """Delete the hours that end before ``before``; how many."""
+        gone = self._session.execute(
+            delete(TrafficRollup).where(TrafficRollup.hour < before - timedelta(hours=1))
+        )
+        return int(gone.rowcount)  # type: ignore[attr-defined]
+
+    def _make_reference(self, version_id: int) -> bytes:
+        """The score bins of a version fitted before the rollups, from its batch, kept."""
+        batch = decode_batch(self.get_batch(version_id))  # type: ignore[attr-defined]
+        weights = np.asarray(batch.weights, dtype=np.float64)
+        data = ScoreReference.of_batch(np.asarray(batch.scores), batch.labels, weights).to_bytes()
+        self._session.execute(
+            upsert(self._session, StoredScoreReference)
+            .values(version_id=version_id, data=data)
+            .on_conflict_do_nothing(index_elements=["version_id"])
+        )
+        return data
+
+
+def rollup_deltas(
+    rows: Sequence[LoggedPrediction],
+    labels: Sequence[int | None],
+    references: Mapping[tuple[str, int], ScoreReference | None],
+    start: datetime,
+) -> dict[Key, BinaryRollup | None]:
+    """The rollups of new predictions (from ``start`` on) and their ``labels`` (None: none
+    yet), by calibrator, version and hour: a binary version's summed, a k-class version's
+    None (its hour is marked as having traffic; monitoring reads its rows)."""
+    groups: dict[Key, list[int]] = {}
+    hours: dict[datetime, datetime] = {}  # a request's rows share one time
+    for i, row in enumerate(rows):
+        hour = hours.get(row.predicted_at) or hours.setdefault(
+            row.predicted_at, hour_of(row.predicted_at)
+        )
+        if hour >= start:
+            groups.setdefault((row.name, row.version, hour), []).append(i)
+    deltas: dict[Key, BinaryRollup | None] = {}
+    for key, members in groups.items():
+        if rows[members[0]].probability is None:
+            deltas[key] = None
+            continue
+        reference = references.get(key[:2])
+        delta = deltas[key] = BinaryRollup(0 if reference is None else reference.bins)
+        p = np.array([rows[i].probability for i in members], dtype=np.float64)
+        bins = None
+        if reference is not None:
+            bins = reference.bin_of(np.array([rows[i].score for i in members], dtype=np.float64))
+        delta.add_predictions(p, bins)
+        y = np.array([labels[i] if labels[i] is not None else -1 for i in members], dtype=float)
+        known = y >= 0
+        if known.any():
+            delta.add_labels(p[known], y[known])
+    return deltas
+
+
+def label_deltas(
+    name: str,
+    changes: Sequence[tuple[int, datetime, float | None, int | None, int]],
+    start: datetime,
+) -> dict[Key, BinaryRollup]:
+    """The rollup changes of labelling logged binary predictions of ``name``: (version,
+    logged time, probability, old label or None, new label) each."""
+    groups: dict[Key, list[int]] = {}
+    for i, (version, at, _, _, _) in enumerate(changes):
+        hour = hour_of(at)
+        if hour >= start:
+            groups.setdefault((name, version, hour), []).append(i)
+    deltas = {}
+    for key, members in groups.items():
+        p = np.array([changes[i][2] for i in members], dtype=np.float64)
+        old = np.array([-1 if changes[i][3] is None else changes[i][3] for i in members], float)
+        new = np.array([changes[i][4] for i in members], dtype=np.float64)
+        delta = deltas[key] = BinaryRollup()
+        relabelled = old >= 0
+        if relabelled.any():
+            delta.add_labels(p[relabelled], old[relabelled], sign=-1)
+        delta.add_labels(p, new)
+    return deltas

@@ -1,0 +1,48 @@
+"""The tables monitoring reads in place of the prediction log: each binary version's hours
+summed (:mod:`app.store.traffic.rollups`), its fitting batch's score bins, and since when
+the hours are summed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Integer, LargeBinary, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.store.models import Base, UTCDateTime
+
+
+class TrafficRollup(Base):
+    """One binary version's predictions of one hour of a calibrator, summed
+    (:class:`~app.calibration.BinaryRollup`, a few kilobytes): written with every flush of
+    the log, and again when an outcome labels one of them."""
+
+    __tablename__ = "traffic_rollups"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    hour: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class StoredScoreReference(Base):
+    """A binary version's score bins (:class:`~app.calibration.ScoreReference`): made with
+    the version, or from its batch the first time its traffic is logged (a version fitted
+    before these tables)."""
+
+    __tablename__ = "score_references"
+
+    version_id: Mapped[int] = mapped_column(
+        ForeignKey("versions.id", ondelete="CASCADE"), primary_key=True
+    )
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class RollupStart(Base):
+    """One row: the hour from which every logged prediction is in the rollups (the epoch for
+    a database made with them; the hour after the upgrade for one that had traffic before)."""
+
+    __tablename__ = "traffic_rollup_start"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -1,0 +1,67 @@
+"""Monitoring from rollups: each binary version's hours of traffic summed, its fitting batch's
+score bins, and the hour from which the rollups hold every prediction.
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-11-29
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0010"
+down_revision: str | Sequence[str] | None = "0009"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def upgrade() -> None:
+    """Make the tables. A database that has logged predictions already has them summed from
+    the next hour on (:mod:`app.store.traffic.rollups`); monitoring reads the rows before it."""
+    op.create_table(
+        "traffic_rollups",
+        sa.Column("name", sa.String(length=128), nullable=False),
+        sa.Column("hour", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("version", sa.Integer(), nullable=False),
+        sa.Column("data", sa.LargeBinary(), nullable=False),
+        sa.PrimaryKeyConstraint("name", "hour", "version", name="pk_traffic_rollups"),
+    )
+    op.create_table(
+        "score_references",
+        sa.Column("version_id", sa.Integer(), nullable=False),
+        sa.Column("data", sa.LargeBinary(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["version_id"],
+            ["versions.id"],
+            name="fk_score_references_version_id_versions",
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("version_id", name="pk_score_references"),
+    )
+    start = op.create_table(
+        "traffic_rollup_start",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name="pk_traffic_rollup_start"),
+    )
+    logged = op.get_bind().execute(sa.text("SELECT 1 FROM predictions LIMIT 1")).first()
+    started = EPOCH
+    if logged is not None:
+        now = datetime.now(UTC)
+        started = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    if op.get_bind().dialect.name == "sqlite":
+        started = started.replace(tzinfo=None)  # as the service's UTC columns are kept there
+    op.bulk_insert(start, [{"id": 1, "started_at": started}])
+
+
+def downgrade() -> None:
+    op.drop_table("traffic_rollup_start")
+    op.drop_table("score_references")
+    op.drop_table("traffic_rollups")
