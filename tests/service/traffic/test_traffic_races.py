@@ -42,6 +42,7 @@ from app.store import Database
 from app.store.models import PendingOutcome, Prediction
 from tests.api.helpers import sigmoid_batch
 from tests.client import TestClient
+from tests.store.traffic.rollup_checks import assert_rollups_sum_the_rows
 
 NAME = "raced"
 BASE = f"/v1/calibrators/{NAME}"
@@ -173,6 +174,7 @@ def test_outcomes_posted_while_their_predictions_are_flushed_all_end_joined(
     assert first == len(posted)
     assert sum(c["duplicates"] for _, c in answered) == sum(n for n, _ in answered) - len(posted)
     assert sum(c["overwritten"] for _, c in answered) == 0
+    assert_rollups_sum_the_rows(service(client).database, NAME)
     print(f"\n[traffic races] {rounds} rounds, {len(posted)} ids posted")
 
 
