@@ -96,6 +96,7 @@ class _Export:
     objects: ObjectStore
     folder: Path
     run: HistoryRun = field(default_factory=HistoryRun)
+    stalled: bool = False  # a wait for older transactions timed out: no more drops this run
 
     def day(self, day: date) -> None:
         """Export ``day`` for each calibrator that has rows in it, and drop them."""
@@ -135,8 +136,9 @@ class _Export:
         """PostgreSQL: drop ``day``'s rows once every calibrator's file is recorded and still
         what the rows are (a stale one exported again), after older transactions ended."""
         for _ in range(ATTEMPTS):
-            if not _older_ended(self.database):
+            if self.stalled or not _older_ended(self.database):
                 logger.warning("transactions older than %s's export still run: later", day)
+                self.stalled = True
                 return
             try:
                 with self.database.transaction(write=True) as repo:

@@ -253,13 +253,14 @@ class ExportOperations(RepositoryBase):
         return moment
 
     def older_transactions(self, moment: datetime) -> int:
-        """PostgreSQL: how many other sessions of this database are in a transaction that
-        began before ``moment`` (of those this user may see)."""
+        """PostgreSQL: how many other clients of this database are in a transaction that
+        began before ``moment`` (of those this user may see; autovacuum is none)."""
         return int(
             self._session.execute(
                 text(
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND pid <> pg_backend_pid() AND xact_start < :moment"
+                    "AND backend_type = 'client backend' AND pid <> pg_backend_pid() "
+                    "AND xact_start < :moment"
                 ),
                 {"moment": moment},
             ).scalar_one()
