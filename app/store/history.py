@@ -119,7 +119,10 @@ class _Export:
             with self.database.transaction() as repo:
                 before = repo.exported_day(name, day)
                 fingerprint = repo.day_fingerprint(name, day)
-                if before is not None and int(fingerprint.split(":")[0]) < before.rows:
+                rows = int(fingerprint.split(":")[0])
+                if rows == 0:  # the calibrator was deleted meanwhile, and its rows with it
+                    return
+                if before is not None and rows < before.rows:
                     logger.error("%s's %s has fewer rows than its file: kept as it is", name, day)
                     return
                 written = write_day(repo.day_rows(name, day), path)
