@@ -7,8 +7,9 @@ import re
 
 BLOB_URL = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>[^?#]*))?")
 """A bucket named as S3 allows, and a key prefix."""
-MAX_PREFIX_BYTES = 900
-"""The longest prefix: S3 keys end at 1,024 bytes, and a blob's adds 71."""
+MAX_PREFIX_BYTES = 840
+"""The longest prefix: S3 keys end at 1,024 bytes, and a blob's adds 71, a day of the traffic
+history's 184 (a calibrator's name is at most 128 characters)."""
 
 
 def check_blob_url(url: str) -> str:

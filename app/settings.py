@@ -170,6 +170,9 @@ class Settings(BaseSettings):
         description="Logged predictions (and outcomes still waiting for theirs) older than this "
         "are deleted, in bounded batches, every few minutes.",
     )
+    traffic_hot_days: int = Field(
+        default=7, ge=1, description="With blob_url: older days of the log go there as Parquet."
+    )
     traffic_flush_seconds: float = Field(
         default=1.0,
         gt=0,

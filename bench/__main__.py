@@ -50,12 +50,14 @@ def main() -> None:
         rows += estimates_rows(10**6)
         rows += page_rows()
         from bench.client import client_rows  # the client's own distribution (client/)
+        from bench.history import history_rows  # needs PostgreSQL's server and moto
         from bench.http import http_rows  # needs wrk; imported only for the full run
         from bench.objects import object_rows  # needs PostgreSQL's server and moto
         from bench.traffic import traffic_rows  # needs PostgreSQL's server
 
         rows += http_rows()
         rows += object_rows()
+        rows += history_rows()
         rows += traffic_rows()
         rows += load_rows(quick=False)
         rows += client_rows()

@@ -10,12 +10,13 @@ metadata, so that listings and ``latest`` lookups never read them.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import orjson
 from sqlalchemy import (
     JSON,
+    Date,
     DateTime,
     Dialect,
     Float,
@@ -237,6 +238,27 @@ class PredictionKey(Base):
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     client_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     predicted_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class ExportedDay(Base):
+    """A calibrator's day of the prediction log, in object storage as one Parquet file
+    (:mod:`app.store.history`): its key and sha256, its rows, labelled rows and counts by
+    version (``{"1": [predictions, labelled]}``), what the rows were when read
+    (``fingerprint``, ``last_labelled_at``: a later outcome changes them) and when."""
+
+    __tablename__ = "exported_days"
+    __table_args__ = (Index("ix_exported_days_day", "day"),)
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    object_key: Mapped[str] = mapped_column(String(1024))
+    sha256: Mapped[str] = mapped_column(String(64))
+    rows: Mapped[int] = mapped_column(Integer)
+    labelled: Mapped[int] = mapped_column(Integer)
+    counts: Mapped[dict[str, list[int]]] = mapped_column(json_document())
+    fingerprint: Mapped[str] = mapped_column(String(128))
+    last_labelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    exported_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class PendingOutcome(Base):

@@ -14,6 +14,9 @@ object of a fit still under way), as the upkeep of the prediction log runs. Iden
 is one object: two versions fitted on the same batch share it, and it stays while either row
 names it.
 
+The traffic history (:mod:`app.store.history`) goes to the same bucket, one Parquet file a
+calibrator and day under ``{prefix}/history/``, which a collection never lists.
+
 Every read checks the object's sha256 against its key: a missing object, one that fails the
 check, or a bucket that does not answer is :class:`~app.errors.ObjectStoreUnavailable` (503),
 logged, never a wrong answer.
@@ -26,8 +29,10 @@ import io
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from app.blob_url import BLOB_URL
 from app.errors import ObjectStoreUnavailable
@@ -72,6 +77,18 @@ class BlobLocation:
         """The prefix every blob's key starts with (ending in a slash)."""
         return self.key("")
 
+    @property
+    def history(self) -> str:
+        """The prefix every file of the traffic history starts with (ending in a slash)."""
+        return f"{self.prefix}/history/" if self.prefix else "history/"
+
+    def history_key(self, name: str, day: date) -> str:
+        """The key of ``name``'s logged predictions of ``day``, hive-style (``calibrator=``,
+        ``date=``: DuckDB, Spark and pyarrow read both as columns). The name is
+        percent-encoded, which leaves every name the API accepts as it is."""
+        named = f"calibrator={quote(name, safe='')}/date={day:%Y-%m-%d}"
+        return f"{self.history}{named}/predictions.parquet"
+
 
 class ObjectStore:
     """A bucket's blobs: put, get (checked), list and delete, through one boto3 client made
@@ -107,12 +124,14 @@ class ObjectStore:
         never copied whole."""
         digest = content_key(data)
         body = _Reader(memoryview(data).cast("B"))
+        key = self.location.key(digest)
         self._call(
             "upload",
-            digest,
+            key,
             lambda: self._client.upload_fileobj(
-                body, self.location.bucket, self.location.key(digest), Config=self._transfer
+                body, self.location.bucket, key, Config=self._transfer
             ),
+            f"{digest[:12]}… ",
         )
         return digest
 
@@ -120,12 +139,14 @@ class ObjectStore:
         """The content stored under ``digest``, checked against it: a read-only view of the
         bytes downloaded, never copied."""
         sink = io.BytesIO()
+        key = self.location.key(digest)
         self._call(
             "download",
-            digest,
+            key,
             lambda: self._client.download_fileobj(
-                self.location.bucket, self.location.key(digest), sink, Config=self._transfer
+                self.location.bucket, key, sink, Config=self._transfer
             ),
+            f"{digest[:12]}… ",
         )
         data = sink.getbuffer()
         if content_key(data) != digest:
@@ -139,31 +160,50 @@ class ObjectStore:
     def has(self, digest: str) -> bool:
         """Whether an object is stored under ``digest`` (its content is not read)."""
         found: list[bool] = []
+        key = self.location.key(digest)
 
         def head() -> None:
-            key = self.location.key(digest)
             found.append(
                 self._exists(lambda: self._client.head_object(Bucket=self.location.bucket, Key=key))
             )
 
-        self._call("check", digest, head)
+        self._call("check", key, head, f"{digest[:12]}… ")
         return found[0]
 
-    def listed(self) -> Iterator[tuple[str, datetime]]:
-        """Every blob in the store: its digest and when it was last written."""
+    def upload_file(self, path: Path, key: str) -> None:
+        """Upload the file at ``path`` as ``key`` (boto3's managed upload: in parts of
+        :data:`PART_BYTES` past that size, a few at a time)."""
+        bucket = self.location.bucket
+        upload = self._client.upload_file
+        self._call("upload", key, lambda: upload(str(path), bucket, key, Config=self._transfer))
+
+    def download_file(self, key: str, path: Path) -> None:
+        """Download ``key`` into the file at ``path`` (in parts, as uploaded)."""
+        bucket = self.location.bucket
+        download = self._client.download_file
+        self._call("download", key, lambda: download(bucket, key, str(path), Config=self._transfer))
+
+    def listed(self, prefix: str | None = None) -> Iterator[tuple[str, datetime]]:
+        """Every object under ``prefix`` (default: every blob, by digest): its key less the
+        prefix, and when it was last written."""
+        under = self.location.blobs if prefix is None else prefix
         pages = self._client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.location.bucket, Prefix=self.location.blobs
+            Bucket=self.location.bucket, Prefix=under
         )
         for page in pages:
             for entry in page.get("Contents", ()):
-                yield entry["Key"].removeprefix(self.location.blobs), entry["LastModified"]
+                yield entry["Key"].removeprefix(under), entry["LastModified"]
 
     def delete(self, digests: list[str]) -> None:
         """Delete these blobs (at most a thousand: one request)."""
-        keys = [{"Key": self.location.key(d)} for d in digests[:1000]]
+        self.delete_keys([self.location.key(d) for d in digests])
+
+    def delete_keys(self, keys: list[str]) -> None:
+        """Delete the objects of these keys (at most a thousand: one request)."""
         if keys:
             self._client.delete_objects(
-                Bucket=self.location.bucket, Delete={"Objects": keys, "Quiet": True}
+                Bucket=self.location.bucket,
+                Delete={"Objects": [{"Key": key} for key in keys[:1000]], "Quiet": True},
             )
 
     def ping(self) -> bool:
@@ -188,10 +228,10 @@ class ObjectStore:
             raise
         return True
 
-    def _call(self, what: str, digest: str, run: Callable[[], None]) -> None:
-        """``run()``, its failures as :class:`ObjectStoreUnavailable` naming the object: the
-        client's (botocore's, boto3's) and its transfers' (s3transfer's retries given up,
-        an object changed while read)."""
+    def _call(self, what: str, key: str, run: Callable[[], None], shown: str = "") -> None:
+        """``run()``, its failures as :class:`ObjectStoreUnavailable` naming the object (its
+        ``key``, after ``shown``): the client's (botocore's, boto3's) and its transfers'
+        (s3transfer's retries given up, an object changed while read)."""
         from boto3.exceptions import Boto3Error
         from botocore.exceptions import BotoCoreError, ClientError
         from s3transfer.exceptions import RetriesExceededError
@@ -199,7 +239,6 @@ class ObjectStore:
         try:
             run()
         except (BotoCoreError, ClientError, Boto3Error, RetriesExceededError) as exc:
-            key = self.location.key(digest)
             logger.error("object store %s of %s failed: %s", what, key, exc)
             code = _code(exc) if isinstance(exc, ClientError) else ""
             if code in ("404", "NoSuchKey") and not self.ping():  # HEAD says 404 for both
@@ -210,7 +249,7 @@ class ObjectStore:
                 "NoSuchBucket": "is in a bucket that does not exist",
             }.get(code, "could not be reached")
             raise ObjectStoreUnavailable(
-                f"the stored object {digest[:12]}… {reason} (s3://{self.location.bucket}/{key})"
+                f"the stored object {shown}{reason} (s3://{self.location.bucket}/{key})"
             ) from None
 
 

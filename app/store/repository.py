@@ -33,10 +33,10 @@ from app.store.queries import (
     version_record,
 )
 from app.store.records import MAX_TAGS, CalibratorSummary, NewVersion, VersionRecord
+from app.store.traffic.history import HistoryReads
 from app.store.traffic.log import TrafficOperations
 from app.store.traffic.names import TrafficNames
 from app.store.traffic.outcomes import OutcomeOperations
-from app.store.traffic.reads import TrafficReads
 from app.store.traffic.upkeep import TrafficUpkeep
 
 Selector = int | Literal["latest"] | str
@@ -50,7 +50,7 @@ class Repository(
     ListingReads,
     TrafficOperations,
     OutcomeOperations,
-    TrafficReads,
+    HistoryReads,
     TrafficUpkeep,
     TrafficNames,
 ):
@@ -145,7 +145,7 @@ class Repository(
 
     def delete_calibrator(self, name: str) -> None:
         """Delete every version of ``name`` and its traffic (logged predictions, pending
-        outcomes); a tombstone keeps the counter for a re-creation.
+        outcomes, exported days); a tombstone keeps the counter for a re-creation.
 
         The row lock comes first: a fit that holds it (its version not yet committed) is
         waited for, and its version is deleted with the others; a fit that comes after finds
@@ -163,6 +163,7 @@ class Repository(
             .execution_options(synchronize_session=False)
         )
         self.delete_traffic(name)
+        self.delete_history(name)
         now = utc_now()
         self._session.execute(
             update(Calibrator)

@@ -240,7 +240,7 @@ def test_a_prefix_that_is_not_plain_segments_is_refused(url: str) -> None:
         Settings(blob_url=url)
 
 
-def test_a_prefix_past_900_bytes_is_refused() -> None:
-    assert Settings(blob_url="s3://bucket/" + "p" * 900).blob_url is not None
-    with pytest.raises(ValueError, match="over 900 bytes"):
-        Settings(blob_url="s3://bucket/" + "p" * 901)
+def test_a_prefix_past_840_bytes_is_refused() -> None:
+    assert Settings(blob_url="s3://bucket/" + "p" * 840).blob_url is not None
+    with pytest.raises(ValueError, match="over 840 bytes"):
+        Settings(blob_url="s3://bucket/" + "p" * 841)
