@@ -6,7 +6,7 @@ import json
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -168,5 +168,41 @@ def test_a_migrated_sqlite_file_is_in_wal_mode_before_anything_serves_it(tmp_pat
             list(pool.map(write, range(16)))
         with engine.connect() as connection:
             assert connection.exec_driver_sql("SELECT count(*) FROM probe").scalar() == 16
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("logged", [False, True])
+def test_0010_sums_the_hours_from_the_next_one_when_traffic_was_logged_before(
+    empty_database_url: str, logged: bool
+) -> None:
+    """A database without traffic has every hour in the rollups; one with logged predictions
+    from the hour after the upgrade (monitoring reads the rows before it)."""
+    upgrade(empty_database_url, "0009")
+    engine = create_engine(empty_database_url)
+    try:
+        if logged:
+            with engine.begin() as connection:
+                connection.execute(
+                    text(
+                        "INSERT INTO predictions (name, client_id, version, predicted_at) "
+                        "VALUES ('churn', 'a', 1, '2026-01-02 03:04:05+00:00')"
+                    )
+                )
+        before = datetime.now(UTC)
+        upgrade(empty_database_url)
+        database = Database(empty_database_url, Settings(database_url=empty_database_url))
+        try:
+            with database.transaction() as repo:
+                start = repo.rollup_start()
+        finally:
+            database.dispose()
+        if logged:
+            hour = before.replace(minute=0, second=0, microsecond=0)
+            assert start in (hour + timedelta(hours=1), hour + timedelta(hours=2))  # a tick
+        else:
+            assert start == datetime(1970, 1, 1, tzinfo=UTC)
+        downgrade(empty_database_url, "0009")
+        upgrade(empty_database_url)
     finally:
         engine.dispose()

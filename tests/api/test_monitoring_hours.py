@@ -1,0 +1,119 @@
+"""Monitoring read from stored hours where they cover a window and from rows where they do not
+(a ``since`` off the hour, the hours before the rollups' start, a k-class version's rows)
+answers what it answers read from the rows alone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import update
+
+from app.store.traffic.rows import LoggedPrediction
+from app.store.traffic.tables import RollupStart
+from tests.client import TestClient
+
+from .helpers import sigmoid_batch
+from .test_multiclass import logits_batch
+
+pytestmark = pytest.mark.in_threads  # jobs in threads: no worker process to start
+
+BASE = "/v1/calibrators/churn"
+T0 = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+def _start_rollups_at(client: TestClient, moment: datetime) -> None:
+    service = client.app.state.service  # type: ignore[attr-defined]
+    with service.database.transaction(write=True) as repo:
+        repo._session.execute(update(RollupStart).values(started_at=moment))
+
+
+@pytest.fixture
+def logged(client: TestClient) -> None:
+    """A binary v1 and a 3-class v2 of churn, their traffic over four hours from T0 (the
+    stored hours start at T0 + 1 h), half of it labelled: some outcomes before their
+    predictions, the rest after."""
+    assert (
+        client.post(
+            f"{BASE}/fit", json={**sigmoid_batch(2000, seed=1), "method": "platt"}
+        ).status_code
+        == 201
+    )
+    assert (
+        client.post(
+            f"{BASE}/fit", json={**logits_batch(600, 3, seed=2), "method": "temperature"}
+        ).status_code
+        == 201
+    )
+    _start_rollups_at(client, T0 + timedelta(hours=1))
+    rng = np.random.default_rng(3)
+    n = 800
+    scores = rng.normal(0.3, 1.3, n)
+    p = 1 / (1 + np.exp(-1.2 * scores))
+    minutes = np.sort(rng.integers(0, 240, n))
+    rows = [
+        LoggedPrediction("churn", f"b{i}", 1, T0 + timedelta(minutes=int(minutes[i])),
+                         float(scores[i]), float(p[i]))
+        for i in range(n)
+    ]  # fmt: skip
+    matrices = rng.dirichlet(np.ones(3), size=60)
+    rows += [
+        LoggedPrediction("churn", f"k{i}", 2, T0 + timedelta(minutes=30 + 60 * (i % 3)),
+                         None, None, matrices[i].tobytes(), matrices[i].tobytes())
+        for i in range(60)
+    ]  # fmt: skip
+    labels = [(f"b{i}", int(rng.random() < p[i])) for i in range(0, n, 2)]
+    labels += [(f"k{i}", i % 3) for i in range(0, 60, 2)]
+    service = client.app.state.service  # type: ignore[attr-defined]
+    with service.database.transaction(write=True) as repo:
+        repo.record_outcomes("churn", labels[:100], T0)  # they wait for their predictions
+    for part in np.array_split(np.arange(len(rows)), 4):
+        with service.database.transaction(write=True) as repo:
+            repo.log_predictions([rows[i] for i in part])
+    with service.database.transaction(write=True) as repo:
+        repo.record_outcomes("churn", labels[100:], T0)
+
+
+def _same(ours: Any, theirs: Any, at: str = "") -> None:
+    """JSON equal, numbers to 1e-9 (intervals' ends to 1e-4: second moments are float32 in
+    a stored hour, which the Gaussian draws follow)."""
+    if isinstance(ours, dict):
+        assert ours.keys() == theirs.keys(), at
+        for key in ours:
+            _same(ours[key], theirs[key], f"{at}.{key}")
+    elif isinstance(ours, list):
+        assert len(ours) == len(theirs), at
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            _same(a, b, f"{at}[{i}]")
+    elif isinstance(ours, float) and isinstance(theirs, float):
+        rel = 1e-4 if "intervals" in at or "interval" in at else 1e-9
+        assert ours == pytest.approx(theirs, rel=rel, abs=1e-12), at
+    else:
+        assert ours == theirs, at
+
+
+RANGES = [
+    ("1h", T0, T0 + timedelta(hours=4)),  # hour 0 from the rows, 1-3 stored
+    ("1d", T0 + timedelta(minutes=30), T0 + timedelta(days=1, minutes=30)),  # off the hour
+    ("1h", T0 + timedelta(minutes=15), T0 + timedelta(hours=4, minutes=15)),  # all rows
+]
+
+
+def test_stored_hours_and_rows_answer_as_the_rows_alone(client: TestClient, logged: None) -> None:
+    for window, since, until in RANGES:
+        query = {"window": window, "since": since.isoformat(), "until": until.isoformat()}
+        asked = [query, {**query, "version": "1"}, {**query, "version": "2"}]
+        _start_rollups_at(client, T0 + timedelta(hours=1))
+        mixed = [client.get(f"{BASE}/monitoring", params=q) for q in asked]
+        _start_rollups_at(client, datetime(9000, 1, 1, tzinfo=UTC))  # every hour from rows
+        rows = [client.get(f"{BASE}/monitoring", params=q) for q in asked]
+        for ours, theirs in zip(mixed, rows, strict=True):
+            assert ours.status_code == theirs.status_code == 200, ours.text
+            _same(ours.json()["windows"], theirs.json()["windows"])
+        windows = mixed[0].json()["windows"]
+        assert {w["version"] for w in windows} == {1, 2}
+        if since == T0:  # the whole of the traffic
+            assert sum(w["n_predictions"] for w in windows) == 860
+            assert sum(w["n_labelled"] for w in windows) == 430
