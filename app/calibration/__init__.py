@@ -65,6 +65,9 @@ from app.calibration.measures.expected import (
     expected_multiclass,
 )
 from app.calibration.measures.expected import (
+    EPS as PROBABILITY_EPS,
+)
+from app.calibration.measures.expected import (
     Z as NORMAL_95,
 )
 from app.calibration.measures.headline_reports import HeadlineReports, headline_resampled
@@ -80,7 +83,6 @@ from app.calibration.measures.label_shift import (
     prior_ratio,
     rest_ratios,
 )
-from app.calibration.measures.logit_bins import ProbabilityBins
 from app.calibration.measures.metrics import log_losses, squared_errors
 from app.calibration.measures.multiclass_metrics import (
     MAX_CLASSES,
@@ -93,9 +95,12 @@ from app.calibration.measures.report import BinFree, Report, SmoothCurve
 from app.calibration.measures.report_bootstrap import Resampled
 from app.calibration.measures.rollup_figures import cell_means, confusion_of, expected_of
 from app.calibration.measures.rollups import (
+    CELL_FINE,
     CELL_LOWER,
     CELL_UPPER,
-    FINE_BINS,
+    FINE_EDGES,
+    FINE_UPPER,
+    UNIFORM_BINS,
     BinaryRollup,
 )
 from app.calibration.measures.rollups import PREDICTED as ROLLUP_PREDICTED
@@ -138,10 +143,12 @@ __all__ = [
     "BOOTSTRAP_SEED",
     "CALIBRATOR_METHODS",
     "CAPABILITIES",
+    "CELL_FINE",
     "CELL_LOWER",
     "CELL_UPPER",
     "DEFAULT_THRESHOLD",
-    "FINE_BINS",
+    "FINE_EDGES",
+    "FINE_UPPER",
     "LOGISTIC_SATURATION",
     "MAX_BINS",
     "MAX_CLASSES",
@@ -151,11 +158,13 @@ __all__ = [
     "MULTICLASS_ONLY",
     "NORMAL_95",
     "PRIOR_FLOOR",
+    "PROBABILITY_EPS",
     "PROBABILITY_METHODS",
     "RESAMPLES",
     "ROLLUP_PREDICTED",
     "TEMPERATURE_FLOOR",
     "TEMPERATURE_SMALLEST_P",
+    "UNIFORM_BINS",
     "Abandoned",
     "Adjustment",
     "BetaCalibrator",
@@ -185,7 +194,6 @@ __all__ = [
     "ParamError",
     "PlattCalibrator",
     "PriorAdjusted",
-    "ProbabilityBins",
     "Progress",
     "Report",
     "Resampled",

@@ -117,10 +117,10 @@ class Browsing:
     def _trend(self, item: Listed, since: datetime, until: datetime) -> list[dict[str, Any]]:
         """The daily calibration of ``item``'s live version's labelled traffic in [since,
         until), as :meth:`TrafficCases.monitoring` gives it (the same
-        :class:`~app.service.traffic.monitoring.Monitor`, so the same numbers) but from its
-        labelled rows only, and without what needs the version's fitting batch (the shift,
-        the prior's EM estimate): on 50 calibrators of 7,000 rows those took two thirds of
-        the list's time. ``n_predictions`` counts the labelled ones here."""
+        :class:`~app.service.traffic.monitoring.Monitor` and stored hours, so the same
+        numbers), without what needs the version's fitting batch (the shift, the prior's EM
+        estimate); where no stored hour covers a day, from its labelled rows only, at most
+        :data:`TREND_ROWS` of them (``n_predictions`` then counts the labelled ones)."""
         name, version = item.summary.name, item.live
         monitor = Monitor(since, until, "1d", {}, version=version)
         with self.database.transaction() as repo:

@@ -9,13 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, create_engine, inspect, text
 
+from app.calibration import ScoreReference
 from app.settings import Settings, get_settings
-from app.store import AliasMoved, Database
+from app.store import AliasMoved, Database, encode_batch
 from app.store.engines import SQLITE_BEGIN, make_engine
 from app.store.migrate import downgrade, main, upgrade
 from app.store.models import Base
@@ -173,14 +175,26 @@ def test_a_migrated_sqlite_file_is_in_wal_mode_before_anything_serves_it(tmp_pat
 
 
 @pytest.mark.parametrize("logged", [False, True])
-def test_0010_sums_the_hours_from_the_next_one_when_traffic_was_logged_before(
+def test_0010_makes_the_score_bins_and_starts_the_rollups(
     empty_database_url: str, logged: bool
 ) -> None:
-    """A database without traffic has every hour in the rollups; one with logged predictions
-    from the hour after the upgrade (monitoring reads the rows before it)."""
+    """Each binary version whose batch is in the database gets its score bins from it. A
+    database without traffic has every hour in the rollups; one with logged predictions from
+    the hour after the upgrade (monitoring reads the rows before it)."""
     upgrade(empty_database_url, "0009")
     engine = create_engine(empty_database_url)
     try:
+        scores = np.linspace(-2.0, 3.0, 50)
+        labels = (np.arange(50) % 3 == 0).astype(np.int64)
+        with engine.begin() as connection:
+            insert_calibrator(connection, 1)
+            connection.execute(
+                text(
+                    "INSERT INTO version_blobs (version_id, artifact, batch) "
+                    "VALUES (101, :artifact, :batch)"
+                ),
+                {"artifact": b"{}", "batch": encode_batch(scores, labels, np.ones(50), scores)},
+            )
         if logged:
             with engine.begin() as connection:
                 connection.execute(
@@ -195,8 +209,12 @@ def test_0010_sums_the_hours_from_the_next_one_when_traffic_was_logged_before(
         try:
             with database.transaction() as repo:
                 start = repo.rollup_start()
+                (reference,) = repo.score_references("old", [1]).values()
         finally:
             database.dispose()
+        expected = ScoreReference.of_batch(scores, labels)  # made from the stored batch
+        assert reference is not None
+        assert reference.to_bytes() == expected.to_bytes()
         if logged:
             hour = before.replace(minute=0, second=0, microsecond=0)
             assert start in (hour + timedelta(hours=1), hour + timedelta(hours=2))  # a tick

@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
-from app.calibration.measures.logit_bins import LOGIT_BINS, LOGIT_LIMIT
+from app.calibration.measures.rollups import LOGIT_STEPS_PER_UNIT, cell_of
 from bench.estimate_references import EPS, MEASURES, FloatArray, likeliest_prior
 from bench.estimates_quality import (
     DISCRIMINATES,
@@ -167,13 +167,11 @@ def test_the_cases_are_what_they_claim(replays: list[Replayed]) -> None:
 
 
 def _pairs_in_one_bin(y: FloatArray, p: FloatArray) -> float:
-    """The share of (positive, negative) pairs whose log odds fall in one of the monitoring's
-    bins (LOGIT_BINS of equal width over [-LOGIT_LIMIT, LOGIT_LIMIT], the ends open)."""
-    clipped = np.clip(p, EPS, 1 - EPS)
-    z = np.log(clipped) - np.log1p(-clipped)
-    which = np.clip(np.floor((z + LOGIT_LIMIT) * LOGIT_BINS / (2 * LOGIT_LIMIT)), 0, LOGIT_BINS - 1)
-    positives = np.bincount(which[y == 1].astype(int), minlength=LOGIT_BINS)
-    negatives = np.bincount(which[y == 0].astype(int), minlength=LOGIT_BINS)
+    """The share of (positive, negative) pairs whose probabilities fall in one of the stored
+    hours' cells (:func:`app.calibration.measures.rollups.cell_of`)."""
+    which = cell_of(p)
+    positives = np.bincount(which[y == 1], minlength=which.max() + 1)
+    negatives = np.bincount(which[y == 0], minlength=which.max() + 1)
     return float(positives @ negatives) / float(positives.sum() * negatives.sum())
 
 
@@ -224,10 +222,10 @@ def test_under_a_label_flip_the_bands_no_longer_hold_the_realized_values(
 
 
 def test_the_windows_em_prior_is_the_likelihoods_maximum(replays: list[Replayed]) -> None:
-    """The service's EM, run on the window's probabilities counted in log-odds bins, lands on
-    the maximum scipy finds on the probabilities themselves, to within what a bin's width
-    can move it."""
-    bin_width = 2 * LOGIT_LIMIT / LOGIT_BINS
+    """The service's EM, run on the window's probabilities counted in the stored hours' cells,
+    lands on the maximum scipy finds on the probabilities themselves, to within what a cell's
+    width in log odds can move it."""
+    bin_width = 1 / LOGIT_STEPS_PER_UNIT
     for run in replays:
         for window in run.of_kind("up", "down"):
             exact = likeliest_prior(window.probabilities, run.training)

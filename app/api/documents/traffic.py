@@ -44,7 +44,10 @@ class MonitoringWindowOut(Document):
         description="Population stability index of the raw scores against the version's "
         "fitting batch (its deciles); binary versions."
     )
-    ks: float | None = Field(description="Two-sample Kolmogorov-Smirnov statistic, likewise.")
+    ks: float | None = Field(
+        description="Two-sample Kolmogorov-Smirnov statistic, likewise, read at the batch's "
+        "percentiles (at most the rows' own, below it by at most one percentile's share)."
+    )
     intervals: WindowIntervalsOut | None = Field(
         None,
         description="Percentiles of `bootstrap` draws of each bin's sums from the Gaussian "

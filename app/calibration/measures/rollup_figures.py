@@ -2,8 +2,8 @@
 of its predictions at a threshold, the confusion counts and AUC of its labelled ones, and its
 cells as EM's bins.
 
-A threshold at a cell's edge (every multiple of 1/20, and 0.5) splits the cells as the rows
-would be split. One inside a cell splits that cell's sums in proportion to where it falls
+A threshold at a cell's edge (every multiple of 1/20 among them) splits the cells as the
+rows would be split. One inside a cell splits that cell's sums in proportion to where it falls
 between the cell's edges, as if its probabilities were spread evenly there: the counts of
 that one cell are then estimates, off by at most the cell's rows.
 """
@@ -16,7 +16,7 @@ import numpy as np
 
 from app.calibration.base import FloatArray
 from app.calibration.measures.expected import BinarySums, grouped_auc, grouped_auc_band
-from app.calibration.measures.rollups import CELL_LOWER, CELL_UPPER, BinaryRollup
+from app.calibration.measures.rollups import CELL_LOWER, CELL_UPPER, FINE_EDGES, BinaryRollup
 
 
 def above(threshold: float) -> FloatArray:
@@ -29,15 +29,23 @@ def above(threshold: float) -> FloatArray:
 def expected_of(rollup: BinaryRollup, threshold: float) -> dict[str, Any]:
     """Every expected measure of the rollup's predictions at ``threshold`` and its band, as
     :meth:`~app.calibration.measures.expected.BinarySums.estimate` gives them for the rows,
-    with the AUC from the cells (pairs within a cell counted half)."""
+    with the AUC from the cells (pairs within a cell counted half). At a multiple of 1/20
+    the expected counts come from the fine bins' float64 sums, the rows' own to rounding."""
     share = above(threshold)
     counts = rollup.counts.astype(np.float64)
     negatives = counts - rollup.sums
+    total = float(rollup.fine_sums.sum())  # every prediction's p, float64
+    edge = int(np.searchsorted(FINE_EDGES, threshold))
+    positive = float(share @ rollup.sums)
+    if edge < FINE_EDGES.size and FINE_EDGES[edge] == threshold:  # the fine bins above it
+        positive = float(rollup.fine_sums[edge + 1 :].sum())
+    decided = float(share @ counts)  # a count, but for the one cell a threshold splits
     sums = BinarySums(threshold)
     sums.n = rollup.n
-    sums.m = float(share @ counts)  # type: ignore[assignment]  # a count but for one cell
-    sums.tp, sums.fp = float(share @ rollup.sums), float(share @ negatives)
-    sums.fn, sums.tn = float((1 - share) @ rollup.sums), float((1 - share) @ negatives)
+    sums.m = decided  # type: ignore[assignment]
+    sums.tp, sums.fp = positive, decided - positive
+    sums.fn = total - positive
+    sums.tn = (rollup.n - decided) - sums.fn
     sums.var_positive = float(share @ rollup.spreads)
     sums.var_negative = rollup.spread - sums.var_positive  # their sum exact: the Brier score
     sums.entropy, sums.var_loss, sums.var_brier = (

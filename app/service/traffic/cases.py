@@ -168,8 +168,13 @@ class TrafficCases:
             except NotFound:
                 continue
             reference = stored.get(v)
-            if reference is None:  # k-class
-                priors[v] = version_priors(record, self.diagnosis.fitting_batch(record, repo))
+            if reference is None:  # k-class, or binary with no bins stored: from the batch
+                batch = self.diagnosis.fitting_batch(record, repo)
+                priors[v] = version_priors(record, batch)
+                if record.n_classes == 2:
+                    references[v] = ScoreReference.of_batch(
+                        np.asarray(batch.scores), batch.labels, np.asarray(batch.weights)
+                    )
                 continue
             references[v] = reference
             adjusted = adjusted_to(record)

@@ -5,9 +5,9 @@ A window's whole hours from the rollups' start on come from the rollups
 (:mod:`app.store.traffic.rollups`), a few kilobytes an hour whatever the traffic; what is
 left, the part of an hour at a window's edge when ``since`` is not on the hour and the hours
 before the rollups' start, from the logged rows, summed the same way
-(:meth:`~app.service.traffic.monitoring.Monitor.add_traffic`). A k-class version's rows are
-read for every window they are in (the rollups mark its hours), as its figures still need
-them.
+(:meth:`~app.service.traffic.monitoring.Monitor.add_traffic`), one read for each run of
+adjacent pieces. A k-class version's rows are read for every window they are in (the
+rollups mark its hours), as its figures still need them.
 """
 
 from __future__ import annotations
@@ -49,12 +49,10 @@ def pieces(start: datetime, end: datetime, rolled_up_from: datetime) -> list[Pie
 def answered(monitor: Monitor, repo: Repository, name: str, version: int | None) -> set[int]:
     """The versions that answered ``name`` in ``monitor``'s range (or the one ``version``):
     those of its stored hours and of the rows they do not cover."""
-    rolled_up_from = repo.rollup_start()
+    _, rows = _plan(monitor, repo.rollup_start())
     found = set(repo.rollup_versions(name, monitor.since, monitor.until, version))
-    for w in range(monitor.count):
-        for piece in pieces(*monitor.window_bounds(w), rolled_up_from):
-            if not piece.stored:
-                found.update(repo.traffic_counts(name, piece.start, piece.end, version))
+    for piece in rows:
+        found.update(repo.traffic_counts(name, piece.start, piece.end, version))
     return found
 
 
@@ -67,13 +65,12 @@ def gather(
     labelled: bool = False,
 ) -> None:
     """Feed ``monitor`` ``name``'s traffic over its windows (of ``version``, or of all; for
-    the rows it reads, the labelled ones only with ``labelled``), window by window in time
-    order."""
-    rolled_up_from = repo.rollup_start()
-    windows = [monitor.window_bounds(w) for w in range(monitor.count)]
-    plans = [pieces(start, end, rolled_up_from) for start, end in windows]
-    stored = [piece for plan in plans for piece in plan if piece.stored]
-    with_classes: set[int] = set()  # windows with k-class traffic in their stored hours
+    the rows it reads, the labelled ones only with ``labelled``): the stored hours, then the
+    rows they do not cover, a run of adjacent pieces at a time, in time order, then the
+    k-class versions' rows of every window that has some, a run of adjacent windows at a
+    time."""
+    stored, rows = _plan(monitor, repo.rollup_start())
+    with_classes: set[int] = set()  # windows with k-class traffic
     if stored:
         starts = [piece.start for piece in stored]
         for hour, v, rollup in repo.rollups(name, stored[0].start, stored[-1].end, version):
@@ -84,18 +81,41 @@ def gather(
                 with_classes.add(monitor.window_of(hour))
             else:
                 monitor.add_rollup(hour, v, rollup)
-    for w, plan in enumerate(plans):
-        k_class = w in with_classes
-        for piece in plan:
+    for piece in rows:
+        chunks = repo.traffic_chunks(name, piece.start, piece.end, version, labelled=labelled)
+        for chunk in chunks:
+            with_classes |= monitor.add_traffic(chunk)
+    for first, last in _runs(sorted(with_classes)):
+        start, end = monitor.window_bounds(first)[0], monitor.window_bounds(last)[1]
+        for v, class_rows in repo.class_row_chunks(name, start, end, version):
+            monitor.add_class_rows(v, class_rows)
+
+
+def _plan(monitor: Monitor, rolled_up_from: datetime) -> tuple[list[Piece], list[Piece]]:
+    """``monitor``'s windows as their stored pieces and their pieces of rows, each in time
+    order, adjacent pieces of rows joined (a window's tail and the next one's head)."""
+    stored: list[Piece] = []
+    rows: list[Piece] = []
+    for w in range(monitor.count):
+        for piece in pieces(*monitor.window_bounds(w), rolled_up_from):
             if piece.stored:
-                continue
-            chunks = repo.traffic_chunks(name, piece.start, piece.end, version, labelled=labelled)
-            for chunk in chunks:
-                k_class |= monitor.add_traffic(chunk)
-        if k_class:
-            start, end = windows[w]
-            for v, rows in repo.class_row_chunks(name, start, end, version):
-                monitor.add_class_rows(v, rows)
+                stored.append(piece)
+            elif rows and rows[-1].end == piece.start:
+                rows[-1] = Piece(rows[-1].start, piece.end, stored=False)
+            else:
+                rows.append(piece)
+    return stored, rows
+
+
+def _runs(windows: list[int]) -> list[tuple[int, int]]:
+    """Sorted window numbers as runs of adjacent ones, (first, last) each."""
+    runs: list[tuple[int, int]] = []
+    for w in windows:
+        if runs and runs[-1][1] == w - 1:
+            runs[-1] = (runs[-1][0], w)
+        else:
+            runs.append((w, w))
+    return runs
 
 
 def _floor_hour(moment: datetime) -> datetime:

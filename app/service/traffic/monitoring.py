@@ -45,6 +45,7 @@ from app.service.traffic.expectations import (
     binary_expectations,
 )
 from app.service.traffic.sums import CalibrationSums
+from app.service.traffic.window_rows import window_row
 from app.store import ClassRows
 
 FloatArray = NDArray[np.float64]
@@ -83,6 +84,7 @@ class _WindowSums:
         self.n_predictions = 0
         self.n_labelled = 0
         self.rollup: BinaryRollup | None = None  # a binary version's
+        self.unscored = False  # whether a stored hour of it counted no raw scores
         self.calibration: CalibrationSums | None = None  # a k-class version's
         self.expectations: WindowExpectations | None = None  # a k-class one's, once read
 
@@ -139,20 +141,23 @@ class Monitor:
     def add_rollup(self, start: datetime, version: int, rollup: BinaryRollup) -> None:
         """A binary version's stored hour that starts at ``start`` (within one window)."""
         sums = self._sums(self.window_of(start), version)
+        reference = self.references.get(version)
+        if reference is not None and rollup.n and rollup.scores.size != reference.bins:
+            sums.unscored = True  # an hour that counted no raw scores: no shift for the window
         sums.n_predictions += rollup.n
         sums.n_labelled += rollup.n_labelled
         if sums.rollup is None:
             sums.rollup = BinaryRollup(rollup.scores.size)
         sums.rollup.add(rollup)
 
-    def add_traffic(self, chunk: FloatArray) -> bool:
+    def add_traffic(self, chunk: FloatArray) -> set[int]:
         """Rows of :data:`~app.store.traffic.reads.TRAFFIC_COLUMNS`: a binary version's are
-        summed as its stored hours are; whether some were a k-class version's, which
+        summed as its stored hours are; the windows that hold a k-class version's, which
         :meth:`add_class_rows` takes."""
         if not chunk.size:
-            return False
+            return set()
         binary = np.isfinite(chunk[:, 3])
-        k_class = not binary.all()
+        k_class = set(np.unique(self._windows(chunk[~binary, 0])).tolist())
         seconds, versions, scores, probabilities, labels = chunk[binary].T
         windows = self._windows(seconds)
         for (w, v), indices in _by_window_and_version(windows, versions.astype(np.int64)):
@@ -229,9 +234,18 @@ class Monitor:
             calibration = CalibrationSums.of_rollup(rollup, self.n_bins)
             expectations = binary_expectations(rollup, self.threshold, self.priors.get(version))
             reference = self.references.get(version)
-            if reference is not None and rollup.scores.size == reference.bins:
+            if reference is not None and rollup.scores.size == reference.bins and not sums.unscored:
                 shift = reference.shift(rollup.scores)
-        return _row(sums, calibration, expectations, shift, start, end, version, self.resamples)
+        return window_row(
+            (sums.n_predictions, sums.n_labelled),
+            calibration,
+            expectations,
+            shift,
+            start,
+            end,
+            version,
+            self.resamples,
+        )
 
     def _windows(self, seconds: FloatArray) -> NDArray[np.int64]:
         """The window (0, 1, … from ``since``) of each time."""
@@ -261,40 +275,3 @@ def _by_window_and_version(
     starts = np.flatnonzero(np.any(keys[:, 1:] != keys[:, :-1], axis=0)) + 1
     for part in np.split(order, starts):
         yield (int(windows[part[0]]), int(versions[part[0]])), part
-
-
-def _row(
-    sums: _WindowSums,
-    calibration_sums: CalibrationSums | None,
-    expectations: WindowExpectations | None,
-    shift: dict[str, float] | None,
-    start: datetime,
-    end: datetime,
-    version: int | None,
-    resamples: int,
-) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "start": start,
-        "end": end,
-        "version": version,
-        "n_predictions": sums.n_predictions,
-        "n_labelled": sums.n_labelled,
-        "mean_predicted": None,
-        "observed_rate": None,
-        "log_loss": None,
-        "brier": None,
-        "ece": None,
-        "psi": None,
-        "ks": None,
-    }
-    calibration = None if calibration_sums is None else calibration_sums.result()
-    if calibration_sums is not None and calibration is not None:
-        row.update(calibration)
-        intervals = calibration_sums.intervals(resamples)
-        if intervals:
-            row["intervals"] = {k: list(v) for k, v in intervals.items()}
-    row.update(shift or {})
-    row["estimated"] = None if expectations is None else expectations.estimated
-    row["realized"] = None if expectations is None else expectations.realized(calibration)
-    row["prior"] = None if expectations is None else expectations.prior
-    return row

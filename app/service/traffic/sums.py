@@ -21,10 +21,12 @@ from numpy.typing import NDArray
 
 from app.calibration import (
     BOOTSTRAP_SEED,
-    CELL_LOWER,
+    CELL_FINE,
     CELL_UPPER,
-    FINE_BINS,
+    FINE_UPPER,
+    PROBABILITY_EPS,
     ROLLUP_PREDICTED,
+    UNIFORM_BINS,
     BinaryRollup,
     FloatArray,
     calibration_error_interval,
@@ -56,40 +58,28 @@ class CalibrationSums:
 
     @classmethod
     def of_rollup(cls, rollup: BinaryRollup, n_bins: int) -> CalibrationSums | None:
-        """The sums of a binary rollup's labelled predictions (None: it has none), its cells
-        and fine bins put in the ``n_bins`` reliability bins: a cell, or a fine bin, goes to
-        the bin its middle lies in. When ``n_bins`` divides :data:`~app.calibration.FINE_BINS`
-        that is where all its rows lie, and the ECE is the rows' own, to rounding; otherwise a
-        cell's labelled rows are taken at its predictions' mean p, and the bins that cross a
-        cell are off by at most its rows."""
+        """The sums of a binary rollup's labelled predictions (None: it has none), in the
+        ``n_bins`` reliability bins.
+
+        When ``n_bins`` divides :data:`~app.calibration.UNIFORM_BINS`, each bin is a union of
+        fine bins and of cells, and every sum is the rows' own (to rounding). Otherwise a
+        cell (lo, hi] goes to the bin that holds hi, its labelled rows taken at its
+        predictions' mean p: the bins an edge crosses are off by at most that cell's rows, and the
+        intervals' moments are those of the cells' two points (positives and negatives at
+        that mean), which keeps each bin's matrix a sum of x x^T as the rows' is."""
         counts = (rollup.positives + rollup.negatives).astype(np.float64)
         if not counts.any():
             return None
         sums = cls(n_bins)
-        which = np.searchsorted(sums.inner, (CELL_LOWER + CELL_UPPER) / 2)
-        fine = _fine_bins(sums.inner)
         positives = rollup.positives.astype(np.float64)
-        columns = [
-            np.bincount(fine, c, minlength=n_bins).astype(np.float64) for c in rollup.moments.T
-        ]
-        loss, brier, predicted, dd, dl, db, ll, lb, bb, spread = columns
-        if FINE_BINS % n_bins:
-            means = rollup.sums / np.maximum(rollup.counts, 1)
-            predicted = np.bincount(which, counts * means, minlength=n_bins).astype(np.float64)
         sums.n = int(counts.sum())
         sums.predicted = float(rollup.moments[:, ROLLUP_PREDICTED].sum())
         sums.observed = float(positives.sum())
-        sums.loss, sums.brier = float(loss.sum()), float(brier.sum())
-        sums.bins[0] = np.bincount(which, counts, minlength=n_bins)
-        sums.bins[1] = predicted
-        sums.bins[2] = np.bincount(which, positives, minlength=n_bins)
-        first = (sums.bins[0], predicted - sums.bins[2], loss, brier)
-        for j in range(TERMS):
-            sums.moments[:, 0, j] = sums.moments[:, j, 0] = first[j]
-        pairs = {(1, 1): dd, (1, 2): dl, (1, 3): db, (2, 2): ll, (2, 3): lb, (3, 3): bb}
-        for (j, k), values in pairs.items():
-            sums.moments[:, j, k] = sums.moments[:, k, j] = values
-        sums.spread = spread
+        sums.loss, sums.brier = rollup.loss, rollup.brier
+        if UNIFORM_BINS % n_bins == 0:
+            _fine_sums(sums, rollup)
+        else:
+            _cell_sums(sums, rollup)
         return sums
 
     def add(
@@ -150,8 +140,8 @@ class CalibrationSums:
         draws = np.empty((resamples, self.spread.size, TERMS))
         for b in range(self.spread.size):  # a loop over bins: a Gaussian of four terms each
             # A stored hour keeps the second moments in float32, so a bin's may miss being
-            # positive semi-definite by rounding: eigh's factor takes |eigenvalue|, which
-            # moves the draws by as little.
+            # positive semi-definite by their rounding: eigh's factor takes |eigenvalue|,
+            # which moves the draws by as little.
             draws[:, b] = rng.multivariate_normal(
                 means[b], covariance[b], size=resamples, method="eigh", check_valid="ignore"
             )
@@ -175,6 +165,74 @@ class CalibrationSums:
         return found
 
 
-def _fine_bins(inner: FloatArray) -> NDArray[np.intp]:
-    """The reliability bin (of ``inner`` edges) each fine bin's middle lies in."""
-    return np.searchsorted(inner, (np.arange(FINE_BINS) + 0.5) / FINE_BINS)
+def _fine_sums(sums: CalibrationSums, rollup: BinaryRollup) -> None:
+    """``sums``' bins and moments from ``rollup``'s fine bins (and cells), for ``n_bins``
+    that divides :data:`~app.calibration.UNIFORM_BINS`: a fine bin (lo, hi] goes to the bin
+    that holds hi."""
+    size = sums.spread.size
+    fine = np.searchsorted(sums.inner, FINE_UPPER, side="left")
+    cells = fine[CELL_FINE]
+    counts = _by(cells, rollup.positives + rollup.negatives, size)
+    positives = _by(cells, rollup.positives, size)
+    predicted, loss, brier, dl, db, ll, lb, bb, spread = (
+        _by(fine, column, size) for column in rollup.moments.T
+    )
+    sums.bins[:] = counts, predicted, positives
+    _moments(sums, counts, predicted - positives, loss, brier, (brier, dl, db, ll, lb, bb))
+    sums.spread = spread.astype(np.float64)
+
+
+def _cell_sums(sums: CalibrationSums, rollup: BinaryRollup) -> None:
+    """``sums``' bins and moments from ``rollup``'s cells, each at its mean p, for any
+    ``n_bins``."""
+    size = sums.spread.size
+    which = np.searchsorted(sums.inner, CELL_UPPER, side="left")
+    p = np.clip(rollup.sums / np.maximum(rollup.counts, 1), PROBABILITY_EPS, 1 - PROBABILITY_EPS)
+    ones, zeros = rollup.positives.astype(np.float64), rollup.negatives.astype(np.float64)
+    counts = ones + zeros
+    # x = (1, d, loss, Brier) of a positive at p and of a negative at p
+    d1, d0 = p - 1.0, p
+    l1, l0 = -np.log(p), -np.log1p(-p)
+    b1, b0 = d1 * d1, d0 * d0
+
+    def binned(positive: FloatArray, negative: FloatArray) -> FloatArray:
+        return _by(which, ones * positive + zeros * negative, size)
+
+    sums.bins[:] = (
+        binned(np.ones_like(p), np.ones_like(p)),
+        binned(p, p),
+        binned(np.ones_like(p), np.zeros_like(p)),
+    )
+    gap, loss, brier = binned(d1, d0), binned(l1, l0), binned(b1, b0)
+    second = (
+        binned(d1 * d1, d0 * d0),
+        binned(d1 * l1, d0 * l0),
+        binned(d1 * b1, d0 * b0),
+        binned(l1 * l1, l0 * l0),
+        binned(l1 * b1, l0 * b0),
+        binned(b1 * b1, b0 * b0),
+    )
+    _moments(sums, sums.bins[0], gap, loss, brier, second)
+    sums.spread = _by(which, counts * p * (1 - p), size)
+
+
+def _moments(
+    sums: CalibrationSums,
+    count: FloatArray,
+    gap: FloatArray,
+    loss: FloatArray,
+    brier: FloatArray,
+    second: tuple[FloatArray, ...],
+) -> None:
+    """Fill ``sums.moments``: the first row from the counts and the sums of p - y, loss and
+    Brier; the rest from the second moments (dd, dl, db, ll, lb, bb)."""
+    for j, values in enumerate((count, gap, loss, brier)):
+        sums.moments[:, 0, j] = sums.moments[:, j, 0] = values
+    pairs = ((1, 1), (1, 2), (1, 3), (2, 2), (2, 3), (3, 3))
+    for (j, k), values in zip(pairs, second, strict=True):
+        sums.moments[:, j, k] = sums.moments[:, k, j] = values
+
+
+def _by(bins: NDArray[np.intp], values: NDArray[np.generic], size: int) -> FloatArray:
+    """The sums of ``values`` in each of ``size`` bins."""
+    return np.bincount(bins, values, minlength=size).astype(np.float64)

@@ -16,19 +16,22 @@ A database upgraded with traffic in it has rollups from the hour after the upgra
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 
 import numpy as np
 from sqlalchemy import delete, select
 
-from app.calibration import BinaryRollup, ScoreReference
-from app.store.batches import decode_batch
+from app.calibration import BinaryRollup, FloatArray, ScoreReference
 from app.store.models import Calibrator, Version
 from app.store.queries import upsert
 from app.store.session import RepositoryBase
 from app.store.traffic.rows import LoggedPrediction
 from app.store.traffic.tables import RollupStart, StoredScoreReference, TrafficRollup
+
+logger = logging.getLogger("app.traffic")
 
 Key = tuple[str, int, datetime]
 """A rollup's calibrator, version and hour."""
@@ -51,21 +54,20 @@ class RollupOperations(RepositoryBase):
     def score_references(
         self, name: str, versions: Iterable[int]
     ) -> dict[int, ScoreReference | None]:
-        """The score bins of these versions of ``name`` (None: a k-class version, or one
-        deleted); made from the batch, and kept, for a version that has none yet."""
+        """The stored score bins of these versions of ``name``; None for a k-class version,
+        one deleted, or one whose bins migration 0010 could not make (its batch was in
+        object storage): its stored hours then count no raw scores."""
         wanted = list(versions)
         found: dict[int, ScoreReference | None] = dict.fromkeys(wanted)  # None: deleted
         rows = self._session.execute(
-            select(Version.version, Version.id, Version.n_classes, StoredScoreReference.data)
+            select(Version.version, Version.n_classes, StoredScoreReference.data)
             .join(Calibrator, Calibrator.id == Version.calibrator_id)
             .outerjoin(StoredScoreReference, StoredScoreReference.version_id == Version.id)
             .where(Calibrator.name == name, Version.version.in_(wanted))
         ).all()
-        for version, version_id, n_classes, data in rows:
+        for version, n_classes, data in rows:
             reference = None
-            if n_classes == 2:
-                if data is None:
-                    data = self._make_reference(version_id)
+            if n_classes == 2 and data is not None:
                 reference = ScoreReference.from_bytes(data)
             found[version] = reference
         return found
@@ -111,6 +113,14 @@ class RollupOperations(RepositoryBase):
                 delta = merged
             elif not delta.n:
                 continue  # labels of an hour no longer summed (expired): nothing to add to
+            if delta.clamp():
+                logger.warning(
+                    "the rollup of %s v%d at %s took out labels it never had (rows logged "
+                    "without rollups, by a replica older than them?): kept at zero",
+                    name,
+                    version,
+                    hour.isoformat(),
+                )
             values = {"name": name, "hour": hour, "version": version, "data": delta.to_bytes()}
             self._session.execute(
                 upsert(self._session, TrafficRollup)
@@ -150,24 +160,13 @@ class RollupOperations(RepositoryBase):
         """With the calibrator's traffic."""
         self._session.execute(delete(TrafficRollup).where(TrafficRollup.name == name))
 
-    def expire_rollups(self, before: datetime) -> int:
-        """Delete the hours that end before ``before``; how many."""
+    def expire_rollups(self, cutoff: datetime) -> int:
+        """Delete the hours that end by ``cutoff``, before which every row has expired; how
+        many."""
         gone = self._session.execute(
-            delete(TrafficRollup).where(TrafficRollup.hour < before - timedelta(hours=1))
+            delete(TrafficRollup).where(TrafficRollup.hour <= cutoff - timedelta(hours=1))
         )
         return int(gone.rowcount)  # type: ignore[attr-defined]
-
-    def _make_reference(self, version_id: int) -> bytes:
-        """The score bins of a version fitted before the rollups, from its batch, kept."""
-        batch = decode_batch(self.get_batch(version_id))  # type: ignore[attr-defined]
-        weights = np.asarray(batch.weights, dtype=np.float64)
-        data = ScoreReference.of_batch(np.asarray(batch.scores), batch.labels, weights).to_bytes()
-        self._session.execute(
-            upsert(self._session, StoredScoreReference)
-            .values(version_id=version_id, data=data)
-            .on_conflict_do_nothing(index_elements=["version_id"])
-        )
-        return data
 
 
 def rollup_deltas(
@@ -178,32 +177,58 @@ def rollup_deltas(
 ) -> dict[Key, BinaryRollup | None]:
     """The rollups of new predictions (from ``start`` on) and their ``labels`` (None: none
     yet), by calibrator, version and hour: a binary version's summed, a k-class version's
-    None (its hour is marked as having traffic; monitoring reads its rows)."""
-    groups: dict[Key, list[int]] = {}
-    hours: dict[datetime, datetime] = {}  # a request's rows share one time
-    for i, row in enumerate(rows):
-        hour = hours.get(row.predicted_at) or hours.setdefault(
-            row.predicted_at, hour_of(row.predicted_at)
-        )
-        if hour >= start:
-            groups.setdefault((row.name, row.version, hour), []).append(i)
+    None (its hour is marked as having traffic; monitoring reads its rows).
+
+    Column by column, grouped by numpy: it runs on the log's writer thread, in the serving
+    process, for every row logged (80 ms per 10^5 one-score predictions here, where a
+    transpose by zip(*rows) and a group by Python dict took 230 ms)."""
+    if not rows:
+        return {}
+    n = len(rows)
+    names, versions, times, scores, probabilities = (
+        list(map(itemgetter(i), rows)) for i in (0, 2, 3, 4, 5)
+    )  # a column at a time: zip(*rows) took three times as long
+    codes = {name: code for code, name in enumerate(dict.fromkeys(names))}
+    hours = np.fromiter(map(datetime.timestamp, times), np.float64, n) // 3600
+    parts = [
+        np.unique(column, return_inverse=True)
+        for column in (np.fromiter(map(codes.__getitem__, names), np.int64, n),
+                       np.array(versions, dtype=np.int64), hours.astype(np.int64))
+    ]  # fmt: skip
+    group = np.zeros(n, dtype=np.int64)
+    for values, inverse in parts:
+        group = group * values.size + inverse.reshape(-1)
+    _, first, group = np.unique(group, return_index=True, return_inverse=True)
+    p, raw = _floats(probabilities), _floats(scores)
+    y = np.full(n, -1.0)
+    if any(label is not None for label in labels):
+        y = np.array([-1.0 if label is None else label for label in labels], dtype=np.float64)
+    named = list(codes)
     deltas: dict[Key, BinaryRollup | None] = {}
-    for key, members in groups.items():
-        if rows[members[0]].probability is None:
+    for g, at in enumerate(first):
+        hour = datetime.fromtimestamp(int(hours[at]) * 3600, UTC)
+        if hour < start:
+            continue
+        key = (named[codes[names[at]]], int(versions[at]), hour)
+        members = np.flatnonzero(group == g)  # a flush holds a few groups
+        if probabilities[at] is None:
             deltas[key] = None
             continue
         reference = references.get(key[:2])
         delta = deltas[key] = BinaryRollup(0 if reference is None else reference.bins)
-        p = np.array([rows[i].probability for i in members], dtype=np.float64)
-        bins = None
-        if reference is not None:
-            bins = reference.bin_of(np.array([rows[i].score for i in members], dtype=np.float64))
-        delta.add_predictions(p, bins)
-        y = np.array([labels[i] if labels[i] is not None else -1 for i in members], dtype=float)
-        known = y >= 0
-        if known.any():
+        bins = None if reference is None else reference.bin_of(raw[members])
+        delta.add_predictions(p[members], bins)
+        known = members[y[members] >= 0]
+        if known.size:
             delta.add_labels(p[known], y[known])
     return deltas
+
+
+def _floats(values: Sequence[float | None]) -> FloatArray:
+    """``values`` as float64, None as NaN (a k-class row's)."""
+    if None in values:
+        return np.array([np.nan if x is None else x for x in values], dtype=np.float64)
+    return np.array(values, dtype=np.float64)
 
 
 def label_deltas(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Integer, LargeBinary, String
+from sqlalchemy import ForeignKey, Index, Integer, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.store.models import Base, UTCDateTime
@@ -18,6 +18,7 @@ class TrafficRollup(Base):
     the log, and again when an outcome labels one of them."""
 
     __tablename__ = "traffic_rollups"
+    __table_args__ = (Index("ix_traffic_rollups_hour", "hour"),)  # expiry
 
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     hour: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)

@@ -1,8 +1,10 @@
-"""The prediction log's upkeep: the coming days' partitions, and the traffic past retention.
+"""The prediction log's upkeep: the coming days' partitions, and the traffic (rows, keys,
+pending outcomes, stored hours) past retention.
 
 Run by the log's periodic task (:meth:`app.service.traffic.log.TrafficLog.expire`): first
-:meth:`TrafficUpkeep.maintain_traffic` (PostgreSQL: make the coming days' partitions, drop
-the expired days whole, :mod:`app.store.traffic.partitions`), then
+:meth:`TrafficUpkeep.maintain_traffic` (the stored hours past the retention; on PostgreSQL
+also the coming days' partitions made and the expired days dropped whole,
+:mod:`app.store.traffic.partitions`), then
 :meth:`TrafficUpkeep.expire_traffic` in bounded batches, a transaction each, until a batch finds
 less than its bound.
 """
@@ -14,18 +16,21 @@ from typing import Any
 
 from app.store.sql import placeholder, postgresql, sqlite_time
 from app.store.traffic.partitions import AHEAD_DAYS, DEFAULT, drop_partitions, ensure_partitions
-from app.store.traffic.rollups import RollupOperations
+from app.store.traffic.rollups import RollupOperations, hour_of
 
 
 class TrafficUpkeep(RollupOperations):
     """Partitions made ahead and dropped; expired keys, rows and pending outcomes deleted."""
 
     def maintain_traffic(self, now: datetime, before: datetime) -> None:
-        """PostgreSQL: give the days from yesterday to
-        :data:`~app.store.traffic.partitions.AHEAD_DAYS` past ``now`` their partitions, and drop the
-        partitions of the days before ``before``'s (nothing to do on SQLite)."""
+        """Delete the stored hours whose rows are gone past the retention, and on PostgreSQL
+        give the days from yesterday to :data:`~app.store.traffic.partitions.AHEAD_DAYS` past
+        ``now`` their partitions and drop the partitions of the days before ``before``'s."""
         if not postgresql(self._session):
+            self.expire_rollups(hour_of(before))  # as expire_traffic's rows
             return
+        day = before.astimezone(UTC).date()
+        self.expire_rollups(datetime(day.year, day.month, day.day, tzinfo=UTC))  # as the rows
         connection = self._session.connection()
         today = now.astimezone(UTC).date()
         ensure_partitions(connection, today - timedelta(days=1), today + timedelta(AHEAD_DAYS))
@@ -39,7 +44,9 @@ class TrafficUpkeep(RollupOperations):
         On PostgreSQL a day goes whole, its partition dropped by :meth:`maintain_traffic`:
         the keys and the default partition's rows go up to the start of ``before``'s day, so
         that no key outlives its prediction, and a prediction outlives the retention by less
-        than a day.
+        than a day. On SQLite the keys and rows go up to the start of ``before``'s hour. So
+        the rows go as their stored hours do (:meth:`maintain_traffic`): monitoring and the
+        rows agree at the retention's edge.
         """
         connection = self._session.connection()
         if postgresql(self._session):
@@ -47,8 +54,8 @@ class TrafficUpkeep(RollupOperations):
             cutoff: Any = datetime(day.year, day.month, day.day, tzinfo=UTC)
             received: Any = before
             row, rows = "ctid", (DEFAULT, "prediction_keys")
-        else:
-            cutoff = received = sqlite_time(before)
+        else:  # by whole hours, as the stored hours go
+            cutoff, received = sqlite_time(hour_of(before)), sqlite_time(before)
             row, rows = "rowid", ("predictions", "prediction_keys")
         mark = placeholder(self._session)
         gone = [
@@ -63,5 +70,4 @@ class TrafficUpkeep(RollupOperations):
                 ("pending_outcomes", "received_at", received),
             )
         ]
-        self.expire_rollups(before)
         return int(max(gone))
