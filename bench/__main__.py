@@ -53,11 +53,13 @@ def main() -> None:
         from bench.history import history_rows  # needs PostgreSQL's server and moto
         from bench.http import http_rows  # needs wrk; imported only for the full run
         from bench.objects import object_rows  # needs PostgreSQL's server and moto
+        from bench.rollups import rollup_rows  # needs PostgreSQL's server
         from bench.traffic import traffic_rows  # needs PostgreSQL's server
 
         rows += http_rows()
         rows += object_rows()
         rows += history_rows()
+        rows += rollup_rows()
         rows += traffic_rows()
         rows += load_rows(quick=False)
         rows += client_rows()

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from app import figures
+from app.errors import NotFound
 from app.service.diagnosis import Diagnosis, Reports
 from app.service.live_view import PRODUCTION, live_version
 from app.service.reporting import DEFAULT_REPORT, ImageFormat
@@ -119,12 +120,19 @@ class Browsing:
         until), as :meth:`TrafficCases.monitoring` gives it (the same
         :class:`~app.service.traffic.monitoring.Monitor` and stored hours, so the same
         numbers), without what needs the version's fitting batch (the shift, the prior's EM
-        estimate); where no stored hour covers a day, from its labelled rows only, at most
-        :data:`TREND_ROWS` of them (``n_predictions`` then counts the labelled ones)."""
+        estimate); where no stored hour covers a day (and for a k-class version), from its
+        labelled rows only, at most :data:`TREND_ROWS` of them (``n_predictions`` then counts
+        the labelled ones)."""
         name, version = item.summary.name, item.live
         monitor = Monitor(since, until, "1d", {}, version=version)
+        if version is None:
+            return []
         with self.database.transaction() as repo:
-            if repo.rollup_start() > since:  # rows before the rollups: counted first
+            try:
+                k_class = repo.get_version(name, version).n_classes > 2  # its rows are read
+            except NotFound:  # deleted since the list was read
+                return []
+            if k_class or repo.rollup_start() > since:  # rows to read: counted first
                 counts = repo.traffic_counts(name, since, until, version)
                 if sum(labelled for _, labelled in counts.values()) > TREND_ROWS:
                     return []  # a list is no place to read that much: the monitoring page is

@@ -199,11 +199,14 @@ class ObjectStore:
         self.delete_keys([self.location.key(d) for d in digests])
 
     def delete_keys(self, keys: list[str]) -> None:
-        """Delete the objects of these keys (at most a thousand: one request)."""
-        if keys:
+        """Delete the objects of these keys, a thousand a request (S3's most)."""
+        for start in range(0, len(keys), 1000):
             self._client.delete_objects(
                 Bucket=self.location.bucket,
-                Delete={"Objects": [{"Key": key} for key in keys[:1000]], "Quiet": True},
+                Delete={
+                    "Objects": [{"Key": key} for key in keys[start : start + 1000]],
+                    "Quiet": True,
+                },
             )
 
     def ping(self) -> bool:

@@ -136,15 +136,15 @@ class CalibrationSums:
         if resamples == 0 or self.n < MIN_INTERVAL_ROWS:
             return {}
         rng = np.random.default_rng(seed)
-        means, covariance = self.moments[:, :, 0], self.moments  # sum x = sum x x[0]
-        draws = np.empty((resamples, self.spread.size, TERMS))
-        for b in range(self.spread.size):  # a loop over bins: a Gaussian of four terms each
-            # A stored hour keeps the second moments in float32, so a bin's may miss being
-            # positive semi-definite by their rounding: eigh's factor takes |eigenvalue|,
-            # which moves the draws by as little.
-            draws[:, b] = rng.multivariate_normal(
-                means[b], covariance[b], size=resamples, method="eigh", check_valid="ignore"
-            )
+        means = self.moments[:, :, 0]  # sum x = sum x x[0]
+        # Each bin's Gaussian of four terms, all bins at once: mean + factor z, with the
+        # factor of the covariance from its eigenvectors and |eigenvalues| (a stored hour
+        # keeps the second moments in float32, which may leave a bin's a rounding short of
+        # positive semi-definite, and moves the draws by as little).
+        values_, vectors = np.linalg.eigh(self.moments)
+        factors = vectors * np.sqrt(np.abs(values_))[:, None, :]
+        z = rng.standard_normal((resamples, self.spread.size, TERMS))
+        draws = means + (factors @ z[..., None])[..., 0]  # matmul: einsum took 3x as long
         count = np.maximum(draws[:, :, 0].sum(axis=1), 1e-300)
         values = {
             "log_loss": draws[:, :, 2].sum(axis=1) / count,
