@@ -7,8 +7,8 @@ overwritten one is taken out first), in the same transaction as the rows, under 
 calibrator's row lock every writer of its traffic holds: a rollup is read, added to and
 written back without a race, and it always sums exactly the rows committed. A raw score is
 counted in its version's score bins (:class:`~app.calibration.ScoreReference`), stored with
-the version; a version fitted before the rollups gets its bins from its batch the first
-time its traffic is logged.
+the version (migration 0010 made them for the versions before it, from their batches; a
+flush never reads a batch).
 
 A database upgraded with traffic in it has rollups from the hour after the upgrade
 (:meth:`RollupOperations.rollup_start`); monitoring reads the rows before it.
@@ -73,8 +73,8 @@ class RollupOperations(RepositoryBase):
         return found
 
     def roll_up(self, rows: Sequence[LoggedPrediction], labels: Sequence[int | None]) -> None:
-        """Add new predictions, with the outcomes they were joined to, to their hours'
-        rollups (:mod:`app.store.traffic.rollups`)."""
+        """Add new predictions, with the outcomes they were joined to (``labels``, None for
+        none), to their hours' rollups."""
         binary: dict[str, set[int]] = {}
         for row in rows:
             if row.probability is not None:
