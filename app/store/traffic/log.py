@@ -91,18 +91,18 @@ class TrafficOperations(RollupOperations):
             "INSERT INTO prediction_keys (name, client_id, predicted_at) "
             "SELECT name, client_id, predicted_at FROM incoming_predictions WHERE fresh = 1"
         )
-        staged = self._staged_labels(names, every=marked.rowcount == len(kept))
-        new = self._insert_staged(names)
+        pending = self._any_pending(names)  # one probe for both steps
+        staged = self._staged_labels(pending, every=marked.rowcount == len(kept))
+        new = self._insert_staged(pending)
         fresh_rows = kept if staged is None else [kept[i] for i in staged]
         self.roll_up(fresh_rows, [None] * len(kept) if staged is None else list(staged.values()))
         analyze_new(connection, {_utc_day(row.predicted_at) for row in kept})
         return LogCounts(new=new, discarded=len(rows) - len(kept))
 
-    def _staged_labels(self, names: Sequence[str], *, every: bool) -> dict[int, int | None] | None:
+    def _staged_labels(self, pending: bool, *, every: bool) -> dict[int, int | None] | None:
         """PostgreSQL: the staged rows that are new (their order in the flush) and the label
         each will be joined to (None: none waits); None when ``every`` row is new and no
-        outcome of these calibrators waits (the usual flush: nothing is read)."""
-        pending = self._any_pending(names)
+        outcome of the flush's calibrators is ``pending`` (the usual flush: nothing is read)."""
         if every and not pending:
             return None
         connection = self._session.connection()
@@ -259,9 +259,9 @@ class TrafficOperations(RollupOperations):
         )
         return found.first() is not None
 
-    def _insert_staged(self, names: Sequence[str]) -> int:
+    def _insert_staged(self, pending: bool) -> int:
         """PostgreSQL: insert the staged fresh predictions, each with the outcome that waited
-        for it, if any (when some outcome of these calibrators waits: else one probe), and
+        for it, if any (when some outcome of the flush's calibrators is ``pending``), and
         delete those outcomes; how many were inserted.
 
         The outcomes are joined on the way in. Joined after, by an ``UPDATE`` of the rows
@@ -270,7 +270,7 @@ class TrafficOperations(RollupOperations):
         time: 20,000 of them took 46 s, past the statement timeout, at every retry of the
         flush, which held every later flush of the process behind it."""
         connection = self._session.connection()
-        if not self._any_pending(names):
+        if not pending:
             return int(
                 connection.exec_driver_sql(
                     f"INSERT INTO predictions ({COLUMNS}) "
