@@ -16,12 +16,15 @@ the rows alone; on a throwaway cluster (:mod:`bench.postgres`), or in databases 
    the JSON add. The rows are copied into the log's day partitions by binary ``COPY`` (the
    log's columns, the label and its time on half); their hours are summed by the store's own
    :meth:`~app.store.traffic.rollups.RollupOperations.roll_up`, a day of rows per unit of
-   work, as a flush sums its rows (not through HTTP predicts: 10^7 of them take too long).
-   The monitoring's ``n_predictions`` must sum to N.
+   work, as a flush sums its rows (not through HTTP predicts: 10^7 of them take too long),
+   and the days are then folded as the servers' upkeep folds them
+   (:meth:`~app.service.traffic.log.TrafficLog.fold_days`). The monitoring's
+   ``n_predictions`` must sum to N.
 2. **Rollup bytes per (version, hour)** after that fill: ``pg_total_relation_size`` of
-   ``traffic_rollups`` (its index and TOAST included) over its rows, at most 4,096, against
-   the average ``pg_column_size`` of a rollup. Each hour is written once here; a live one is
-   rewritten by every flush, and its dead versions wait for autovacuum.
+   ``traffic_rollups`` and of ``traffic_rollup_days`` (the folded days; indexes and TOAST
+   included) over the stored hours, at most 4,096, against the average ``pg_column_size`` of
+   an hour. Each hour is written once here; a live one is rewritten by every flush, and its
+   dead versions wait for autovacuum.
 3. **Logging throughput with the rollups on, at least 0.9x without them**: M one-score
    predicts with ids (5,000) from one client, one after another, timed from the first until
    every row is in ``predictions``, and B predicts of 1,000 scores with ids (300) likewise;
@@ -57,6 +60,7 @@ from sqlalchemy.engine import make_url
 
 from app.calibration import DEFAULT_THRESHOLD, RESAMPLES, load_calibrator
 from app.service.reporting import DEFAULT_BINS
+from app.service.traffic.log import TrafficLog
 from app.service.use_cases import CalibrationService
 from app.settings import Settings
 from app.store import Database, LoggedPrediction
@@ -170,6 +174,8 @@ def _monitoring_rows(n: int, url: str) -> list[Row]:
                 calibrators = {v: _fit(client, name, seed=10 * seed + v) for v in (1, 2)}
                 progress(f"rollups: {count} predictions of {name!r} copied and rolled up")
                 _fill(database, url, name, count, since, calibrators, seed)
+            log = TrafficLog(database, capacity=1, flush_rows=1, flush_seconds=1, writer=False)
+            log.fold_days(datetime.now(UTC))  # as the servers' upkeep does, every 5 minutes
         finally:
             database.dispose()
         _vacuum(url)
@@ -184,7 +190,7 @@ def _monitoring_rows(n: int, url: str) -> list[Row]:
             size, ours, reference, "s", FLAT if n == N else None),
         Row("rollups", "monitoring 30x1d (HTTP) / the same in process", size, ours, floor, "s",
             MONITORING if n == N else None, True),
-        Row("rollups", "traffic_rollups bytes per (version, hour) / its data's", size, per_row,
+        Row("rollups", "rollup bytes per (version, hour), days too / its data's", size, per_row,
             per_data, "B", ROLLUP_BYTES, True),
         Row("rollups", f"data bytes of an hour, {size} / {size_label(small)} predictions", size,
             data[big], data[ref], "B"),
@@ -270,6 +276,7 @@ def _vacuum(url: str) -> None:
     """What autovacuum would have done by the time the month is read."""
     with psycopg.connect(_dsn(url), autocommit=True) as db:
         db.execute("VACUUM (ANALYZE) traffic_rollups")
+        db.execute("VACUUM (ANALYZE) traffic_rollup_days")
         db.execute("ANALYZE predictions")
 
 
@@ -324,10 +331,12 @@ def _in_process_seconds(url: str, name: str, since: datetime, until: datetime) -
 
 
 def _rollup_bytes(url: str, names: tuple[str, str]) -> tuple[float, float, dict[str, float]]:
-    """The table's bytes per row, a rollup's average bytes, and that per calibrator."""
+    """The bytes of the hours' table and the days' (indexes and TOAST included) per stored
+    hour, an hour's average bytes, and that per calibrator."""
     with psycopg.connect(_dsn(url), autocommit=True) as db:
         total, count, data = db.execute(
-            "SELECT pg_total_relation_size('traffic_rollups'), count(*), "
+            "SELECT pg_total_relation_size('traffic_rollups') "
+            "+ pg_total_relation_size('traffic_rollup_days'), count(*), "
             "avg(pg_column_size(data)) FROM traffic_rollups"
         ).fetchone()  # type: ignore[misc]
         each = db.execute(

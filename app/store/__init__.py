@@ -27,10 +27,13 @@ from app.store.fit_keys import KEY_LIFETIME, KeyState, Lease
 from app.store.records import MAX_TAGS, CalibratorSummary, NewVersion, VersionRecord
 from app.store.repository import Repository, Selector
 from app.store.traffic.outcomes import OutcomeCounts
+from app.store.traffic.periods import DAY, HOUR, ceil_to, hour_of
 from app.store.traffic.reads import ClassRows, MixedClasses
 from app.store.traffic.rows import LoggedPrediction
 
 __all__ = [
+    "DAY",
+    "HOUR",
     "KEY_LIFETIME",
     "MAX_TAGS",
     "AliasMoved",
@@ -49,10 +52,12 @@ __all__ = [
     "Selector",
     "StoredBatch",
     "VersionRecord",
+    "ceil_to",
     "decode_artifact",
     "decode_batch",
     "encode_artifact",
     "encode_batch",
+    "hour_of",
     "normalize_url",
     "sha256_hex",
 ]

@@ -9,11 +9,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import update
+from sqlalchemy import delete, update
 
+from app.calibration import BinaryRollup
 from app.store.traffic.rows import LoggedPrediction
-from app.store.traffic.tables import RollupStart
+from app.store.traffic.tables import RollupStart, TrafficRollup, TrafficRollupDay
 from tests.client import TestClient
+from tests.store.traffic.rollup_checks import assert_days_sum_their_hours
 
 from .helpers import sigmoid_batch
 from .test_multiclass import logits_batch
@@ -35,6 +37,10 @@ def logged(client: TestClient) -> None:
     """A binary v1 and a 3-class v2 of churn, their traffic over four hours from T0 (the
     stored hours start at T0 + 1 h), half of it labelled: some outcomes before their
     predictions, the rest after."""
+    _log_churn(client, T0 + timedelta(hours=1))
+
+
+def _log_churn(client: TestClient, rollups_from: datetime) -> None:
     assert (
         client.post(
             f"{BASE}/fit", json={**sigmoid_batch(2000, seed=1), "method": "platt"}
@@ -47,7 +53,7 @@ def logged(client: TestClient) -> None:
         ).status_code
         == 201
     )
-    _start_rollups_at(client, T0 + timedelta(hours=1))
+    _start_rollups_at(client, rollups_from)
     rng = np.random.default_rng(3)
     n = 800
     scores = rng.normal(0.3, 1.3, n)
@@ -120,3 +126,63 @@ def test_stored_hours_and_rows_answer_as_the_rows_alone(client: TestClient, logg
         if since == T0:  # the whole of the traffic
             assert sum(w["n_predictions"] for w in windows) == 860
             assert sum(w["n_labelled"] for w in windows) == 430
+
+
+def test_folded_days_answer_as_their_hours_and_the_rows(client: TestClient) -> None:
+    """Once the log's upkeep has folded the day (every hour of it stored), a window of a day
+    or a week reads the stored day: it answers as the hours did, and as the rows alone; a
+    window of an hour still reads the hours. A late outcome then lands in both."""
+    _log_churn(client, T0)
+    service = client.app.state.service  # type: ignore[attr-defined]
+    queries = [
+        {"window": window, "since": since.isoformat(), "until": until.isoformat(), **version}
+        for window, since, until in (
+            ("1d", T0 - timedelta(days=1), T0 + timedelta(days=2)),
+            ("7d", T0 - timedelta(days=7), T0 + timedelta(days=7)),  # a week from a Thursday
+            ("1h", T0, T0 + timedelta(hours=5)),
+        )
+        for version in ({}, {"version": "1"}, {"version": "2"})
+    ]
+
+    def answers() -> list[Any]:
+        found = [client.get(f"{BASE}/monitoring", params=q) for q in queries]
+        assert all(r.status_code == 200 for r in found), [r.text for r in found]
+        return [r.json()["windows"] for r in found]
+
+    hours = answers()
+    assert service.prediction_log.fold_days(T0 + timedelta(days=1, hours=2)) == 1
+    with service.database.transaction() as repo:
+        folded = {v for _, v, _ in repo.day_rollups("churn", T0, T0 + timedelta(days=1))}
+    assert folded == {1, 2}
+    for late in (False, True):
+        folded_answers = answers()
+        assert_days_sum_their_hours(service.database, "churn")
+        _start_rollups_at(client, datetime(9000, 1, 1, tzinfo=UTC))  # every hour from rows
+        rows = answers()
+        _start_rollups_at(client, T0)
+        if late:  # the day's sums took the outcomes as its hours did
+            with service.database.transaction(write=True) as repo:
+                repo._session.execute(delete(TrafficRollupDay))
+            hours = answers()
+        for ours, theirs, alone in zip(folded_answers, hours, rows, strict=True):
+            _same(ours, theirs)
+            _same(ours, alone)
+        if not late:  # the days' and weeks' windows read the day, not its hours: emptied
+            table = TrafficRollup.__table__
+            with service.database.transaction(write=True) as repo:
+                kept = [row._asdict() for row in repo._session.execute(table.select())]
+                stored = next(row["data"] for row in kept if row["data"])
+                empty = BinaryRollup(BinaryRollup.from_bytes(stored).scores.size)
+                repo._session.execute(
+                    table.update().where(table.c.data != b"").values(data=empty.to_bytes())
+                )
+            _same(answers()[:6], folded_answers[:6])
+            with service.database.transaction(write=True) as repo:
+                repo._session.execute(table.delete())
+                repo._session.execute(table.insert(), kept)
+        with service.database.transaction(write=True) as repo:
+            repo.record_outcomes(
+                "churn", [(f"b{i}", 1) for i in range(1, 200, 2)], T0, overwrite=True
+            )  # late outcomes, and overwrites of 20 labels
+            repo.record_outcomes("churn", [(f"b{i}", 0) for i in range(0, 40, 2)], T0,
+                                 overwrite=True)  # fmt: skip

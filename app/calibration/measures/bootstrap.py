@@ -156,9 +156,20 @@ def percentile_interval(values: FloatArray, level: float = LEVEL) -> Interval | 
 
 
 def _quantiles(values: FloatArray, levels: list[float]) -> FloatArray:
-    """:func:`percentile_interval`'s quantiles: numpy's ``weibull`` method is the (B + 1) q
-    rule, clipped to the smallest and largest value."""
-    found: FloatArray = np.quantile(values, levels, method="weibull")
+    """:func:`percentile_interval`'s quantiles of finite ``values``: the (B + 1) q rule,
+    clipped to the smallest and largest value, which is numpy's ``weibull`` method, and
+    computed as numpy's ``quantile`` does (its interpolation included, so to the bit) from
+    a partition around the ordered values it needs: numpy's own call costs ten times as
+    much, and monitoring asks for four pairs per window."""
+    n, q = values.size, np.asarray(levels, dtype=np.float64)
+    at = n * q + q - 1.0  # the (B + 1) q-th smallest, 0-based, rounded as numpy rounds it
+    floor = np.floor(at)
+    below = np.clip(floor, 0, n - 1).astype(np.intp)  # past an end both are the end value
+    above = np.clip(floor + 1, 0, n - 1).astype(np.intp)
+    ordered = np.partition(values, np.union1d(below, above))
+    low, high, t = ordered[below], ordered[above], at - floor
+    # numpy's lerp: from the nearer end, so that t = 0 and t = 1 give the values themselves
+    found: FloatArray = np.where(t >= 0.5, high - (high - low) * (1.0 - t), low + (high - low) * t)
     return found
 
 

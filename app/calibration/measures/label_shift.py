@@ -128,6 +128,7 @@ def em_priors(
     the priors (a log of a linear function), its Hessian minus the sum of the rows' score
     outer products, so Newton converges in a few steps; a step is halved until the
     likelihood rises and the priors stay in the simplex. Each step checks the job's budget.
+    Two classes take the one-dimensional shortcut of :func:`_binary_priors`.
     """
     matrix = np.clip(as_matrix(p), FLOOR, None)
     k = matrix.shape[1]
@@ -135,6 +136,8 @@ def em_priors(
     w = np.ones(matrix.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
     w = w / w.sum()
     scaled = matrix / base
+    if k == 2:
+        return _binary_priors(scaled, w, float(base[1]))
     current = base.copy()
     em_steps = EM_STEPS if k <= NEWTON_CLASSES else EM_ONLY_STEPS
     for step in range(1, em_steps + 1):
@@ -155,6 +158,40 @@ def em_priors(
             return current, step
         current = moved
     return current, EM_STEPS + NEWTON_STEPS
+
+
+def _binary_priors(scaled: FloatArray, w: FloatArray, start: float) -> tuple[FloatArray, int]:
+    """Two classes' maximum-likelihood priors, and the steps taken: the log likelihood is a
+    concave function of the positive prior q alone, whose derivative
+    g(q) = sum_i w_i d_i / (s0_i + q d_i), d = s1 - s0, falls with q. So the maximum is g's
+    root in [FLOOR, 1 - FLOOR], or the end g points past. Newton's steps from ``start`` find
+    it, each kept inside the bracket of the root (a bisection when it would leave it: the
+    safeguard of Numerical Recipes' ``rtsafe``, section 9.4)."""
+    d = scaled[:, 1] - scaled[:, 0]
+
+    def slope(q: float) -> tuple[float, float]:
+        ratio = d / (scaled[:, 0] + q * d)
+        return float(w @ ratio), -float(w @ (ratio * ratio))
+
+    low, high = FLOOR, 1.0 - FLOOR
+    if slope(low)[0] <= 0.0 or slope(high)[0] >= 0.0:
+        q = low if slope(low)[0] <= 0.0 else high
+        return np.array([1.0 - q, q]), 1
+    q = min(max(start, low), high)
+    for step in range(1, NEWTON_STEPS + 1):
+        checkpoint()
+        gradient, curvature = slope(q)
+        if gradient > 0.0:
+            low = q
+        else:
+            high = q
+        moved = q - gradient / curvature if curvature < 0.0 else (low + high) / 2.0
+        if not low < moved < high:
+            moved = (low + high) / 2.0
+        if abs(moved - q) < TOLERANCE or high - low < TOLERANCE:
+            return np.array([1.0 - moved, moved]), step
+        q = moved
+    return np.array([1.0 - q, q]), NEWTON_STEPS
 
 
 def _newton_step(scaled: FloatArray, w: FloatArray, current: FloatArray) -> FloatArray | None:
@@ -202,11 +239,17 @@ def prior_intervals(
     density = scaled @ np.asarray(estimate, dtype=np.float64)
     scores = (scaled[:, :-1] - scaled[:, -1:]) / density[:, None]
     w = np.ones(matrix.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
-    information = (scores * w[:, None]).T @ scores
-    if not np.all(np.isfinite(information)) or np.linalg.cond(information) > 1e12:
-        return [(0.0, 1.0)] * k  # the data pin nothing down (or too little to say)
-    covariance = np.linalg.inv(information)
-    variances = [*np.diag(covariance).tolist(), float(covariance.sum())]
+    if k == 2:  # one prior: the information is a number
+        information = float(w @ (scores[:, 0] * scores[:, 0]))
+        if not np.isfinite(information) or information < 1e-12:
+            return [(0.0, 1.0)] * k
+        variances = [1.0 / information] * 2
+    else:
+        matrix = (scores * w[:, None]).T @ scores
+        if not np.all(np.isfinite(matrix)) or np.linalg.cond(matrix) > 1e12:
+            return [(0.0, 1.0)] * k  # the data pin nothing down (or too little to say)
+        covariance = np.linalg.inv(matrix)
+        variances = [*np.diag(covariance).tolist(), float(covariance.sum())]
     bands = []
     for value, variance in zip(estimate, variances, strict=True):
         half = Z * float(np.sqrt(max(variance, 0.0)))

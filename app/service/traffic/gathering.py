@@ -1,10 +1,12 @@
-"""What a monitored range is read from: the stored hours where they cover it, the rows where
-they do not.
+"""What a monitored range is read from: the stored days and hours where they cover it, the
+rows where they do not.
 
 A window's whole hours from the rollups' start on come from the rollups
-(:mod:`app.store.traffic.rollups`), a few kilobytes an hour whatever the traffic; what is
-left, the part of an hour at a window's edge when ``since`` is not on the hour and the hours
-before the rollups' start, from the logged rows, summed the same way
+(:mod:`app.store.traffic.rollups`), a few kilobytes an hour whatever the traffic: a whole day
+that has been folded (:mod:`app.store.traffic.days`) from its stored day, the other hours
+from theirs, a read of the runs of adjacent ones. What is left, the part of an hour at a
+window's edge when ``since`` is not on the hour and the hours before the rollups' start, comes
+from the logged rows, summed the same way
 (:meth:`~app.service.traffic.monitoring.Monitor.add_traffic`), one read for each run of
 adjacent pieces. A k-class version's rows are read for every window they are in (the
 rollups mark its hours), as its figures still need them.
@@ -12,14 +14,12 @@ rollups mark its hours), as its figures still need them.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
+from app.calibration import BinaryRollup
 from app.service.traffic.monitoring import Monitor
-from app.store import Repository
-
-HOUR = timedelta(hours=1)
+from app.store import DAY, HOUR, Repository, ceil_to, hour_of
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ class Piece:
 def pieces(start: datetime, end: datetime, rolled_up_from: datetime) -> list[Piece]:
     """The window [start, end) as the rows before its first whole hour (or the rollups'
     start), its whole hours, and the rows after them; or all rows."""
-    first = max(_ceil_hour(start), rolled_up_from)
-    last = _floor_hour(end)
+    first = max(ceil_to(start, HOUR), rolled_up_from)
+    last = hour_of(end)
     if first >= last:
         return [Piece(start, end, stored=False)]
     found = [Piece(first, last, stored=True)]
@@ -71,16 +71,22 @@ def gather(
     time."""
     stored, rows = _plan(monitor, repo.rollup_start())
     with_classes: set[int] = set()  # windows with k-class traffic
-    if stored:
-        starts = [piece.start for piece in stored]
-        for hour, v, rollup in repo.rollups(name, stored[0].start, stored[-1].end, version):
-            at = bisect_right(starts, hour) - 1
-            if at < 0 or hour >= stored[at].end:
-                continue  # an hour of a window's edge that the rows give
-            if rollup is None:
-                with_classes.add(monitor.window_of(hour))
-            else:
-                monitor.add_rollup(hour, v, rollup)
+
+    def add(start: datetime, v: int, rollup: BinaryRollup | None) -> None:
+        if rollup is None:
+            with_classes.add(monitor.window_of(start))
+        else:
+            monitor.add_rollup(start, v, rollup)
+
+    days = _whole_days(stored)
+    folded: set[datetime] = set()
+    if days:
+        for day, v, rollup in repo.day_rollups(name, days[0], days[-1] + DAY, version):
+            if day in days:
+                folded.add(day)
+                add(day, v, rollup)
+    for hour, v, rollup in repo.rollups_within(name, _spans(stored, folded), version):
+        add(hour, v, rollup)
     for piece in rows:
         chunks = repo.traffic_chunks(name, piece.start, piece.end, version, labelled=labelled)
         for chunk in chunks:
@@ -107,6 +113,36 @@ def _plan(monitor: Monitor, rolled_up_from: datetime) -> tuple[list[Piece], list
     return stored, rows
 
 
+def _whole_days(stored: list[Piece]) -> list[datetime]:
+    """The days that lie whole in one of the stored pieces, in time order."""
+    days = []
+    for piece in stored:
+        day = ceil_to(piece.start, DAY)
+        while day + DAY <= piece.end:
+            days.append(day)
+            day += DAY
+    return days
+
+
+def _spans(stored: list[Piece], folded: set[datetime]) -> list[tuple[datetime, datetime]]:
+    """The stored pieces without the ``folded`` days, adjacent ones joined: where hours are
+    read."""
+    spans: list[tuple[datetime, datetime]] = []
+    for piece in stored:
+        start = piece.start
+        while start < piece.end:
+            if start in folded:
+                start += DAY
+                continue
+            end = min(ceil_to(start + HOUR, DAY), piece.end)  # to the next midnight
+            if spans and spans[-1][1] == start:
+                spans[-1] = (spans[-1][0], end)
+            else:
+                spans.append((start, end))
+            start = end
+    return spans
+
+
 def _runs(windows: list[int]) -> list[tuple[int, int]]:
     """Sorted window numbers as runs of adjacent ones, (first, last) each."""
     runs: list[tuple[int, int]] = []
@@ -116,12 +152,3 @@ def _runs(windows: list[int]) -> list[tuple[int, int]]:
         else:
             runs.append((w, w))
     return runs
-
-
-def _floor_hour(moment: datetime) -> datetime:
-    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-
-
-def _ceil_hour(moment: datetime) -> datetime:
-    floor = _floor_hour(moment)
-    return floor if floor == moment else floor + HOUR

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from numpy.typing import NDArray
 
-from app.errors import DatabaseUnavailable
+from app.errors import DatabaseUnavailable, NotFound
 from app.observability import record_traffic
 from app.store import Database, LoggedPrediction
 
@@ -141,9 +141,10 @@ class TrafficLog:
         return len(taken)
 
     def expire(self) -> int:
-        """Give the coming days their partitions (PostgreSQL), then delete the traffic older
-        than the retention, a batch per transaction; how many logged ids went (stops quietly
-        while the database is unavailable, or a partition's lock is not had in time)."""
+        """Give the coming days their partitions (PostgreSQL), delete the traffic older than
+        the retention, a batch per transaction, then fold the days that are over
+        (:meth:`fold_days`); how many logged ids went (stops quietly while the database is
+        unavailable, or a partition's lock is not had in time)."""
         now = datetime.now(UTC)
         before = now - self.retention
         total = 0
@@ -155,9 +156,29 @@ class TrafficLog:
                     gone = repo.expire_traffic(before, EXPIRE_BATCH_ROWS)
                 total += gone
                 if gone < EXPIRE_BATCH_ROWS or self._closed.is_set():
-                    return total
+                    break
+            self.fold_days(now)
         except DatabaseUnavailable:
-            return total
+            pass
+        return total
+
+    def fold_days(self, now: datetime) -> int:
+        """Fold every calibrator's days over by ``now`` into stored days
+        (:mod:`app.store.traffic.days`), a transaction per calibrator and week; how many
+        transactions it took."""
+        with self.database.transaction() as repo:
+            names = repo.names_to_fold(now)
+        folds = 0
+        for name in names:
+            more = True
+            while more and not self._closed.is_set():
+                try:
+                    with self.database.transaction(write=True) as repo:
+                        more = repo.fold_days(name, now)
+                except NotFound:  # deleted meanwhile: its traffic went with it
+                    break
+                folds += 1
+        return folds
 
     def close(self) -> None:
         """Stop the writer after one last flush (at shutdown)."""

@@ -139,11 +139,16 @@ class Monitor:
         return int(self._windows(np.array([moment.timestamp()]))[0])
 
     def add_rollup(self, start: datetime, version: int, rollup: BinaryRollup) -> None:
-        """A binary version's stored hour that starts at ``start`` (within one window)."""
+        """A binary version's stored hour (or day) that starts at ``start``, within one
+        window."""
         sums = self._sums(self.window_of(start), version)
         reference = self.references.get(version)
-        if reference is not None and rollup.n and rollup.scores.size != reference.bins:
-            sums.unscored = True  # an hour that counted no raw scores: no shift for the window
+        if (
+            reference is not None
+            and rollup.n
+            and (rollup.scores.size != reference.bins or int(rollup.scores.sum()) != rollup.n)
+        ):
+            sums.unscored = True  # hours that counted no raw scores: no shift for the window
         sums.n_predictions += rollup.n
         sums.n_labelled += rollup.n_labelled
         if sums.rollup is None:

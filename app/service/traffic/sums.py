@@ -16,6 +16,8 @@ these chunk by chunk and reads their results once the window has been read.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -38,6 +40,9 @@ MIN_INTERVAL_ROWS = 30
 bootstrap's sums by the central limit theorem, which a handful of rows does not reach."""
 TERMS = 4
 """The per-row terms whose sums make a window's measures: 1, p - y, loss, Brier."""
+KEPT_NORMALS = 1 << 20
+"""The most standard normal draws of one size the intervals keep between windows (8 MB; the
+default 1,000 resamples of 10 bins take 50,000)."""
 
 
 class CalibrationSums:
@@ -135,23 +140,27 @@ class CalibrationSums:
         variance sum p (1 - p)."""
         if resamples == 0 or self.n < MIN_INTERVAL_ROWS:
             return {}
-        rng = np.random.default_rng(seed)
+        z, normal = _standard_normals(seed, resamples, self.spread.size)
+        bins = self.spread.size
         means = self.moments[:, :, 0]  # sum x = sum x x[0]
-        # Each bin's Gaussian of four terms, all bins at once: mean + factor z, with the
-        # factor of the covariance from its eigenvectors and |eigenvalues| (a stored hour
-        # keeps the second moments in float32, which may leave a bin's a rounding short of
-        # positive semi-definite, and moves the draws by as little).
+        # Each bin's Gaussian of four terms: mean + factor z, with the factor of the
+        # covariance from its eigenvectors and |eigenvalues| (a stored hour keeps the second
+        # moments in float32, which may leave a bin's a rounding short of positive
+        # semi-definite, and moves the draws by as little). Only the ECE needs each bin's
+        # draw, of p - y; the other measures need the sums over bins, one matrix product.
         values_, vectors = np.linalg.eigh(self.moments)
-        factors = vectors * np.sqrt(np.abs(values_))[:, None, :]
-        z = rng.standard_normal((resamples, self.spread.size, TERMS))
-        draws = means + (factors @ z[..., None])[..., 0]  # matmul: einsum took 3x as long
-        count = np.maximum(draws[:, :, 0].sum(axis=1), 1e-300)
+        factors = vectors * np.sqrt(np.abs(values_))[:, None, :]  # bins x term x z
+        summed = means.sum(axis=0) + z.reshape(resamples, bins * TERMS) @ factors.transpose(
+            0, 2, 1
+        ).reshape(bins * TERMS, TERMS)
+        gaps = means[:, 1, None] + (z.transpose(1, 0, 2) @ factors[:, 1, :, None])[..., 0]
+        count = np.maximum(summed[:, 0], 1e-300)
         values = {
-            "log_loss": draws[:, :, 2].sum(axis=1) / count,
-            "brier": draws[:, :, 3].sum(axis=1) / count,
-            "ece": np.abs(draws[:, :, 1]).sum(axis=1) / count,
+            "log_loss": summed[:, 2] / count,
+            "brier": summed[:, 3] / count,
+            "ece": np.abs(gaps).sum(axis=0) / count,
         }
-        consistent = np.abs(rng.normal(size=(resamples, self.spread.size)) * np.sqrt(self.spread))
+        consistent = np.abs(normal * np.sqrt(self.spread))
         point = self.result()
         found: dict[str, tuple[float, float]] = {}
         for name in ("log_loss", "brier"):
@@ -163,6 +172,29 @@ class CalibrationSums:
         if ece is not None:
             found["ece"] = ece
         return found
+
+
+def _standard_normals(seed: int, resamples: int, bins: int) -> tuple[FloatArray, FloatArray]:
+    """:meth:`CalibrationSums.intervals`' standard normal draws: ``resamples`` x ``bins`` x
+    :data:`TERMS` of them, then ``resamples`` x ``bins`` for the consistent resamples. The
+    same for every window of a request, and every request of the same sizes: kept (read-only)
+    up to :data:`KEPT_NORMALS` numbers."""
+    if resamples * bins * (TERMS + 1) <= KEPT_NORMALS:
+        return _kept_normals(seed, resamples, bins)
+    return _draw_normals(seed, resamples, bins)
+
+
+def _draw_normals(seed: int, resamples: int, bins: int) -> tuple[FloatArray, FloatArray]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((resamples, bins, TERMS)), rng.normal(size=(resamples, bins))
+
+
+@lru_cache(maxsize=4)
+def _kept_normals(seed: int, resamples: int, bins: int) -> tuple[FloatArray, FloatArray]:
+    draws = _draw_normals(seed, resamples, bins)
+    for array in draws:
+        array.flags.writeable = False
+    return draws
 
 
 def _fine_sums(sums: CalibrationSums, rollup: BinaryRollup) -> None:

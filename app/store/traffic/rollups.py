@@ -22,12 +22,13 @@ from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 
 import numpy as np
-from sqlalchemy import delete, select
+from sqlalchemy import and_, delete, or_, select
 
 from app.calibration import BinaryRollup, FloatArray, ScoreReference
 from app.store.models import Calibrator, Version
 from app.store.queries import upsert
-from app.store.session import RepositoryBase
+from app.store.traffic.days import RollupDays
+from app.store.traffic.periods import day_of, hour_of
 from app.store.traffic.rows import LoggedPrediction
 from app.store.traffic.tables import RollupStart, StoredScoreReference, TrafficRollup
 
@@ -35,16 +36,12 @@ logger = logging.getLogger("app.traffic")
 
 Key = tuple[str, int, datetime]
 """A rollup's calibrator, version and hour."""
+SPANS_PER_QUERY = 100
+"""The most time spans one read of stored hours names (:meth:`RollupOperations.rollups_within`)."""
 
 
-def hour_of(moment: datetime) -> datetime:
-    """The start of the UTC hour that holds ``moment`` (a time without a zone is UTC)."""
-    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-
-
-class RollupOperations(RepositoryBase):
-    """Read and add to the hours' rollups; the versions' score bins."""
+class RollupOperations(RollupDays):
+    """Read and add to the hours' rollups (and the folded days'); the versions' score bins."""
 
     def rollup_start(self) -> datetime:
         """The hour from which every logged prediction is in the rollups."""
@@ -91,44 +88,63 @@ class RollupOperations(RepositoryBase):
 
     def add_rollups(self, deltas: Mapping[Key, BinaryRollup | None]) -> None:
         """Add each rollup to its hour's, or mark a k-class version's hour (None) as having
-        traffic (the caller holds the calibrators' row locks)."""
+        traffic, and to its day's once the day is folded (:mod:`.days`; the caller holds the
+        calibrators' row locks)."""
+        today = day_of(datetime.now(UTC))
+        folded: dict[str, datetime] = {}
         for (name, version, hour), delta in deltas.items():
-            if delta is None:
-                self._session.execute(
-                    upsert(self._session, TrafficRollup)
-                    .values(name=name, hour=hour, version=version, data=b"")
-                    .on_conflict_do_nothing(index_elements=["name", "hour", "version"])
-                )
-                continue
-            stored = self._session.scalar(
-                select(TrafficRollup.data).where(
-                    TrafficRollup.name == name,
-                    TrafficRollup.hour == hour,
-                    TrafficRollup.version == version,
-                )
-            )
-            if stored:  # b"": a k-class version's hour, which a binary rollup never joins
-                merged = BinaryRollup.from_bytes(stored)
-                merged.add(delta)
-                delta = merged
-            elif not delta.n:
-                continue  # labels of an hour no longer summed (expired): nothing to add to
-            if delta.clamp():
-                logger.warning(
-                    "the rollup of %s v%d at %s took out labels it never had (rows logged "
-                    "without rollups, by a replica older than them?): kept at zero",
-                    name,
-                    version,
-                    hour.isoformat(),
-                )
-            values = {"name": name, "hour": hour, "version": version, "data": delta.to_bytes()}
+            exact = self._add_to_hour(name, version, hour, delta)
+            if exact is None or hour >= today:
+                continue  # nothing added; or a day not over, which no fold has reached
+            if name not in folded:
+                folded[name] = self.folded_through(name)
+            if hour < folded[name]:
+                self.add_to_day(name, version, hour, delta, exact)
+
+    def _add_to_hour(
+        self, name: str, version: int, hour: datetime, delta: BinaryRollup | None
+    ) -> bool | None:
+        """Add ``delta`` to the stored hour (None: mark a k-class version's hour); whether
+        it went in as it was (False: kept at zero by :meth:`BinaryRollup.clamp`), None when
+        there was nothing to add it to."""
+        if delta is None:
             self._session.execute(
                 upsert(self._session, TrafficRollup)
-                .values(**values)
-                .on_conflict_do_update(
-                    index_elements=["name", "hour", "version"], set_={"data": values["data"]}
-                )
+                .values(name=name, hour=hour, version=version, data=b"")
+                .on_conflict_do_nothing(index_elements=["name", "hour", "version"])
             )
+            return True
+        stored = self._session.scalar(
+            select(TrafficRollup.data).where(
+                TrafficRollup.name == name,
+                TrafficRollup.hour == hour,
+                TrafficRollup.version == version,
+            )
+        )
+        merged = delta
+        if stored:  # b"": a k-class version's hour, which a binary rollup never joins
+            merged = BinaryRollup.from_bytes(stored)
+            merged.add(delta)
+        elif not delta.n:
+            return None  # labels of an hour no longer summed (expired): nothing to add to
+        clamped = merged.clamp()
+        if clamped:
+            logger.warning(
+                "the rollup of %s v%d at %s took out labels it never had (rows logged "
+                "without rollups, by a replica older than them?): kept at zero",
+                name,
+                version,
+                hour.isoformat(),
+            )
+        values = {"name": name, "hour": hour, "version": version, "data": merged.to_bytes()}
+        self._session.execute(
+            upsert(self._session, TrafficRollup)
+            .values(**values)
+            .on_conflict_do_update(
+                index_elements=["name", "hour", "version"], set_={"data": values["data"]}
+            )
+        )
+        return not clamped
 
     def rollups(
         self, name: str, since: datetime, until: datetime, version: int | None = None
@@ -136,13 +152,23 @@ class RollupOperations(RepositoryBase):
         """The stored hours of ``name`` (of one ``version``) that start in [since, until), in
         time order: a binary version's rollup, or None for a k-class version's hour with
         traffic. Read within the unit of work."""
-        query = select(TrafficRollup.hour, TrafficRollup.version, TrafficRollup.data).where(
-            TrafficRollup.name == name, TrafficRollup.hour >= since, TrafficRollup.hour < until
-        )
-        if version is not None:
-            query = query.where(TrafficRollup.version == version)
-        for hour, v, data in self._session.execute(query.order_by(TrafficRollup.hour)):
-            yield hour, v, BinaryRollup.from_bytes(data) if data else None
+        return self.rollups_within(name, [(since, until)], version)
+
+    def rollups_within(
+        self, name: str, spans: Sequence[tuple[datetime, datetime]], version: int | None = None
+    ) -> Iterator[tuple[datetime, int, BinaryRollup | None]]:
+        """:meth:`rollups` of the hours that start in any of ``spans`` (disjoint, in time
+        order), :data:`SPANS_PER_QUERY` spans a query."""
+        for first in range(0, len(spans), SPANS_PER_QUERY):
+            chosen = spans[first : first + SPANS_PER_QUERY]
+            query = select(TrafficRollup.hour, TrafficRollup.version, TrafficRollup.data).where(
+                TrafficRollup.name == name,
+                or_(*(and_(TrafficRollup.hour >= a, TrafficRollup.hour < b) for a, b in chosen)),
+            )
+            if version is not None:
+                query = query.where(TrafficRollup.version == version)
+            for hour, v, data in self._session.execute(query.order_by(TrafficRollup.hour)):
+                yield hour, v, BinaryRollup.from_bytes(data) if data else None
 
     def rollup_versions(
         self, name: str, since: datetime, until: datetime, version: int | None = None
@@ -157,12 +183,14 @@ class RollupOperations(RepositoryBase):
         return list(self._session.scalars(query.distinct()))
 
     def delete_rollups(self, name: str) -> None:
-        """With the calibrator's traffic."""
+        """With the calibrator's traffic (its stored days too)."""
         self._session.execute(delete(TrafficRollup).where(TrafficRollup.name == name))
+        self.delete_days(name)
 
     def expire_rollups(self, cutoff: datetime) -> int:
-        """Delete the hours that end by ``cutoff``, before which every row has expired; how
-        many."""
+        """Delete the hours that end by ``cutoff``, before which every row has expired, and
+        the days they were in; how many hours."""
+        self.expire_days(cutoff)
         gone = self._session.execute(
             delete(TrafficRollup).where(TrafficRollup.hour <= cutoff - timedelta(hours=1))
         )

@@ -1,6 +1,6 @@
 """The tables monitoring reads in place of the prediction log: each binary version's hours
-summed (:mod:`app.store.traffic.rollups`), its fitting batch's score bins, and since when
-the hours are summed."""
+summed (:mod:`app.store.traffic.rollups`) and its finished days (:mod:`.days`), its fitting
+batch's score bins, and since when the hours are summed."""
 
 from __future__ import annotations
 
@@ -24,6 +24,29 @@ class TrafficRollup(Base):
     hour: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class TrafficRollupDay(Base):
+    """One binary version's stored hours of one finished UTC day of a calibrator, summed
+    (:mod:`app.store.traffic.days`): what a window of a day or a week reads in place of its
+    24 hours."""
+
+    __tablename__ = "traffic_rollup_days"
+    __table_args__ = (Index("ix_traffic_rollup_days_day", "day"),)  # expiry
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    day: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class RollupFold(Base):
+    """A calibrator's watermark: the first day whose hours are not folded into stored days."""
+
+    __tablename__ = "traffic_rollup_folds"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    through: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class StoredScoreReference(Base):

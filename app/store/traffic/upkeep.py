@@ -16,7 +16,8 @@ from typing import Any
 
 from app.store.sql import placeholder, postgresql, sqlite_time
 from app.store.traffic.partitions import AHEAD_DAYS, DEFAULT, drop_partitions, ensure_partitions
-from app.store.traffic.rollups import RollupOperations, hour_of
+from app.store.traffic.periods import hour_of
+from app.store.traffic.rollups import RollupOperations
 
 
 class TrafficUpkeep(RollupOperations):

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 from scipy.special import expit, logit
 
 from app.calibration import CalibrationError
@@ -12,6 +15,7 @@ from app.calibration.kernels.weights import relative_weights
 from app.calibration.measures.auc import roc_auc
 from app.calibration.measures.bootstrap import (
     Resamples,
+    _quantiles,
     calibration_error_interval,
     check_resamples,
     percentile_interval,
@@ -118,6 +122,22 @@ def test_intervals_are_seeded_and_shared() -> None:
     none = reliability_reports(*args, n_bins=10, strategy="uniform", resamples=0)
     assert none[0].intervals == {}
     assert "intervals" not in none[0].as_json()["metrics"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=arrays(
+        np.float64,
+        st.integers(1, 60),
+        elements=st.floats(-1e6, 1e6) | st.sampled_from([0.0, 1.0, 2.5]),  # ties too
+    ),
+    levels=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=4),
+)
+def test_quantiles_are_numpys_weibull_quantiles_to_the_bit(
+    values: np.ndarray, levels: list[float]
+) -> None:
+    expected = np.quantile(values, levels, method="weibull")
+    assert np.array_equal(_quantiles(values, levels), expected)
 
 
 def test_interval_rules() -> None:

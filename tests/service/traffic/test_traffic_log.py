@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from prometheus_client import REGISTRY
 
-from app.errors import DatabaseUnavailable
+from app.errors import DatabaseUnavailable, NotFound
 from app.service.traffic.log import TrafficLog
 from app.store.traffic.rows import LogCounts, LoggedPrediction
 
@@ -25,6 +25,7 @@ class FakeDatabase:
         self.down = False
         self.unavailable = False
         self.writes = 0
+        self.folds: dict[str, int] = {}  # transactions each calibrator's days take to fold
 
     @contextmanager
     def transaction(self, *, write: bool = False) -> Iterator[FakeDatabase]:
@@ -47,6 +48,16 @@ class FakeDatabase:
         self.expired -= gone
         self.writes += 1
         return gone
+
+    def names_to_fold(self, now: Any) -> list[str]:
+        return sorted(self.folds)
+
+    def fold_days(self, name: str, now: Any) -> bool:
+        if name == "gone":
+            raise NotFound(name)
+        self.writes += 1
+        self.folds[name] -= 1
+        return self.folds[name] > 0
 
     def log_predictions(self, rows: list[LoggedPrediction]) -> LogCounts:
         self.writes += 1
@@ -179,6 +190,19 @@ def test_expiry_deletes_in_batches_until_nothing_is_left(monkeypatch: Any) -> No
         assert database.maintained == 1  # the coming days' partitions first
         database.down = True
         assert log.expire() == 0  # quietly, while the database is down
+    finally:
+        log.close()
+
+
+def test_upkeep_folds_each_calibrators_days_until_none_are_left() -> None:
+    database = FakeDatabase()
+    database.expired = 0
+    database.folds = {"a": 3, "b": 1, "gone": 1}
+    log = make(database)
+    try:
+        log.expire()
+        assert database.folds == {"a": 0, "b": 0, "gone": 1}  # a week per transaction
+        assert database.writes == 1 + 3 + 1  # the expiry's, then the folds'
     finally:
         log.close()
 

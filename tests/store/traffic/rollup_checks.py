@@ -1,10 +1,12 @@
-"""The check every test that writes traffic can make: the stored hours sum the rows."""
+"""The checks every test that writes traffic can make: the stored hours sum the rows, and
+each folded day sums its hours."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 import numpy as np
+import pytest
 
 from app.calibration import BinaryRollup
 from app.store import Database
@@ -33,3 +35,42 @@ def assert_rollups_sum_the_rows(database: Database, name: str) -> None:
         for field in ("counts", "positives", "negatives"):
             assert np.array_equal(getattr(found, field), getattr(expected, field)), field
     assert not stored, f"stored hours of versions without rows: {sorted(stored)}"
+    assert_days_sum_their_hours(database, name)
+
+
+def assert_days_sum_their_hours(database: Database, name: str) -> int:
+    """Each folded day of ``name`` holds every version with stored hours that day, each the
+    sum of its hours (counts exactly, sums to the float32 the hours keep); how many days."""
+    with database.transaction() as repo:
+        days = {(day, v): rollup for day, v, rollup in repo.day_rollups(name, *EVER)}
+        hours: dict[tuple[datetime, int], BinaryRollup | None] = {}
+        for hour, v, rollup in repo.rollups(name, *EVER):
+            key = (hour.replace(hour=0), v)
+            if rollup is None:
+                hours[key] = None
+            else:
+                summed = hours.get(key) or BinaryRollup(rollup.scores.size)
+                summed.add(rollup)
+                hours[key] = summed
+    folded = {day for day, _ in days}
+    for day, v in hours:
+        if day in folded:
+            assert (day, v) in days, f"{day:%Y-%m-%d} is folded without v{v}'s hours"
+    for (day, v), rollup in days.items():
+        assert (day, v) in hours, f"a stored day without hours: {day:%Y-%m-%d} v{v}"
+        assert_same_rollup(rollup, hours[day, v])
+    return len(folded)
+
+
+def assert_same_rollup(found: BinaryRollup | None, wanted: BinaryRollup | None) -> None:
+    """Two rollups of the same rows, each stored (its float32 sums rounded) once or more."""
+    if found is None or wanted is None:
+        assert found is wanted
+        return
+    assert (found.n, found.n_labelled) == (wanted.n, wanted.n_labelled)
+    for field in ("counts", "positives", "negatives", "scores"):
+        assert np.array_equal(getattr(found, field), getattr(wanted, field)), field
+    for field in ("sums", "spreads", "moments"):
+        assert getattr(found, field) == pytest.approx(getattr(wanted, field), rel=1e-6, abs=1e-6)
+    for field in ("fine_sums", "entropy", "var_loss", "var_brier", "spread", "loss", "brier"):
+        assert getattr(found, field) == pytest.approx(getattr(wanted, field), rel=1e-12), field
