@@ -37,7 +37,7 @@ def upgrade() -> None:
     op.create_table(
         "traffic_rollup_folds",
         sa.Column("name", sa.String(length=128), nullable=False),
-        sa.Column("through", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("first_unfolded", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("name", name="pk_traffic_rollup_folds"),
     )
 

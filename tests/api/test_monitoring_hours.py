@@ -138,7 +138,7 @@ def test_folded_days_answer_as_their_hours_and_the_rows(client: TestClient) -> N
         {"window": window, "since": since.isoformat(), "until": until.isoformat(), **version}
         for window, since, until in (
             ("1d", T0 - timedelta(days=1), T0 + timedelta(days=2)),
-            ("7d", T0 - timedelta(days=7), T0 + timedelta(days=7)),  # a week from a Thursday
+            ("7d", T0 - timedelta(days=7), T0 + timedelta(days=7)),  # holds T0's day whole
             ("1h", T0, T0 + timedelta(hours=5)),
         )
         for version in ({}, {"version": "1"}, {"version": "2"})

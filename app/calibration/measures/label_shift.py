@@ -174,8 +174,9 @@ def _binary_priors(scaled: FloatArray, w: FloatArray, start: float) -> tuple[Flo
         return float(w @ ratio), -float(w @ (ratio * ratio))
 
     low, high = FLOOR, 1.0 - FLOOR
-    if slope(low)[0] <= 0.0 or slope(high)[0] >= 0.0:
-        q = low if slope(low)[0] <= 0.0 else high
+    at_low, at_high = slope(low)[0], slope(high)[0]
+    if at_low <= 0.0 or at_high >= 0.0:  # the maximum is at an end, or g is 0 throughout
+        q = start if at_low <= 0.0 <= at_high else low if at_low <= 0.0 else high
         return np.array([1.0 - q, q]), 1
     q = min(max(start, low), high)
     for step in range(1, NEWTON_STEPS + 1):
@@ -239,17 +240,11 @@ def prior_intervals(
     density = scaled @ np.asarray(estimate, dtype=np.float64)
     scores = (scaled[:, :-1] - scaled[:, -1:]) / density[:, None]
     w = np.ones(matrix.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
-    if k == 2:  # one prior: the information is a number
-        information = float(w @ (scores[:, 0] * scores[:, 0]))
-        if not np.isfinite(information) or information < 1e-12:
-            return [(0.0, 1.0)] * k
-        variances = [1.0 / information] * 2
-    else:
-        matrix = (scores * w[:, None]).T @ scores
-        if not np.all(np.isfinite(matrix)) or np.linalg.cond(matrix) > 1e12:
-            return [(0.0, 1.0)] * k  # the data pin nothing down (or too little to say)
-        covariance = np.linalg.inv(matrix)
-        variances = [*np.diag(covariance).tolist(), float(covariance.sum())]
+    information = (scores * w[:, None]).T @ scores
+    if not np.all(np.isfinite(information)) or np.linalg.cond(information) > 1e12:
+        return [(0.0, 1.0)] * k  # the data pin nothing down (or too little to say)
+    covariance = np.linalg.inv(information)
+    variances = [*np.diag(covariance).tolist(), float(covariance.sum())]
     bands = []
     for value, variance in zip(estimate, variances, strict=True):
         half = Z * float(np.sqrt(max(variance, 0.0)))

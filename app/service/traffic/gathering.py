@@ -65,10 +65,10 @@ def gather(
     labelled: bool = False,
 ) -> None:
     """Feed ``monitor`` ``name``'s traffic over its windows (of ``version``, or of all; for
-    the rows it reads, the labelled ones only with ``labelled``): the stored hours, then the
-    rows they do not cover, a run of adjacent pieces at a time, in time order, then the
-    k-class versions' rows of every window that has some, a run of adjacent windows at a
-    time."""
+    the rows it reads, the labelled ones only with ``labelled``): the folded days that lie
+    whole in a window and the stored hours of the rest, then the rows they do not cover, a
+    run of adjacent pieces at a time, in time order, then the k-class versions' rows of
+    every window that has some, a run of adjacent windows at a time."""
     stored, rows = _plan(monitor, repo.rollup_start())
     with_classes: set[int] = set()  # windows with k-class traffic
 
@@ -79,10 +79,11 @@ def gather(
             monitor.add_rollup(start, v, rollup)
 
     days = _whole_days(stored)
+    whole = set(days)
     folded: set[datetime] = set()
     if days:
         for day, v, rollup in repo.day_rollups(name, days[0], days[-1] + DAY, version):
-            if day in days:
+            if day in whole:
                 folded.add(day)
                 add(day, v, rollup)
     for hour, v, rollup in repo.rollups_within(name, _spans(stored, folded), version):

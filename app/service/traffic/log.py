@@ -38,6 +38,9 @@ CLOSE_SECONDS = 10.0
 EXPIRE_EVERY_SECONDS = 300.0
 """How often traffic past the retention is deleted."""
 
+FOLD_SECONDS = 30.0
+"""How long one upkeep folds days at most, the log flushed between its transactions."""
+
 EXPIRE_BATCH_ROWS = 10_000
 """Rows deleted per table and transaction when traffic expires (keys, predictions, pending
 outcomes; on PostgreSQL a day's predictions go with its partition)."""
@@ -163,21 +166,31 @@ class TrafficLog:
         return total
 
     def fold_days(self, now: datetime) -> int:
-        """Fold every calibrator's days over by ``now`` into stored days
-        (:mod:`app.store.traffic.days`), a transaction per calibrator and week; how many
-        transactions it took."""
+        """Fold the calibrators' days over by ``now`` into stored days
+        (:mod:`app.store.traffic.days`): a transaction per calibrator and week, the log
+        flushed between them, for at most :data:`FOLD_SECONDS` (the rest next time); how
+        many transactions folded. A calibrator that fails is logged and left for the next
+        time; the others go on."""
         with self.database.transaction() as repo:
             names = repo.names_to_fold(now)
+        kept_from = now - self.retention  # the hours before it are expiring
+        deadline = time.monotonic() + FOLD_SECONDS
         folds = 0
         for name in names:
             more = True
-            while more and not self._closed.is_set():
+            while more and time.monotonic() < deadline and not self._closed.is_set():
                 try:
                     with self.database.transaction(write=True) as repo:
-                        more = repo.fold_days(name, now)
+                        more = repo.fold_days(name, now, kept_from)
                 except NotFound:  # deleted meanwhile: its traffic went with it
                     break
+                except DatabaseUnavailable:
+                    raise
+                except Exception:
+                    logger.exception("could not fold the days of %r; tried again later", name)
+                    break
                 folds += 1
+                self.flush()
         return folds
 
     def close(self) -> None:

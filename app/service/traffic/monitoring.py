@@ -84,7 +84,7 @@ class _WindowSums:
         self.n_predictions = 0
         self.n_labelled = 0
         self.rollup: BinaryRollup | None = None  # a binary version's
-        self.unscored = False  # whether a stored hour of it counted no raw scores
+        self.unscored = False  # whether some of its stored predictions have no score bin
         self.calibration: CalibrationSums | None = None  # a k-class version's
         self.expectations: WindowExpectations | None = None  # a k-class one's, once read
 
@@ -148,7 +148,9 @@ class Monitor:
             and rollup.n
             and (rollup.scores.size != reference.bins or int(rollup.scores.sum()) != rollup.n)
         ):
-            sums.unscored = True  # hours that counted no raw scores: no shift for the window
+            # hours that counted no raw scores (a version without score bins), or a day
+            # holding some of those: no shift for the window
+            sums.unscored = True
         sums.n_predictions += rollup.n
         sums.n_labelled += rollup.n_labelled
         if sums.rollup is None:

@@ -41,8 +41,8 @@ bootstrap's sums by the central limit theorem, which a handful of rows does not 
 TERMS = 4
 """The per-row terms whose sums make a window's measures: 1, p - y, loss, Brier."""
 KEPT_NORMALS = 1 << 20
-"""The most standard normal draws of one size the intervals keep between windows (8 MB; the
-default 1,000 resamples of 10 bins take 50,000)."""
+"""The most standard normal draws of one size the intervals keep between windows: 8 MB, four
+sizes at most, so 32 MB a process (the default 1,000 resamples of 10 bins take 50,000)."""
 
 
 class CalibrationSums:

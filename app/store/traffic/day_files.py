@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from app.errors import ObjectStoreUnavailable
+from app.store.traffic.periods import EPOCH
 
 TIME = pa.timestamp("us", tz="UTC")
 ROW = pa.list_(pa.float64())
@@ -46,8 +47,6 @@ SCHEMA = pa.schema(
 
 GROUP_ROWS = 50_000
 """Rows fetched from the database, and written as one row group, at a time."""
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)

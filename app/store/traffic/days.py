@@ -2,20 +2,20 @@
 window of a day or a week reads in place of its 24 hours (:mod:`app.service.traffic.gathering`).
 
 A day is folded once it has been over for :data:`GRACE`, by the log's upkeep
-(:meth:`RollupDays.fold_days`, under the calibrator's row lock), which advances the
-calibrator's watermark past it (``traffic_rollup_folds``). The hours stay: a window of an
-hour, or one whose edge is not on a day, reads them. From then on every write to an hour of a
-folded day adds to its day as well (:meth:`RollupDays.add_to_day`, in the same transaction
-and under the same lock as the hour's), so a stored day, where there is one, is always the
-sum of its hours: a reader takes a version's day or its hours, never both, and gets the same
-figures either way. A writer looks for a folded day only for an hour before its own day,
-which holds as long as the replicas' clocks agree to within :data:`GRACE`.
+(:meth:`RollupDays.fold_days`, under the calibrator's row lock), which moves the calibrator's
+watermark, the first day not folded (``traffic_rollup_folds``), past it. The hours stay: a
+window of an hour, or one whose edge is not on a day, reads them. From then on every write
+to an hour before the watermark adds to its day as well (:meth:`RollupDays.add_rollups`, in
+the same transaction and under the same lock), so a stored day, where there is one, sums its
+hours: a reader takes a version's day or its hours, never both, and its figures differ only
+by the rounding of the float32 sums each stored rollup keeps (docs/traffic.md). A folded
+day stores every version with traffic that day, or none (folded without traffic, or
+expired): a reader that finds one version's day has every version's there is.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, or_, select
@@ -23,25 +23,24 @@ from sqlalchemy import delete, or_, select
 from app.calibration import BinaryRollup
 from app.store.models import Calibrator
 from app.store.queries import upsert
-from app.store.session import RepositoryBase
 from app.store.traffic.periods import DAY, EPOCH, day_of
+from app.store.traffic.rollups import Added, Key, RollupOperations, decoded
 from app.store.traffic.tables import RollupFold, TrafficRollup, TrafficRollupDay
 
-logger = logging.getLogger("app.traffic")
-
 GRACE = timedelta(hours=1)
-"""How long after its end a day is folded: a flush of its last predictions, or a replica
-whose clock lags by less, still writes its hours before."""
+"""How long after its end a day is folded: the flush of its last predictions comes before."""
 FOLD_DAYS = 7
 """The most days of one calibrator one transaction folds (a backlog goes a week at a time)."""
 
 
-class RollupDays(RepositoryBase):
-    """Fold finished days of stored hours; keep the folded ones the sums of their hours."""
+class RollupDays(RollupOperations):
+    """The hours' rollups, and their finished days folded and kept their sums."""
 
-    def folded_through(self, name: str) -> datetime:
+    def first_unfolded(self, name: str) -> datetime:
         """The first day of ``name`` not folded (the epoch before any fold)."""
-        found = self._session.scalar(select(RollupFold.through).where(RollupFold.name == name))
+        found = self._session.scalar(
+            select(RollupFold.first_unfolded).where(RollupFold.name == name)
+        )
         return found or EPOCH
 
     def names_to_fold(self, now: datetime) -> list[str]:
@@ -52,19 +51,23 @@ class RollupDays(RepositoryBase):
             .outerjoin(RollupFold, RollupFold.name == Calibrator.name)
             .where(
                 Calibrator.deleted_at.is_(None),
-                or_(RollupFold.through.is_(None), RollupFold.through < before),
+                or_(RollupFold.first_unfolded.is_(None), RollupFold.first_unfolded < before),
             )
             .order_by(Calibrator.name)
         )
         return list(self._session.scalars(query))
 
-    def fold_days(self, name: str, now: datetime) -> bool:
+    def fold_days(self, name: str, now: datetime, kept_from: datetime = EPOCH) -> bool:
         """Fold ``name``'s next days over for :data:`GRACE` by ``now``, at most
         :data:`FOLD_DAYS` of them from the first with a stored hour, under the calibrator's
-        row lock; whether days are left to fold (404 for a calibrator deleted meanwhile)."""
+        row lock; whether days are left to fold (404 for a calibrator deleted meanwhile).
+        Only days after the one holding ``kept_from`` are folded: the retention's expiry,
+        which another replica may be running, deletes the hours before it."""
         self._lock(name)
         before = day_of(now - GRACE)
-        start = self.folded_through(name)
+        start = max(self.first_unfolded(name), day_of(kept_from) + DAY)
+        if start >= before:
+            return False  # folded that far already (by a replica whose clock is ahead)
         first = self._session.scalar(
             select(TrafficRollup.hour)
             .where(TrafficRollup.name == name, TrafficRollup.hour >= start)
@@ -75,55 +78,30 @@ class RollupDays(RepositoryBase):
         end = before if first is None else min(day_of(first) + FOLD_DAYS * DAY, before)
         if first is not None:
             days: dict[tuple[datetime, int], BinaryRollup | None] = {}
-            for hour, version, data in self._session.execute(
-                select(TrafficRollup.hour, TrafficRollup.version, TrafficRollup.data).where(
-                    TrafficRollup.name == name,
-                    TrafficRollup.hour >= day_of(first),
-                    TrafficRollup.hour < end,
-                )
-            ):
-                _fold(days, (day_of(hour), version), data)
-            for (day, version), rollup in days.items():
-                self._put_day(name, version, day, rollup)
+            for hour, version, rollup in self.rollups(name, day_of(first), end):
+                _fold(days, (day_of(hour), version), rollup)
+            for (day, version), summed in days.items():
+                self._put_day(name, version, day, summed)
         self._session.execute(
             upsert(self._session, RollupFold)
-            .values(name=name, through=end)
-            .on_conflict_do_update(index_elements=["name"], set_={"through": end})
+            .values(name=name, first_unfolded=end)
+            .on_conflict_do_update(index_elements=["name"], set_={"first_unfolded": end})
         )
         return end < before
 
-    def add_to_day(
-        self, name: str, version: int, hour: datetime, delta: BinaryRollup | None, exact: bool
-    ) -> None:
-        """After ``delta`` went into the stored hour ``hour`` of a folded day: add it to the
-        day's too (None: mark a k-class version's day). ``exact``: the hour took it as it
-        was (not kept at zero by :meth:`~app.calibration.BinaryRollup.clamp`); otherwise, or
-        when the version has no stored day yet, the day is summed afresh from its hours.
-
-        A folded day stores every version with traffic in it, or none (one folded without
-        traffic, or expired: its hours are read): so a reader that finds one version's day
-        finds every version's there is."""
-        day = day_of(hour)
-        stored = dict(
-            self._session.execute(
-                select(TrafficRollupDay.version, TrafficRollupDay.data).where(
-                    TrafficRollupDay.name == name, TrafficRollupDay.day == day
-                )
-            ).all()
-        )
-        if not stored:
-            return  # a day folded without traffic, or expired: its readers take its hours
-        if delta is None:
-            self._put_day(name, version, day, None, replace=False)
-        elif stored.get(version) and exact:
-            merged = BinaryRollup.from_bytes(stored[version])
-            merged.add(delta)
-            if merged.clamp():
-                self._refold(name, version, day)
-            else:
-                self._put_day(name, version, day, merged)
-        else:  # the version's first traffic of the day, or an hour kept at zero
-            self._refold(name, version, day)
+    def add_rollups(self, deltas: Mapping[Key, BinaryRollup | None]) -> list[Added]:
+        """Add each rollup to its hour's (:meth:`RollupOperations.add_rollups`), and to its
+        day's when the day is folded. A day takes the rollup as its hour did; it is summed
+        afresh from its hours when the hour kept a count at zero, or the day would, or the
+        version has no stored day yet."""
+        added = super().add_rollups(deltas)
+        watermarks: dict[str, datetime] = {}
+        for (name, version, hour), delta, exact in added:
+            if name not in watermarks:
+                watermarks[name] = self.first_unfolded(name)
+            if hour < watermarks[name]:
+                self._add_to_day(name, version, day_of(hour), delta, exact)
+        return added
 
     def day_rollups(
         self, name: str, since: datetime, until: datetime, version: int | None = None
@@ -140,29 +118,45 @@ class RollupDays(RepositoryBase):
         if version is not None:
             query = query.where(TrafficRollupDay.version == version)
         for day, v, data in self._session.execute(query.order_by(TrafficRollupDay.day)):
-            yield day, v, BinaryRollup.from_bytes(data) if data else None
+            yield day, v, decoded(data)
 
-    def delete_days(self, name: str) -> None:
-        """With the calibrator's traffic: its days and its watermark."""
+    def delete_rollups(self, name: str) -> None:
+        """With the calibrator's traffic: its hours, days and watermark."""
+        super().delete_rollups(name)
         self._session.execute(delete(TrafficRollupDay).where(TrafficRollupDay.name == name))
         self._session.execute(delete(RollupFold).where(RollupFold.name == name))
 
-    def expire_days(self, cutoff: datetime) -> None:
-        """Delete the days that have an hour ending by ``cutoff`` (their hours expire)."""
+    def expire_rollups(self, cutoff: datetime) -> int:
+        """Delete the hours that end by ``cutoff`` (:meth:`RollupOperations.expire_rollups`)
+        and every day one of them was in; how many hours."""
         self._session.execute(delete(TrafficRollupDay).where(TrafficRollupDay.day < cutoff))
+        return super().expire_rollups(cutoff)
 
-    def _refold(self, name: str, version: int, day: datetime) -> None:
-        """Sum the version's day afresh from its stored hours."""
+    def _add_to_day(
+        self, name: str, version: int, day: datetime, delta: BinaryRollup | None, exact: bool
+    ) -> None:
+        """Add what went into an hour of ``day`` (folded) to the version's stored day."""
+        stored = dict(
+            self._session.execute(
+                select(TrafficRollupDay.version, TrafficRollupDay.data).where(
+                    TrafficRollupDay.name == name, TrafficRollupDay.day == day
+                )
+            ).all()
+        )
+        if not stored:
+            return  # a day folded without traffic, or expired: its readers take its hours
+        if delta is None:
+            self._put_day(name, version, day, None, replace=False)
+            return
+        if stored.get(version) and exact:
+            merged = BinaryRollup.from_bytes(stored[version])
+            merged.add(delta)
+            if not merged.clamp():
+                self._put_day(name, version, day, merged)
+                return
         days: dict[tuple[datetime, int], BinaryRollup | None] = {}
-        for data in self._session.scalars(
-            select(TrafficRollup.data).where(
-                TrafficRollup.name == name,
-                TrafficRollup.version == version,
-                TrafficRollup.hour >= day,
-                TrafficRollup.hour < day + DAY,
-            )
-        ):
-            _fold(days, (day, version), data)
+        for _, _, rollup in self.rollups(name, day, day + DAY, version):
+            _fold(days, (day, version), rollup)
         if (day, version) in days:
             self._put_day(name, version, day, days[day, version])
         else:  # its hours have expired
@@ -200,13 +194,12 @@ class RollupDays(RepositoryBase):
 def _fold(
     days: dict[tuple[datetime, int], BinaryRollup | None],
     key: tuple[datetime, int],
-    data: bytes,
+    hour: BinaryRollup | None,
 ) -> None:
-    """Add a stored hour (``b""``: a k-class version's mark) to its day's sum in ``days``."""
-    if not data:
+    """Add a stored hour (None: a k-class version's mark) to its day's sum in ``days``."""
+    if hour is None:
         days.setdefault(key, None)
         return
-    hour = BinaryRollup.from_bytes(data)
     summed = days.get(key)
     if summed is None:
         summed = days[key] = BinaryRollup(hour.scores.size)

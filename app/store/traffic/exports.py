@@ -31,6 +31,7 @@ from app.store.traffic.partitions import (
     partition_days,
     partition_name,
 )
+from app.store.traffic.periods import midnight
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,6 @@ class ExportRecord:
     def start(self) -> datetime:
         """The first instant of the day (UTC)."""
         return midnight(self.day)
-
-
-def midnight(day: date) -> datetime:
-    """The first instant of ``day`` (UTC)."""
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def microseconds(session: Session, column: str) -> str:

@@ -28,6 +28,7 @@ from app.errors import ObjectStoreUnavailable, invalid
 from app.store.sql import postgresql
 from app.store.traffic.day_files import TIME, file_sha256, read_day
 from app.store.traffic.exports import ExportOperations, ExportRecord
+from app.store.traffic.periods import DAY
 from app.store.traffic.reads import (
     ClassRows,
     FloatArray,
@@ -36,8 +37,6 @@ from app.store.traffic.reads import (
     TrafficReads,
     _check_labelled,
 )
-
-DAY = timedelta(days=1)
 
 
 @dataclass(frozen=True)

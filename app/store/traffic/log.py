@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, date, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import select
@@ -27,8 +27,9 @@ from sqlalchemy import select
 from app.errors import NotFound
 from app.store.models import Version
 from app.store.sql import chunks, placeholder, postgresql, sqlite_time
+from app.store.traffic.days import RollupDays
 from app.store.traffic.partitions import analyze_new
-from app.store.traffic.rollups import RollupOperations
+from app.store.traffic.periods import day_of
 from app.store.traffic.rows import (
     COLUMNS,
     ROW_MARKS,
@@ -45,7 +46,7 @@ LOOKUP_IDS = 1000
 """Client ids per ``IN (…)`` lookup of pending outcomes (SQLite)."""
 
 
-class TrafficOperations(RollupOperations):
+class TrafficOperations(RollupDays):
     """Log predictions, record outcomes, expire and delete traffic."""
 
     def log_predictions(self, rows: Sequence[LoggedPrediction]) -> LogCounts:
@@ -96,7 +97,7 @@ class TrafficOperations(RollupOperations):
         new = self._insert_staged(pending)
         fresh_rows = kept if staged is None else [kept[i] for i in staged]
         self.roll_up(fresh_rows, [None] * len(kept) if staged is None else list(staged.values()))
-        analyze_new(connection, {_utc_day(row.predicted_at) for row in kept})
+        analyze_new(connection, {day_of(row.predicted_at).date() for row in kept})
         return LogCounts(new=new, discarded=len(rows) - len(kept))
 
     def _staged_labels(self, pending: bool, *, every: bool) -> dict[int, int | None] | None:
@@ -290,9 +291,3 @@ class TrafficOperations(RollupOperations):
             "AND i.client_id = pending_outcomes.client_id)"
         )
         return int(new)
-
-
-def _utc_day(moment: datetime) -> date:
-    """The UTC day of ``moment`` (a time without a zone is read as UTC)."""
-    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).date()

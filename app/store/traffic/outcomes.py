@@ -20,7 +20,8 @@ from sqlalchemy import func, select
 from app.errors import Conflict, invalid
 from app.store.models import Version
 from app.store.sql import chunks, postgresql, sqlite_time
-from app.store.traffic.rollups import RollupOperations, label_deltas
+from app.store.traffic.days import RollupDays
+from app.store.traffic.rollups import label_deltas
 
 LOOKUP_IDS = 1000
 """Client ids per ``IN (…)`` lookup (SQLite)."""
@@ -44,7 +45,7 @@ class OutcomeCounts:
     overwritten: int
 
 
-class OutcomeOperations(RollupOperations):
+class OutcomeOperations(RollupDays):
     """Record outcomes of logged predictions."""
 
     def record_outcomes(

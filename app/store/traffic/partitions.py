@@ -22,10 +22,12 @@ the next round.
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, text
+
+from app.store.traffic.periods import midnight
 
 AHEAD_DAYS = 7
 """Days past today that always have their partition."""
@@ -124,7 +126,7 @@ def analyze_new(connection: Connection, days: set[date]) -> None:
 def _attach(connection: Connection, day: date) -> None:
     """Make ``day``'s partition, with the rows of that day the default partition holds."""
     name = partition_name(day)
-    start, end = _midnight(day).isoformat(), _midnight(day + timedelta(days=1)).isoformat()
+    start, end = midnight(day).isoformat(), midnight(day + timedelta(days=1)).isoformat()
     within = f"predicted_at >= '{start}' AND predicted_at < '{end}'"  # DDL takes no parameters
     connection.execute(text(f"CREATE TABLE {name} (LIKE predictions INCLUDING DEFAULTS)"))
     connection.execute(text(f"ALTER TABLE {name} ADD CONSTRAINT {name}_day CHECK ({within})"))
@@ -144,7 +146,3 @@ def _attach(connection: Connection, day: date) -> None:
         )
     )
     connection.execute(text(f"ALTER TABLE {name} DROP CONSTRAINT {name}_day"))
-
-
-def _midnight(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)

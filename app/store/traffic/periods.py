@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -16,6 +16,11 @@ def hour_of(moment: datetime) -> datetime:
 def day_of(moment: datetime) -> datetime:
     """The start of the UTC day that holds ``moment`` (a time without a zone is UTC)."""
     return _utc(moment).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def midnight(day: date) -> datetime:
+    """The first instant of ``day`` (UTC)."""
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def ceil_to(moment: datetime, width: timedelta) -> datetime:

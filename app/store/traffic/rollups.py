@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from operator import itemgetter
 
 import numpy as np
@@ -27,8 +27,8 @@ from sqlalchemy import and_, delete, or_, select
 from app.calibration import BinaryRollup, FloatArray, ScoreReference
 from app.store.models import Calibrator, Version
 from app.store.queries import upsert
-from app.store.traffic.days import RollupDays
-from app.store.traffic.periods import day_of, hour_of
+from app.store.session import RepositoryBase
+from app.store.traffic.periods import EPOCH, HOUR, hour_of
 from app.store.traffic.rows import LoggedPrediction
 from app.store.traffic.tables import RollupStart, StoredScoreReference, TrafficRollup
 
@@ -36,17 +36,21 @@ logger = logging.getLogger("app.traffic")
 
 Key = tuple[str, int, datetime]
 """A rollup's calibrator, version and hour."""
+Added = tuple[Key, BinaryRollup | None, bool]
+"""A rollup added to its stored hour (None: a k-class version's mark), and whether it went
+in as it was (not kept at zero by :meth:`~app.calibration.BinaryRollup.clamp`)."""
 SPANS_PER_QUERY = 100
 """The most time spans one read of stored hours names (:meth:`RollupOperations.rollups_within`)."""
 
 
-class RollupOperations(RollupDays):
-    """Read and add to the hours' rollups (and the folded days'); the versions' score bins."""
+class RollupOperations(RepositoryBase):
+    """Read and add to the hours' rollups; the versions' score bins. (The folded days,
+    :class:`~app.store.traffic.days.RollupDays`, extend these.)"""
 
     def rollup_start(self) -> datetime:
         """The hour from which every logged prediction is in the rollups."""
         found = self._session.scalar(select(RollupStart.started_at))
-        return found or datetime(1970, 1, 1, tzinfo=UTC)
+        return found or EPOCH
 
     def score_references(
         self, name: str, versions: Iterable[int]
@@ -86,20 +90,15 @@ class RollupOperations(RollupDays):
         """Store a new version's score bins (with its row)."""
         self._session.add(StoredScoreReference(version_id=version_id, data=data))
 
-    def add_rollups(self, deltas: Mapping[Key, BinaryRollup | None]) -> None:
+    def add_rollups(self, deltas: Mapping[Key, BinaryRollup | None]) -> list[Added]:
         """Add each rollup to its hour's, or mark a k-class version's hour (None) as having
-        traffic, and to its day's once the day is folded (:mod:`.days`; the caller holds the
-        calibrators' row locks)."""
-        today = day_of(datetime.now(UTC))
-        folded: dict[str, datetime] = {}
+        traffic (the caller holds the calibrators' row locks); what went in."""
+        added = []
         for (name, version, hour), delta in deltas.items():
             exact = self._add_to_hour(name, version, hour, delta)
-            if exact is None or hour >= today:
-                continue  # nothing added; or a day not over, which no fold has reached
-            if name not in folded:
-                folded[name] = self.folded_through(name)
-            if hour < folded[name]:
-                self.add_to_day(name, version, hour, delta, exact)
+            if exact is not None:
+                added.append(((name, version, hour), delta, exact))
+        return added
 
     def _add_to_hour(
         self, name: str, version: int, hour: datetime, delta: BinaryRollup | None
@@ -168,7 +167,7 @@ class RollupOperations(RollupDays):
             if version is not None:
                 query = query.where(TrafficRollup.version == version)
             for hour, v, data in self._session.execute(query.order_by(TrafficRollup.hour)):
-                yield hour, v, BinaryRollup.from_bytes(data) if data else None
+                yield hour, v, decoded(data)
 
     def rollup_versions(
         self, name: str, since: datetime, until: datetime, version: int | None = None
@@ -183,18 +182,21 @@ class RollupOperations(RollupDays):
         return list(self._session.scalars(query.distinct()))
 
     def delete_rollups(self, name: str) -> None:
-        """With the calibrator's traffic (its stored days too)."""
+        """With the calibrator's traffic."""
         self._session.execute(delete(TrafficRollup).where(TrafficRollup.name == name))
-        self.delete_days(name)
 
     def expire_rollups(self, cutoff: datetime) -> int:
-        """Delete the hours that end by ``cutoff``, before which every row has expired, and
-        the days they were in; how many hours."""
-        self.expire_days(cutoff)
+        """Delete the hours that end by ``cutoff``, before which every row has expired; how
+        many."""
         gone = self._session.execute(
-            delete(TrafficRollup).where(TrafficRollup.hour <= cutoff - timedelta(hours=1))
+            delete(TrafficRollup).where(TrafficRollup.hour <= cutoff - HOUR)
         )
         return int(gone.rowcount)  # type: ignore[attr-defined]
+
+
+def decoded(data: bytes) -> BinaryRollup | None:
+    """A stored rollup's bytes read back; None for a k-class version's mark (``b""``)."""
+    return BinaryRollup.from_bytes(data) if data else None
 
 
 def rollup_deltas(

@@ -27,9 +27,9 @@ class TrafficRollup(Base):
 
 
 class TrafficRollupDay(Base):
-    """One binary version's stored hours of one finished UTC day of a calibrator, summed
-    (:mod:`app.store.traffic.days`): what a window of a day or a week reads in place of its
-    24 hours."""
+    """One version's stored hours of one finished UTC day of a calibrator, summed (a k-class
+    version's: marked, as its hours are) by :mod:`app.store.traffic.days`: what a window of
+    a day or a week reads in place of its 24 hours."""
 
     __tablename__ = "traffic_rollup_days"
     __table_args__ = (Index("ix_traffic_rollup_days_day", "day"),)  # expiry
@@ -46,7 +46,7 @@ class RollupFold(Base):
     __tablename__ = "traffic_rollup_folds"
 
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
-    through: Mapped[datetime] = mapped_column(UTCDateTime())
+    first_unfolded: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class StoredScoreReference(Base):

@@ -15,12 +15,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.store.sql import placeholder, postgresql, sqlite_time
+from app.store.traffic.days import RollupDays
 from app.store.traffic.partitions import AHEAD_DAYS, DEFAULT, drop_partitions, ensure_partitions
-from app.store.traffic.periods import hour_of
-from app.store.traffic.rollups import RollupOperations
+from app.store.traffic.periods import day_of, hour_of
 
 
-class TrafficUpkeep(RollupOperations):
+class TrafficUpkeep(RollupDays):
     """Partitions made ahead and dropped; expired keys, rows and pending outcomes deleted."""
 
     def maintain_traffic(self, now: datetime, before: datetime) -> None:
@@ -30,8 +30,7 @@ class TrafficUpkeep(RollupOperations):
         if not postgresql(self._session):
             self.expire_rollups(hour_of(before))  # as expire_traffic's rows
             return
-        day = before.astimezone(UTC).date()
-        self.expire_rollups(datetime(day.year, day.month, day.day, tzinfo=UTC))  # as the rows
+        self.expire_rollups(day_of(before))  # as the rows
         connection = self._session.connection()
         today = now.astimezone(UTC).date()
         ensure_partitions(connection, today - timedelta(days=1), today + timedelta(AHEAD_DAYS))
@@ -51,8 +50,7 @@ class TrafficUpkeep(RollupOperations):
         """
         connection = self._session.connection()
         if postgresql(self._session):
-            day = before.astimezone(UTC).date()
-            cutoff: Any = datetime(day.year, day.month, day.day, tzinfo=UTC)
+            cutoff: Any = day_of(before)
             received: Any = before
             row, rows = "ctid", (DEFAULT, "prediction_keys")
         else:  # by whole hours, as the stored hours go

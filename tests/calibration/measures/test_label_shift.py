@@ -106,7 +106,7 @@ def test_bad_priors_are_refused() -> None:
 
 def test_a_weak_model_converges_to_the_likelihoods_maximum_in_few_steps() -> None:
     """EM alone creeps here (probabilities barely move with the class: 10^4 steps were not
-    enough); Newton's method after a few EM steps reaches scipy's maximum."""
+    enough); Newton's steps on the one prior reach scipy's maximum."""
     rng = np.random.default_rng(0)
     p = expit(0.05 * rng.normal(size=200_000) + 0.06)
     found, steps = em_priors(p, 0.515)
@@ -125,6 +125,31 @@ def test_a_weak_model_converges_to_the_likelihoods_maximum_in_few_steps() -> Non
     # a maximum on the boundary: scores that all say "more positives than in training"
     edge, _ = em_priors(np.full(1_000, 0.52), 0.5)
     assert edge[1] > 1 - 1e-6
+    low, _ = em_priors(np.full(1_000, 0.48), 0.5, np.arange(1.0, 1_001.0))
+    assert low[1] < 1e-6
+    # a flat likelihood (every probability the training prior): nothing moves the prior
+    flat, _ = em_priors(np.full(1_000, 0.3), 0.3)
+    assert flat == pytest.approx([0.7, 0.3], abs=1e-15)
+
+
+def test_weighted_binary_priors_maximise_the_weighted_likelihood() -> None:
+    """Monitoring's EM runs on a rollup's cells: their mean probabilities, weighted by their
+    counts. The estimate is the weighted likelihood's maximum (scipy's), and the same as the
+    rows repeated."""
+    rng = np.random.default_rng(4)
+    p = expit(rng.normal(-0.5, 1.5, 300))
+    counts = rng.integers(1, 50, 300).astype(float)
+    found, _ = em_priors(p, 0.4, counts)
+
+    def negative_log_likelihood(prior: float) -> float:
+        return -float(counts @ np.log(prior / 0.4 * p + (1 - prior) / 0.6 * (1 - p)))
+
+    best = minimize_scalar(
+        negative_log_likelihood, bounds=(1e-9, 1 - 1e-9), method="bounded", options={"xatol": 1e-12}
+    )
+    assert found[1] == pytest.approx(best.x, abs=1e-7)
+    repeated, _ = em_priors(np.repeat(p, counts.astype(int)), 0.4)
+    assert found == pytest.approx(repeated, abs=1e-9)
 
 
 def test_an_interval_the_data_cannot_give_is_the_whole_range() -> None:

@@ -52,9 +52,11 @@ class FakeDatabase:
     def names_to_fold(self, now: Any) -> list[str]:
         return sorted(self.folds)
 
-    def fold_days(self, name: str, now: Any) -> bool:
+    def fold_days(self, name: str, now: Any, kept_from: Any) -> bool:
         if name == "gone":
             raise NotFound(name)
+        if name == "broken":
+            raise ValueError("rollups of different score bins do not add up")
         self.writes += 1
         self.folds[name] -= 1
         return self.folds[name] > 0
@@ -197,11 +199,12 @@ def test_expiry_deletes_in_batches_until_nothing_is_left(monkeypatch: Any) -> No
 def test_upkeep_folds_each_calibrators_days_until_none_are_left() -> None:
     database = FakeDatabase()
     database.expired = 0
-    database.folds = {"a": 3, "b": 1, "gone": 1}
+    database.folds = {"a": 3, "broken": 1, "c": 1, "gone": 1}
     log = make(database)
     try:
         log.expire()
-        assert database.folds == {"a": 0, "b": 0, "gone": 1}  # a week per transaction
+        # a week per transaction; one that fails is left, and the others go on
+        assert database.folds == {"a": 0, "broken": 1, "c": 0, "gone": 1}
         assert database.writes == 1 + 3 + 1  # the expiry's, then the folds'
     finally:
         log.close()

@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from app.store import Database
+from app.calibration import BinaryRollup
+from app.store import Database, Repository
 from app.store.traffic.rows import LoggedPrediction
-from app.store.traffic.tables import RollupFold, TrafficRollupDay
+from app.store.traffic.tables import RollupFold, TrafficRollup, TrafficRollupDay
 from tests.store.conftest import MakeVersion
+from tests.store.races import race
 from tests.store.traffic.rollup_checks import (
     assert_days_sum_their_hours,
     assert_rollups_sum_the_rows,
@@ -74,12 +76,12 @@ def test_folded_days_stay_the_sums_of_their_hours(database: Database) -> None:
     assert _fold(database, D0 + 3 * DAY + timedelta(minutes=30)) == [False]
     assert assert_days_sum_their_hours(database, "churn") == 2
     with database.transaction() as repo:
-        assert repo.folded_through("churn") == D0 + 2 * DAY
+        assert repo.first_unfolded("churn") == D0 + 2 * DAY
         assert repo.names_to_fold(D0 + 3 * DAY + timedelta(minutes=30)) == []
     assert _fold(database, D0 + 3 * DAY + timedelta(hours=1)) == [False]
     assert assert_days_sum_their_hours(database, "churn") == 3
     with database.transaction(write=True) as repo:
-        # late outcomes, overwritten labels, and labels of predictions never logged
+        # late outcomes, and overwritten labels
         repo.record_outcomes("churn", [(f"a{i}", 1) for i in range(1, 180, 2)], D0)
         repo.record_outcomes("churn", [(f"a{i}", 0) for i in range(0, 180, 3)], D0,
                              overwrite=True)  # fmt: skip
@@ -95,12 +97,58 @@ def test_folded_days_stay_the_sums_of_their_hours(database: Database) -> None:
     assert second == {1, 2, 3}
 
 
-def test_a_backlog_folds_a_week_a_transaction(database: Database) -> None:
+def test_a_backlog_folds_a_week_a_transaction_and_the_watermark_only_rises(
+    database: Database,
+) -> None:
     _log(database, 10)
-    assert _fold(database, D0 + 20 * DAY) == [True, True, False]  # the last: empty days
-    assert assert_days_sum_their_hours(database, "churn") == 10
+    with database.transaction(write=True) as repo:  # the days the retention is taking: left
+        assert repo.fold_days("churn", D0 + 20 * DAY, kept_from=D0 + DAY + timedelta(hours=5))
     with database.transaction() as repo:
-        assert repo.folded_through("churn") == D0 + 20 * DAY - DAY  # past the empty days
+        assert [d for d, _, _ in repo.day_rollups("churn", D0, D0 + 3 * DAY)] == [D0 + 2 * DAY]
+    assert _fold(database, D0 + 20 * DAY) == [True, False]  # the last: empty days
+    assert assert_days_sum_their_hours(database, "churn") == 8
+    with database.transaction() as repo:
+        assert repo.first_unfolded("churn") == D0 + 19 * DAY  # past the empty days
+    with database.transaction(write=True) as repo:  # a replica whose clock is behind
+        assert not repo.fold_days("churn", D0 + 5 * DAY)
+    with database.transaction() as repo:
+        assert repo.first_unfolded("churn") == D0 + 19 * DAY
+
+
+def test_an_hour_kept_at_zero_or_a_day_that_would_be_sums_the_day_afresh(
+    database: Database,
+) -> None:
+    """A label taken out that an hour never had (a row a replica older than the rollups
+    logged) keeps the hour at zero: its day is then summed from its hours. So is a day that
+    would itself go below zero."""
+    _log(database, 2)
+    _fold(database, D0 + 3 * DAY)
+    hour, day = D0 + timedelta(hours=3), D0
+    with database.transaction(write=True) as repo:  # the hour forgets its labels
+        stored = repo._session.get(TrafficRollup, ("churn", hour, 1))
+        assert stored is not None
+        stored.data = _unlabelled(stored.data)
+    with database.transaction(write=True) as repo:  # a20 (03:00) was labelled: flipped
+        repo.record_outcomes("churn", [("a20", 1), ("a22", 0)], D0, overwrite=True)
+    assert assert_days_sum_their_hours(database, "churn") == 2
+    with database.transaction(write=True) as repo:  # now the day forgets its labels
+        stored_day = repo._session.get(TrafficRollupDay, ("churn", day, 1))
+        assert stored_day is not None
+        stored_day.data = _unlabelled(stored_day.data)
+    with database.transaction(write=True) as repo:
+        repo.record_outcomes("churn", [("a40", 1), ("a42", 1)], D0, overwrite=True)
+    assert assert_days_sum_their_hours(database, "churn") == 2
+
+
+def _unlabelled(data: bytes) -> bytes:
+    """A stored rollup with its labels taken away."""
+    rollup = BinaryRollup.from_bytes(data)
+    rollup.positives[:] = 0
+    rollup.negatives[:] = 0
+    rollup.n_labelled = 0
+    rollup.loss = rollup.brier = 0.0
+    rollup.moments[:] = 0.0
+    return rollup.to_bytes()
 
 
 def test_days_go_with_their_hours_and_with_the_calibrator(database: Database) -> None:
@@ -112,10 +160,43 @@ def test_days_go_with_their_hours_and_with_the_calibrator(database: Database) ->
         days = [day for day, _, _ in repo.day_rollups("churn", D0, D0 + 4 * DAY)]
     assert days == [D0 + 2 * DAY]  # the second day lost an hour: its readers take the rest
     with database.transaction(write=True) as repo:  # an outcome in what is left of it
-        repo.record_outcomes("churn", [("a71", 1)], D0, overwrite=True)
+        repo.record_outcomes("churn", [("a81", 1)], D0)  # 03:01 of the second day
+    with database.transaction() as repo:
+        ((_, _, hour),) = list(repo.rollups("churn", D0 + DAY + timedelta(hours=3),
+                                           D0 + DAY + timedelta(hours=4), 1))  # fmt: skip
+        assert hour is not None
+        assert hour.n_labelled == 11  # 10 labelled when logged
+        days = [day for day, _, _ in repo.day_rollups("churn", D0, D0 + 4 * DAY)]
+    assert days == [D0 + 2 * DAY]  # and the second day is not stored again
     assert assert_days_sum_their_hours(database, "churn") == 1
     with database.transaction(write=True) as repo:
         repo.delete_calibrator("churn")
     with database.transaction() as repo:
         for table in (TrafficRollupDay, RollupFold):
             assert repo._session.scalar(select(func.count()).select_from(table)) == 0
+
+
+@pytest.mark.parametrize("fold_first", [True, False])
+def test_a_fold_raced_by_outcomes_and_late_predictions_ends_as_a_serial_order(
+    database: Database, fold_first: bool
+) -> None:
+    """The fold and a writer of the day's hours take the calibrator's row lock: whichever
+    waits finds the other's work committed, so the day sums its hours either way."""
+    _log(database, 2)
+    now = D0 + 2 * DAY + timedelta(hours=2)
+
+    def fold(repo: Repository) -> bool:
+        return repo.fold_days("churn", now)
+
+    def write(repo: Repository) -> None:
+        repo.record_outcomes("churn", [(f"a{i}", 1) for i in range(0, 60, 3)], D0, overwrite=True)
+        repo.log_predictions([LoggedPrediction("churn", "late", 2, D0 + DAY, 0.4, 0.6)])
+
+    first, second = (fold, write) if fold_first else (write, fold)
+    outcome = race(database, first, second)
+    assert not isinstance(outcome, Exception), outcome
+    assert assert_days_sum_their_hours(database, "churn") == 2
+    assert_rollups_sum_the_rows(database, "churn")
+    with database.transaction() as repo:
+        second_day = {v for _, v, _ in repo.day_rollups("churn", D0 + DAY, D0 + 2 * DAY)}
+    assert second_day == {1, 2}
