@@ -128,10 +128,11 @@ class TrafficCases:
         with self.database.transaction() as repo:
             record = repo.get_version(name, version)
             training = version_priors(record, self.diagnosis.fitting_batch(record, repo))
-            if record.n_classes == 2:
-                rollup = BinaryRollup()
-                for chunk in repo.traffic_chunks(name, since, until, version):
-                    rollup.add_predictions(chunk[:, 3])  # the probability column
+            if record.n_classes == 2:  # summed as monitoring sums a window: flat in rows
+                monitor = Monitor(since, until, None, {}, version=version)
+                gather(monitor, repo, name, version)
+                summed = monitor.sums.get((0, version))
+                rollup = BinaryRollup() if summed is None else summed.rollup or BinaryRollup()
                 n = rollup.n
                 means, counts = cell_means(rollup)
                 prior = prior_of(means, training, counts) if n else None

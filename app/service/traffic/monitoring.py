@@ -102,13 +102,13 @@ class Monitor:
     without one (deleted) gets no PSI or KS. ``priors`` are the versions' training priors
     (:func:`app.service.estimates.version_priors`); a version without them gets no
     ``prior``. ``threshold`` is the one ``estimated`` and ``realized`` decide at
-    (:mod:`app.service.traffic.expectations`)."""
+    (:mod:`app.service.traffic.expectations`). ``window`` None: the range is one window."""
 
     def __init__(
         self,
         since: datetime,
         until: datetime,
-        window: Window,
+        window: Window | None,
         references: Mapping[int, ScoreReference],
         *,
         priors: Mapping[int, FloatArray] | None = None,
@@ -118,7 +118,8 @@ class Monitor:
         resamples: int = 0,
     ) -> None:
         self.since, self.until = since, until
-        self.width = WINDOW_SECONDS[window]
+        whole = max(math.ceil(until.timestamp() - since.timestamp()), 1)
+        self.width = whole if window is None else WINDOW_SECONDS[window]
         self.count = math.ceil((until.timestamp() - since.timestamp()) / self.width)
         self.references = references
         self.priors = priors or {}
