@@ -143,13 +143,16 @@ class CalibrationSums:
         z, normal = _standard_normals(seed, resamples, self.spread.size)
         bins = self.spread.size
         means = self.moments[:, :, 0]  # sum x = sum x x[0]
-        # Each bin's Gaussian of four terms: mean + factor z, with the factor of the
-        # covariance from its eigenvectors and |eigenvalues| (a stored hour keeps the second
-        # moments in float32, which may leave a bin's a rounding short of positive
-        # semi-definite, and moves the draws by as little). Only the ECE needs each bin's
-        # draw, of p - y; the other measures need the sums over bins, one matrix product.
+        # Each bin's Gaussian of four terms: mean + factor z, the factor the covariance's
+        # symmetric square root V sqrt|L| V^T. It is continuous in the moments, where
+        # V sqrt|L| alone is not (an eigenvector's sign is arbitrary, and a rounding can
+        # flip it, sending the shared draws to the other side): the same window read from
+        # its rows, its hours or its day (float32 moments, which may also leave a bin's a
+        # rounding short of positive semi-definite: hence |L|) then draws alike. Only the
+        # ECE needs each bin's draw, of p - y; the others need the sums over bins, one
+        # matrix product.
         values_, vectors = np.linalg.eigh(self.moments)
-        factors = vectors * np.sqrt(np.abs(values_))[:, None, :]  # bins x term x z
+        factors = (vectors * np.sqrt(np.abs(values_))[:, None, :]) @ vectors.transpose(0, 2, 1)
         summed = means.sum(axis=0) + z.reshape(resamples, bins * TERMS) @ factors.transpose(
             0, 2, 1
         ).reshape(bins * TERMS, TERMS)
