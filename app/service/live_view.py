@@ -22,6 +22,7 @@ from app.service.diagnosis import BatchBytes, Diagnosis, Reports
 from app.service.memo import Memo
 from app.service.reporting import Curve
 from app.service.traffic.cases import Monitored, TrafficCases
+from app.service.traffic.gathering import counted
 from app.store import AliasMoved, CalibratorSummary, Database, Selector, VersionRecord
 
 PRODUCTION = "production"
@@ -105,12 +106,12 @@ class LiveView:
             summary, records, total = repo.get_calibrator(name, *page)
             aliases = repo.calibrator_aliases(name)
             moves = repo.alias_moves(name, MOVES_SHOWN)
-            traffic = repo.traffic_counts(name, monitored.since, monitored.until)
+            traffic = counted(repo, name, monitored.since, monitored.until)
             if selector is None:
                 selector = live_version(aliases, summary.latest_version)
             record = None if selector is None else repo.get_version(name, selector)
             if record is not None:
-                counts = repo.traffic_counts(name, *recent, record.version)
+                counts = counted(repo, name, *recent, record.version)
                 data = self.diagnosis.batch_unless_kept(record, repo, "svg", curve)
         shown = None
         if record is not None:

@@ -34,6 +34,7 @@ from app.service.batches import Batch
 from app.service.comparison import ranked
 from app.service.diagnosis import Diagnosis
 from app.service.memo import Memo
+from app.service.traffic.gathering import counted
 from app.service.traffic.refit import traffic_batch
 from app.service.version_cache import VersionCache
 from app.store import Database, StoredBatch
@@ -108,7 +109,7 @@ class Verdicts:
             records = [repo.get_version(name, number) for number in (first, second)]
             newer = max(records, key=lambda r: r.created_at)
             since = max(newer.created_at, until - timedelta(days=TRAFFIC_DAYS))
-            counts = repo.traffic_counts(name, since, until)
+            counts = counted(repo, name, since, until)
         labelled = sum(n for _, n in counts.values())
         found = Evidence("traffic", 0, newer.version, since, until, labelled)
         skipped = None

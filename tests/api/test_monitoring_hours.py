@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import delete, update
 
 from app.calibration import BinaryRollup
+from app.service.traffic.gathering import counted
 from app.store.traffic.rows import LoggedPrediction
 from app.store.traffic.tables import RollupStart, TrafficRollup, TrafficRollupDay
 from tests.client import TestClient
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.in_threads  # jobs in threads: no worker process to sta
 
 BASE = "/v1/calibrators/churn"
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
+HOUR, DAY = timedelta(hours=1), timedelta(days=1)
 
 
 def _start_rollups_at(client: TestClient, moment: datetime) -> None:
@@ -121,11 +123,21 @@ def test_stored_hours_and_rows_answer_as_the_rows_alone(client: TestClient, logg
         for ours, theirs in zip(mixed, rows, strict=True):
             assert ours.status_code == theirs.status_code == 200, ours.text
             _same(ours.json()["windows"], theirs.json()["windows"])
+        _assert_counted(client, since, until)
         windows = mixed[0].json()["windows"]
         assert {w["version"] for w in windows} == {1, 2}
         if since == T0:  # the whole of the traffic
             assert sum(w["n_predictions"] for w in windows) == 860
             assert sum(w["n_labelled"] for w in windows) == 430
+
+
+def _assert_counted(client: TestClient, since: datetime, until: datetime) -> None:
+    """The pages' and verdicts' counts, from the stored hours and days, are the rows'."""
+    service = client.app.state.service  # type: ignore[attr-defined]
+    with service.database.transaction() as repo:
+        for version in (None, 1, 2):
+            found = counted(repo, "churn", since, until, version)
+            assert found == repo.traffic_counts("churn", since, until, version), version
 
 
 def test_folded_days_answer_as_their_hours_and_the_rows(client: TestClient) -> None:
@@ -157,6 +169,8 @@ def test_folded_days_answer_as_their_hours_and_the_rows(client: TestClient) -> N
     for late in (False, True):
         folded_answers = answers()
         assert_days_sum_their_hours(service.database, "churn")
+        for since, until in ((T0 - DAY, T0 + 2 * DAY), (T0 + HOUR, T0 + 2 * DAY)):
+            _assert_counted(client, since, until)
         _start_rollups_at(client, datetime(9000, 1, 1, tzinfo=UTC))  # every hour from rows
         rows = answers()
         _start_rollups_at(client, T0)

@@ -164,7 +164,7 @@ def _binary_priors(scaled: FloatArray, w: FloatArray, start: float) -> tuple[Flo
     """Two classes' maximum-likelihood priors, and the steps taken: the log likelihood is a
     concave function of the positive prior q alone, whose derivative
     g(q) = sum_i w_i d_i / (s0_i + q d_i), d = s1 - s0, falls with q. So the maximum is g's
-    root in [FLOOR, 1 - FLOOR], or the end g points past. Newton's steps from ``start`` find
+    root in [2 FLOOR, 1 - 2 FLOOR], or the end g points past. Newton's steps from ``start`` find
     it, each kept inside the bracket of the root (a bisection when it would leave it: the
     safeguard of Numerical Recipes' ``rtsafe``, section 9.4)."""
     d = scaled[:, 1] - scaled[:, 0]
@@ -173,7 +173,9 @@ def _binary_priors(scaled: FloatArray, w: FloatArray, start: float) -> tuple[Flo
         ratio = d / (scaled[:, 0] + q * d)
         return float(w @ ratio), -float(w @ (ratio * ratio))
 
-    low, high = FLOOR, 1.0 - FLOOR
+    # two floors in from each end: the other class's prior, which callers take as 1 - q,
+    # then stays above the floor too (1 - (1 - 1e-12) is 9.99978e-13 in floating point)
+    low, high = 2.0 * FLOOR, 1.0 - 2.0 * FLOOR
     at_low, at_high = slope(low)[0], slope(high)[0]
     if at_low <= 0.0 or at_high >= 0.0:  # the maximum is at an end, or g is 0 throughout
         q = start if at_low <= 0.0 <= at_high else low if at_low <= 0.0 else high

@@ -14,6 +14,7 @@ rollups mark its hours), as its figures still need them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -71,23 +72,11 @@ def gather(
     every window that has some, a run of adjacent windows at a time."""
     stored, rows = _plan(monitor, repo.rollup_start())
     with_classes: set[int] = set()  # windows with k-class traffic
-
-    def add(start: datetime, v: int, rollup: BinaryRollup | None) -> None:
+    for start, v, rollup in _stored_rollups(repo, name, version, stored):
         if rollup is None:
             with_classes.add(monitor.window_of(start))
         else:
             monitor.add_rollup(start, v, rollup)
-
-    days = _whole_days(stored)
-    whole = set(days)
-    folded: set[datetime] = set()
-    if days:
-        for day, v, rollup in repo.day_rollups(name, days[0], days[-1] + DAY, version):
-            if day in whole:
-                folded.add(day)
-                add(day, v, rollup)
-    for hour, v, rollup in repo.rollups_within(name, _spans(stored, folded), version):
-        add(hour, v, rollup)
     for piece in rows:
         chunks = repo.traffic_chunks(name, piece.start, piece.end, version, labelled=labelled)
         for chunk in chunks:
@@ -96,6 +85,50 @@ def gather(
         start, end = monitor.window_bounds(first)[0], monitor.window_bounds(last)[1]
         for v, class_rows in repo.class_row_chunks(name, start, end, version):
             monitor.add_class_rows(v, class_rows)
+
+
+def counted(
+    repo: Repository, name: str, since: datetime, until: datetime, version: int | None = None
+) -> dict[int, tuple[int, int]]:
+    """What :meth:`~app.store.traffic.reads.TrafficReads.traffic_counts` counts in [since,
+    until): each version's (predictions, labelled), a binary version's from the stored days
+    and hours where they cover the range, the rest from the rows (a k-class version's
+    stored hours are only marked): pages and verdicts count a month without reading it."""
+    stored, rows = _plan(Monitor(since, until, None, {}, version=version), repo.rollup_start())
+    found: dict[int, tuple[int, int]] = {}
+    k_class: set[int] = set()
+
+    def add(v: int, n: int, labelled: int) -> None:
+        before = found.get(v, (0, 0))
+        found[v] = (before[0] + n, before[1] + labelled)
+
+    for _, v, rollup in _stored_rollups(repo, name, version, stored):
+        if rollup is None:
+            k_class.add(v)
+        else:
+            add(v, rollup.n, rollup.n_labelled)
+    spans = [(piece.start, piece.end, version) for piece in rows]
+    spans += [(start, end, v) for v in sorted(k_class) for start, end in _spans(stored, set())]
+    for start, end, wanted in spans:
+        for v, (n, labelled) in repo.traffic_counts(name, start, end, wanted).items():
+            add(v, n, labelled)
+    return dict(sorted(found.items()))
+
+
+def _stored_rollups(
+    repo: Repository, name: str, version: int | None, stored: list[Piece]
+) -> Iterator[tuple[datetime, int, BinaryRollup | None]]:
+    """The folded days that lie whole in one of the ``stored`` pieces, then the stored hours
+    of the rest of them (a k-class version's: None)."""
+    days = _whole_days(stored)
+    whole = set(days)
+    folded: set[datetime] = set()
+    if days:
+        for day, v, rollup in repo.day_rollups(name, days[0], days[-1] + DAY, version):
+            if day in whole:
+                folded.add(day)
+                yield day, v, rollup
+    yield from repo.rollups_within(name, _spans(stored, folded), version)
 
 
 def _plan(monitor: Monitor, rolled_up_from: datetime) -> tuple[list[Piece], list[Piece]]:

@@ -10,7 +10,7 @@ import pytest
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import expit, softmax
 
-from app.calibration.measures.label_shift import adjust, em_priors, prior_intervals
+from app.calibration.measures.label_shift import FLOOR, adjust, em_priors, prior_intervals
 
 MEANS = np.array([-1.0, 1.0])
 
@@ -125,6 +125,7 @@ def test_a_weak_model_converges_to_the_likelihoods_maximum_in_few_steps() -> Non
     # a maximum on the boundary: scores that all say "more positives than in training"
     edge, _ = em_priors(np.full(1_000, 0.52), 0.5)
     assert edge[1] > 1 - 1e-6
+    assert 1 - edge[1] >= FLOOR  # the other class's, as a caller takes it, is above the floor
     low, _ = em_priors(np.full(1_000, 0.48), 0.5, np.arange(1.0, 1_001.0))
     assert low[1] < 1e-6
     # a flat likelihood (every probability the training prior): nothing moves the prior
