@@ -48,6 +48,7 @@ from app.calibration.measures.bootstrap import (
 from app.calibration.measures.bootstrap import (
     SEED as BOOTSTRAP_SEED,
 )
+from app.calibration.measures.class_rollups import ClassRollup, id_keys
 from app.calibration.measures.decisions import Costs, decide, expected_cost
 from app.calibration.measures.diagnostics import (
     fit_resamples,
@@ -176,6 +177,7 @@ __all__ = [
     "CalibrationError",
     "Calibrator",
     "Capabilities",
+    "ClassRollup",
     "ClassSums",
     "Costs",
     "FitOutcome",
@@ -223,6 +225,7 @@ __all__ = [
     "fit_checked_batch",
     "fit_resamples",
     "headline_resampled",
+    "id_keys",
     "interp_slopes",
     "load_calibrator",
     "log_losses",

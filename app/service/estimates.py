@@ -190,11 +190,14 @@ def prior_of(
     p: NDArray[np.float64],
     training: NDArray[np.float64],
     weights: NDArray[np.float64] | None = None,
+    *,
+    sampled: bool = False,
 ) -> dict[str, Any]:
     """``{"training", "estimated", "interval"}``: the positive class's for a binary batch,
     vectors for k classes; the estimate None for an empty batch, or for a version with a
     training prior under :data:`~app.calibration.PRIOR_FLOOR`. ``weights``: how many rows
-    each row of ``p`` stands for (:func:`~app.calibration.prior_intervals`)."""
+    each row of ``p`` stands for, observed or (``sampled``) not
+    (:func:`~app.calibration.prior_intervals`)."""
     if p.shape[0] == 0 or np.any(training < PRIOR_FLOOR):
         # no batch, or a class the version was fitted without: no prior can move it, and EM
         # would divide by a prior of ~0 (adjust refuses such a version, 409)
@@ -202,7 +205,7 @@ def prior_of(
         interval: Any = None
     else:
         found, _ = em_priors(p, training, weights)
-        bands = prior_intervals(p, training, found, weights)
+        bands = prior_intervals(p, training, found, weights, sampled=sampled)
         estimated = found.tolist()
         interval = None if bands is None else [list(band) for band in bands]
     if p.ndim == 1:

@@ -176,6 +176,16 @@ class ClassSums:
         self.brier += brier
         self.var_brier += var_brier
 
+    def merge(self, other: ClassSums) -> None:
+        """Add ``other``'s rows' sums to these."""
+        self.n += other.n
+        self.top += other.top
+        self.var_top += other.var_top
+        self.loss += other.loss
+        self.var_loss += other.var_loss
+        self.brier += other.brier
+        self.var_brier += other.var_brier
+
     def estimate(self) -> dict[str, Any]:
         """The expected accuracy, log loss and Brier score, and their 95% bands."""
         n = self.n

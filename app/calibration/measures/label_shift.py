@@ -226,12 +226,18 @@ def prior_intervals(
     training: FloatArray,
     estimate: FloatArray,
     weights: FloatArray | None = None,
+    *,
+    sampled: bool = False,
 ) -> list[tuple[float, float]] | None:
     """95% intervals of each class's prior at the EM ``estimate``: the inverse of the
     outer-product information of the log likelihood sum_i w_i log sum_c (pi'_c / pi_c) P_ic,
     over pi'_1..pi'_{k-1} (the last is 1 minus their sum). ``weights`` count how many rows
-    each row of ``p`` stands for (a bin of equal probabilities, or a row of a sample): 1
-    each by default. None past :data:`NEWTON_CLASSES` classes."""
+    each row of ``p`` stands for: 1 each by default. Rows of a bin of equal probabilities
+    are all observed, and the information is theirs. Rows of a ``sampled`` stratum stand for
+    rows that were not: the variance is then the sandwich I^-1 J I^-1, J the scores' outer
+    products weighted by the squared weights (the weighted estimating equation's; White,
+    *Econometrica* 1982), which is I^-1 again when every weight is 1. None past
+    :data:`NEWTON_CLASSES` classes."""
     matrix = np.clip(as_matrix(p), FLOOR, None)
     k = matrix.shape[1]
     if k > NEWTON_CLASSES:
@@ -246,6 +252,9 @@ def prior_intervals(
     if not np.all(np.isfinite(information)) or np.linalg.cond(information) > 1e12:
         return [(0.0, 1.0)] * k  # the data pin nothing down (or too little to say)
     covariance = np.linalg.inv(information)
+    if sampled:
+        spread = (scores * (w * w)[:, None]).T @ scores
+        covariance = covariance @ spread @ covariance
     variances = [*np.diag(covariance).tolist(), float(covariance.sum())]
     bands = []
     for value, variance in zip(estimate, variances, strict=True):

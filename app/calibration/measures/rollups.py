@@ -125,9 +125,19 @@ class BinaryRollup:
         if score_bins is not None and self.scores.size:
             self.scores += np.bincount(score_bins, minlength=self.scores.size)
 
-    def add_labels(self, p: FloatArray, y: FloatArray, sign: int = 1) -> None:
+    def add_labels(
+        self,
+        p: FloatArray,
+        y: FloatArray,
+        sign: int = 1,
+        *,
+        loss: FloatArray | None = None,
+        brier: FloatArray | None = None,
+    ) -> None:
         """The outcomes ``y`` of predictions already added (0 or 1 enter the measures; any
-        other label is counted as labelled only); ``sign=-1`` takes them out again."""
+        other label is counted as labelled only); ``sign=-1`` takes them out again. Each
+        row's ``loss`` and ``brier`` terms are its binary log loss and squared error unless
+        given (a k-class row's top label: :mod:`.class_rollups`)."""
         self.n_labelled += sign * y.size
         known = (y == 0) | (y == 1)
         p, y = p[known], y[known]
@@ -135,10 +145,13 @@ class BinaryRollup:
         ones = y == 1
         self.positives += sign * np.bincount(cells[ones], minlength=CELLS)
         self.negatives += sign * np.bincount(cells[~ones], minlength=CELLS)
-        clipped = np.clip(p, EPS, 1 - EPS)
-        loss = -(y * np.log(clipped) + (1 - y) * np.log1p(-clipped))
         d = p - y
-        brier = d * d
+        if loss is None or brier is None:
+            clipped = np.clip(p, EPS, 1 - EPS)
+            loss = -(y * np.log(clipped) + (1 - y) * np.log1p(-clipped))
+            brier = d * d
+        else:
+            loss, brier = loss[known], brier[known]
         self.loss += sign * float(loss.sum())
         self.brier += sign * float(brier.sum())
         terms = (p, loss, brier, d * loss, d * brier, loss * loss, loss * brier)

@@ -12,13 +12,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app import figures
-from app.calibration import DEFAULT_THRESHOLD, BinaryRollup, Report, ScoreReference, cell_means
+from app.calibration import DEFAULT_THRESHOLD, Report, ScoreReference, cell_means
 from app.errors import Conflict, NotFound, invalid
 from app.service.adjusted import adjusted_to
 from app.service.diagnosis import Diagnosis
 from app.service.estimates import prior_of, version_priors
 from app.service.reporting import DEFAULT_REPORT, ImageFormat, ReportOptions, labelled_reports
-from app.service.traffic.expectations import ClassWindow
+from app.service.traffic.expectations import class_expectations
 from app.service.traffic.gathering import answered, gather
 from app.service.traffic.monitoring import (
     MAX_WINDOWS,
@@ -128,20 +128,16 @@ class TrafficCases:
         with self.database.transaction() as repo:
             record = repo.get_version(name, version)
             training = version_priors(record, self.diagnosis.fitting_batch(record, repo))
-            if record.n_classes == 2:  # summed as monitoring sums a window: flat in rows
-                monitor = Monitor(since, until, None, {}, version=version)
-                gather(monitor, repo, name, version)
-                summed = monitor.sums.get((0, version))
-                rollup = BinaryRollup() if summed is None else summed.rollup or BinaryRollup()
-                n = rollup.n
-                means, counts = cell_means(rollup)
-                prior = prior_of(means, training, counts) if n else None
-            else:
-                window = ClassWindow(training)
-                for _, rows in repo.class_row_chunks(name, since, until, version):
-                    window.add(rows.probabilities)
-                n = window.seen
-                prior = window.prior() if n else None
+            monitor = Monitor(since, until, None, {}, version=version)  # summed as a window
+            gather(monitor, repo, name, version)
+        summed = monitor.sums.get((0, version))
+        n = 0 if summed is None else summed.n_predictions
+        prior = None
+        if summed is not None and summed.rollup is not None and n:
+            means, counts = cell_means(summed.rollup)
+            prior = prior_of(means, training, counts)
+        elif summed is not None and summed.classes is not None and n:
+            prior = class_expectations(summed.classes, training).prior
         if prior is None or prior["estimated"] is None:
             return {"estimated": None, "interval": None, "n_predictions": n}
         if record.n_classes == 2:  # class 1's: as the two-class vectors

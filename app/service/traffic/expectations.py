@@ -12,37 +12,27 @@
   al. 2002) with its interval, run on the cells' mean probabilities weighted by their counts.
 
 A k-class window has the expected accuracy, log loss and Brier score from exact sums
-(:class:`~app.calibration.ClassSums`), and its priors by EM on a uniform sample of at most
-:data:`SAMPLE_ROWS` of its rows (Vitter's algorithm R, seeded; fewer when k is large: at most
-:data:`SAMPLE_ENTRIES` numbers). The interval is the sample's: the estimate rests on the
-sample alone, so its error is the sample's, however many rows the window holds.
-
-A k-class window is summed while its rows are read and summarised (:meth:`ClassWindow.close`,
-into a :class:`WindowExpectations`) as soon as a later window's rows come, so memory holds
-the sample of the window being read, not the range.
+(:class:`~app.calibration.ClassSums`), and its priors by EM on its hours' samples: each
+hour keeps the rows whose ids hash lowest, at most
+:func:`~app.calibration.measures.class_rollups.sample_size` of them (1,024 for three
+classes, fewer when k is large), each standing for its hour's rows over its sample's
+(:class:`~app.calibration.ClassRollup`). The interval is the samples': the estimate rests on
+them alone, so its error is theirs, however many rows the window holds.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from app.calibration import (
     BinaryRollup,
-    ClassSums,
+    ClassRollup,
     FloatArray,
     cell_means,
     confusion_of,
     expected_of,
 )
 from app.service.estimates import prior_of
-
-SAMPLE_ROWS = 20_000
-"""The rows of a k-class window its priors' EM reads at most."""
-SAMPLE_ENTRIES = 2_000_000
-"""The numbers (rows times classes) that sample holds at most: 16 MB."""
-SAMPLE_SEED = 20_260_111
 
 
 class WindowExpectations:
@@ -96,38 +86,13 @@ def binary_expectations(
     )
 
 
-class ClassWindow:
-    """One k-class version's window, its version trained under ``training`` priors."""
-
-    def __init__(self, training: FloatArray | None) -> None:
-        self.training = training
-        self.sums = ClassSums()
-        self.sample: FloatArray | None = None
-        self.seen = 0
-        self.rng = np.random.default_rng(SAMPLE_SEED)
-
-    def add(self, p: FloatArray) -> None:
-        """Predictions (rows of probabilities), labelled or not."""
-        self.sums.add(p)
-        if self.sample is None:
-            size = max(1, min(SAMPLE_ROWS, SAMPLE_ENTRIES // p.shape[1]))
-            self.sample = np.empty((size, p.shape[1]))
-        size = self.sample.shape[0]
-        positions = self.seen + np.arange(p.shape[0])
-        slots = positions.copy()
-        full = positions >= size  # algorithm R: row i replaces a slot with chance size/(i+1)
-        slots[full] = self.rng.integers(0, positions[full] + 1)
-        kept = slots < size
-        self.sample[slots[kept]] = p[kept]  # a slot drawn twice keeps the later row, as in R
-        self.seen += p.shape[0]
-
-    def close(self) -> WindowExpectations:
-        """The window's expectations, once its rows have all been added."""
-        return WindowExpectations(self.sums.estimate(), self.prior(), {}, binary=False)
-
-    def prior(self) -> dict[str, Any] | None:
-        """The training priors and the EM estimate of the window's, on the sample, with the
-        sample's interval; None without training priors or predictions."""
-        if self.training is None or self.sample is None:
-            return None
-        return prior_of(self.sample[: min(self.seen, self.sample.shape[0])], self.training)
+def class_expectations(rollup: ClassRollup, training: FloatArray | None) -> WindowExpectations:
+    """A k-class version's window from its rollup, the version trained under ``training``
+    priors (None: deleted since, no prior): the expected measures from the exact sums, and
+    the priors by EM on the hours' samples, each row weighted by its hour's rows over its
+    sample's (:meth:`~app.calibration.ClassRollup.sample`)."""
+    prior = None
+    rows, weights = rollup.sample()
+    if training is not None and rows.shape[0]:
+        prior = prior_of(rows, training, weights, sampled=True)
+    return WindowExpectations(rollup.expected.estimate(), prior, {}, binary=False)

@@ -7,9 +7,9 @@ that has been folded (:mod:`app.store.traffic.days`) from its stored day, the ot
 from theirs, a read of the runs of adjacent ones. What is left, the part of an hour at a
 window's edge when ``since`` is not on the hour and the hours before the rollups' start, comes
 from the logged rows, summed the same way
-(:meth:`~app.service.traffic.monitoring.Monitor.add_traffic`), one read for each run of
-adjacent pieces. A k-class version's rows are read for every window they are in (the
-rollups mark its hours), as its figures still need them.
+(:meth:`~app.service.traffic.monitoring.Monitor.add_traffic`,
+:meth:`~app.service.traffic.monitoring.Monitor.add_class_rows`), one read for each run of
+adjacent pieces.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from app.calibration import BinaryRollup
+from app.calibration import BinaryRollup, ClassRollup
 from app.service.traffic.monitoring import Monitor
 from app.store import DAY, HOUR, Repository, ceil_to, hour_of
 
@@ -66,34 +66,40 @@ def gather(
     labelled: bool = False,
 ) -> None:
     """Feed ``monitor`` ``name``'s traffic over its windows (of ``version``, or of all; for
-    the rows it reads, the labelled ones only with ``labelled``): the folded days that lie
-    whole in a window and the stored hours of the rest, then the rows they do not cover, a
-    run of adjacent pieces at a time, in time order, then the k-class versions' rows of
-    every window that has some, a run of adjacent windows at a time."""
+    the rows it reads, the labelled binary ones only with ``labelled``): the folded days
+    that lie whole in a window and the stored hours of the rest, then the rows they do not
+    cover, a run of adjacent pieces at a time, in time order. A k-class version's window
+    with an hour marked before its rollups (a database upgraded with its traffic in it) is
+    read from its rows whole, a run of adjacent windows at a time."""
     stored, rows = _plan(monitor, repo.rollup_start())
-    with_classes: set[int] = set()  # windows with k-class traffic
+    marked: set[tuple[int, int]] = set()  # k-class windows with hours marked before rollups
     for start, v, rollup in _stored_rollups(repo, name, version, stored):
         if rollup is None:
-            with_classes.add(monitor.window_of(start))
+            marked.add((monitor.window_of(start), v))
         else:
             monitor.add_rollup(start, v, rollup)
     for piece in rows:
         chunks = repo.traffic_chunks(name, piece.start, piece.end, version, labelled=labelled)
         for chunk in chunks:
-            with_classes |= monitor.add_traffic(chunk)
-    for first, last in _runs(sorted(with_classes)):
-        start, end = monitor.window_bounds(first)[0], monitor.window_bounds(last)[1]
-        for v, class_rows in repo.class_row_chunks(name, start, end, version):
+            monitor.add_traffic(chunk)
+        for v, class_rows in repo.class_row_chunks(name, piece.start, piece.end, version):
             monitor.add_class_rows(v, class_rows)
+    for w, v in marked:
+        monitor.forget(w, v)
+    for v in sorted({v for _, v in marked}):
+        for first, last in _runs(sorted(w for w, mine in marked if mine == v)):
+            start, end = monitor.window_bounds(first)[0], monitor.window_bounds(last)[1]
+            for _, class_rows in repo.class_row_chunks(name, start, end, v):
+                monitor.add_class_rows(v, class_rows)
 
 
 def counted(
     repo: Repository, name: str, since: datetime, until: datetime, version: int | None = None
 ) -> dict[int, tuple[int, int]]:
     """What :meth:`~app.store.traffic.reads.TrafficReads.traffic_counts` counts in [since,
-    until): each version's (predictions, labelled), a binary version's from the stored days
-    and hours where they cover the range, the rest from the rows (a k-class version's
-    stored hours are only marked): pages and verdicts count a month without reading it."""
+    until): each version's (predictions, labelled), from the stored days and hours where they
+    cover the range, the rest from the rows (and a k-class version's whose hours were marked
+    before its rollups): pages and verdicts count a month without reading it."""
     stored, rows = _plan(Monitor(since, until, None, {}, version=version), repo.rollup_start())
     found: dict[int, tuple[int, int]] = {}
     k_class: set[int] = set()
@@ -117,9 +123,9 @@ def counted(
 
 def _stored_rollups(
     repo: Repository, name: str, version: int | None, stored: list[Piece]
-) -> Iterator[tuple[datetime, int, BinaryRollup | None]]:
+) -> Iterator[tuple[datetime, int, BinaryRollup | ClassRollup | None]]:
     """The folded days that lie whole in one of the ``stored`` pieces, then the stored hours
-    of the rest of them (a k-class version's: None)."""
+    of the rest of them (None: a k-class version's marked before its rollups)."""
     days = _whole_days(stored)
     whole = set(days)
     folded: set[datetime] = set()

@@ -14,10 +14,11 @@ For each time window (``1h``, ``1d`` or ``7d``) and each version that answered i
 
 A window without traffic is one row of zeros and nulls, as an empty reliability bin is.
 A k-class version's window has the multiclass log loss and Brier score, the top-label ECE,
-and its mean top-label confidence against its accuracy (:meth:`Monitor.add_class_rows`); no
-PSI or KS, its raw scores being rows. A binary version's window is the sum of its stored
-hours and of its rows no stored hour holds (:class:`~app.calibration.BinaryRollup`,
-:mod:`app.service.traffic.gathering`), so memory does not grow with the traffic.
+and its mean top-label confidence against its accuracy; no PSI or KS, its raw scores being
+rows. A version's window is the sum of its stored hours (or days) and of its rows no stored
+hour holds, summed the same way (:class:`~app.calibration.BinaryRollup`,
+:class:`~app.calibration.ClassRollup`, :mod:`app.service.traffic.gathering`), so memory
+does not grow with the traffic.
 """
 
 from __future__ import annotations
@@ -33,16 +34,15 @@ from numpy.typing import NDArray
 from app.calibration import (
     DEFAULT_THRESHOLD,
     BinaryRollup,
+    ClassRollup,
     ScoreReference,
-    brier_distances,
-    multiclass_log_losses,
-    top_label,
+    id_keys,
 )
 from app.errors import invalid
 from app.service.traffic.expectations import (
-    ClassWindow,
     WindowExpectations,
     binary_expectations,
+    class_expectations,
 )
 from app.service.traffic.sums import CalibrationSums
 from app.service.traffic.window_rows import window_row
@@ -85,18 +85,15 @@ class _WindowSums:
         self.n_labelled = 0
         self.rollup: BinaryRollup | None = None  # a binary version's
         self.unscored = False  # whether some of its stored predictions have no score bin
-        self.calibration: CalibrationSums | None = None  # a k-class version's
-        self.expectations: WindowExpectations | None = None  # a k-class one's, once read
+        self.classes: ClassRollup | None = None  # a k-class version's
 
 
 class Monitor:
     """Live calibration of a calibrator's traffic over the windows of a range, fed stored
-    hours (:meth:`add_rollup`) and rows (:meth:`add_traffic`, then :meth:`add_class_rows`)
-    in memory that does not grow with the traffic: a binary version's window is a
-    :class:`~app.calibration.BinaryRollup` (the stored hours it holds, and its other rows
-    summed the same way), a k-class version's window its sums (:mod:`.sums`) and, while its
-    rows are read, its sample (the rows come in time order, and a window is closed as soon
-    as a later one's rows arrive).
+    hours (:meth:`add_rollup`) and rows (:meth:`add_traffic`, :meth:`add_class_rows`) in
+    memory that does not grow with the traffic: a version's window is a
+    :class:`~app.calibration.BinaryRollup` or :class:`~app.calibration.ClassRollup` (the
+    stored hours it holds, and its other rows summed the same way).
 
     ``references`` are the score bins of the binary versions' fitting batches; a version
     without one (deleted) gets no PSI or KS. ``priors`` are the versions' training priors
@@ -128,7 +125,6 @@ class Monitor:
         self.n_bins = n_bins
         self.resamples = resamples
         self.sums: dict[tuple[int, int], _WindowSums] = {}
-        self.open_windows: dict[tuple[int, int], ClassWindow] = {}  # being read
 
     def window_bounds(self, w: int) -> tuple[datetime, datetime]:
         """Where window ``w`` (0, 1, … from ``since``) starts and ends."""
@@ -139,10 +135,17 @@ class Monitor:
         """The window that holds ``moment``."""
         return int(self._windows(np.array([moment.timestamp()]))[0])
 
-    def add_rollup(self, start: datetime, version: int, rollup: BinaryRollup) -> None:
-        """A binary version's stored hour (or day) that starts at ``start``, within one
-        window."""
+    def add_rollup(self, start: datetime, version: int, rollup: BinaryRollup | ClassRollup) -> None:
+        """A version's stored hour (or day) that starts at ``start``, within one window, or
+        its rows summed the same way."""
         sums = self._sums(self.window_of(start), version)
+        sums.n_predictions += rollup.n
+        sums.n_labelled += rollup.n_labelled
+        if isinstance(rollup, ClassRollup):
+            if sums.classes is None:
+                sums.classes = ClassRollup(rollup.k)
+            sums.classes.add(rollup)
+            return
         reference = self.references.get(version)
         if (
             reference is not None
@@ -152,20 +155,17 @@ class Monitor:
             # hours that counted no raw scores (a version without score bins), or a day
             # holding some of those: no shift for the window
             sums.unscored = True
-        sums.n_predictions += rollup.n
-        sums.n_labelled += rollup.n_labelled
         if sums.rollup is None:
             sums.rollup = BinaryRollup(rollup.scores.size)
         sums.rollup.add(rollup)
 
-    def add_traffic(self, chunk: FloatArray) -> set[int]:
+    def add_traffic(self, chunk: FloatArray) -> None:
         """Rows of :data:`~app.store.traffic.reads.TRAFFIC_COLUMNS`: a binary version's are
-        summed as its stored hours are; the windows that hold a k-class version's, which
-        :meth:`add_class_rows` takes."""
+        summed as its stored hours are (a k-class version's come to
+        :meth:`add_class_rows`)."""
         if not chunk.size:
-            return set()
+            return
         binary = np.isfinite(chunk[:, 3])
-        k_class = set(np.unique(self._windows(chunk[~binary, 0])).tolist())
         seconds, versions, scores, probabilities, labels = chunk[binary].T
         windows = self._windows(seconds)
         for (w, v), indices in _by_window_and_version(windows, versions.astype(np.int64)):
@@ -180,45 +180,27 @@ class Monitor:
             sums.rollup.add_predictions(p, score_bins)
             known = labels[indices] >= 0
             sums.rollup.add_labels(p[known], labels[indices][known])
-        return k_class
 
     def add_class_rows(self, version: int, rows: ClassRows) -> None:
-        """A k-class version's rows (after :meth:`add_traffic`): its windows' multiclass log
-        loss and Brier score, the top-label ECE, and the mean top-label confidence
-        (``mean_predicted``) against the accuracy (``observed_rate``), the top-label reading
-        of predicted against observed, on the labelled ones; and the expectations of all
-        (:class:`~app.service.traffic.expectations.ClassWindow`). The rows come in time order
-        across the calls, so the windows before this chunk's are closed."""
-        k = rows.probabilities.shape[1]
-        every = self._windows(rows.seconds)
-        if every.size:
-            self._close_windows_before(int(every.min()))
-        for (w, _), indices in _by_window_and_version(every, np.full(every.size, version)):
-            sums = self._sums(w, version)
-            sums.n_predictions += indices.size
-            sums.n_labelled += int((rows.labels[indices] >= 0).sum())
-            window = self.open_windows.get((w, version))
-            if window is None:
-                window = self.open_windows[(w, version)] = ClassWindow(self.priors.get(version))
-            window.add(rows.probabilities[indices])
-        labelled = (rows.labels >= 0) & (rows.labels < k)
-        if not labelled.any():
-            return
-        windows = self._windows(rows.seconds[labelled])
-        P, y = rows.probabilities[labelled], rows.labels[labelled]
-        confidence, correct = top_label(P, y)
-        losses, distances = multiclass_log_losses(P, y), brier_distances(P, y)
-        for (w, _), indices in _by_window_and_version(windows, np.full(y.size, version)):
-            sums = self._sums(w, version)
-            sums.calibration = sums.calibration or CalibrationSums(self.n_bins)
-            sums.calibration.add(
-                confidence[indices], correct[indices], losses[indices], distances[indices]
-            )
+        """A k-class version's rows: summed by hour as its stored hours are
+        (:class:`~app.calibration.ClassRollup`), into their windows."""
+        hours = (rows.seconds // 3600).astype(np.int64)
+        windows = self._windows(rows.seconds)
+        for (w, hour), indices in _by_window_and_version(windows, hours):
+            p = rows.probabilities[indices]
+            delta = ClassRollup(p.shape[1])
+            delta.add_predictions(p, id_keys([rows.ids[i] for i in indices.tolist()]), hour)
+            labels = rows.labels[indices]
+            delta.add_labels(p[labels >= 0], labels[labels >= 0])
+            self.add_rollup(self.window_bounds(w)[0], version, delta)
+
+    def forget(self, w: int, version: int) -> None:
+        """Drop what window ``w`` of ``version`` has summed: its rows are read whole."""
+        self.sums.pop((w, version), None)
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per window of [since, until) and version that answered in it (or the one
         ``version``), oldest first; a window without traffic is one row of zeros and nulls."""
-        self._close_windows_before(self.count)
         answered: dict[int, list[int | None]] = {}
         for w, v in sorted(self.sums):
             answered.setdefault(w, []).append(v)
@@ -234,9 +216,12 @@ class Monitor:
     def _row(
         self, sums: _WindowSums, start: datetime, end: datetime, version: int | None
     ) -> dict[str, Any]:
-        calibration = sums.calibration
-        expectations = sums.expectations
+        calibration: CalibrationSums | None = None
+        expectations: WindowExpectations | None = None
         shift = None
+        if sums.classes is not None and version is not None:
+            calibration = CalibrationSums.of_rollup(sums.classes.top, self.n_bins)
+            expectations = class_expectations(sums.classes, self.priors.get(version))
         if sums.rollup is not None and version is not None:
             rollup = sums.rollup
             calibration = CalibrationSums.of_rollup(rollup, self.n_bins)
@@ -264,12 +249,6 @@ class Monitor:
         if sums is None:
             sums = self.sums[(w, v)] = _WindowSums()
         return sums
-
-    def _close_windows_before(self, w: int) -> None:
-        """The expectations of each k-class window before ``w``: summarised, and its sample
-        let go."""
-        for key in [key for key in self.open_windows if key[0] < w]:
-            self._sums(*key).expectations = self.open_windows.pop(key).close()
 
 
 def _by_window_and_version(

@@ -40,6 +40,9 @@ MIN_INTERVAL_ROWS = 30
 bootstrap's sums by the central limit theorem, which a handful of rows does not reach."""
 TERMS = 4
 """The per-row terms whose sums make a window's measures: 1, p - y, loss, Brier."""
+RANK_FLOOR = 1e-6
+"""A bin covariance's eigenvalues below this share of its largest count as 0 in the
+intervals' draws (float32 sums are good to about 6e-8 of it)."""
 KEPT_NORMALS = 1 << 20
 """The most standard normal draws of one size the intervals keep between windows: 8 MB, four
 sizes at most, so 32 MB a process (the default 1,000 resamples of 10 bins take 50,000)."""
@@ -144,15 +147,18 @@ class CalibrationSums:
         bins = self.spread.size
         means = self.moments[:, :, 0]  # sum x = sum x x[0]
         # Each bin's Gaussian of four terms: mean + factor z, the factor the covariance's
-        # symmetric square root V sqrt|L| V^T. It is continuous in the moments, where
-        # V sqrt|L| alone is not (an eigenvector's sign is arbitrary, and a rounding can
+        # symmetric square root V sqrt(L) V^T. It is continuous in the moments, where
+        # V sqrt(L) alone is not (an eigenvector's sign is arbitrary, and a rounding can
         # flip it, sending the shared draws to the other side): the same window read from
-        # its rows, its hours or its day (float32 moments, which may also leave a bin's a
-        # rounding short of positive semi-definite: hence |L|) then draws alike. Only the
-        # ECE needs each bin's draw, of p - y; the others need the sums over bins, one
+        # its rows, its hours or its day (float32 moments) then draws alike. Eigenvalues
+        # under RANK_FLOOR of a bin's largest are taken as 0: a bin of few rows has a
+        # covariance short of full rank, whose zero eigenvalues float32 leaves at a rounding
+        # either side of 0, and whose square roots would move the draws by far more. Only
+        # the ECE needs each bin's draw, of p - y; the others need the sums over bins, one
         # matrix product.
-        values_, vectors = np.linalg.eigh(self.moments)
-        factors = (vectors * np.sqrt(np.abs(values_))[:, None, :]) @ vectors.transpose(0, 2, 1)
+        values_, vectors = np.linalg.eigh(self.moments)  # ascending: the largest last
+        kept = np.where(values_ > RANK_FLOOR * values_[:, -1:], values_, 0.0)
+        factors = (vectors * np.sqrt(kept)[:, None, :]) @ vectors.transpose(0, 2, 1)
         summed = means.sum(axis=0) + z.reshape(resamples, bins * TERMS) @ factors.transpose(
             0, 2, 1
         ).reshape(bins * TERMS, TERMS)

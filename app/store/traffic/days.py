@@ -20,11 +20,11 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import delete, or_, select
 
-from app.calibration import BinaryRollup
 from app.store.models import Calibrator
 from app.store.queries import upsert
+from app.store.traffic.deltas import Key, Rollup
 from app.store.traffic.periods import DAY, EPOCH, day_of
-from app.store.traffic.rollups import Added, Key, RollupOperations, decoded
+from app.store.traffic.rollups import Added, RollupOperations, add_to, decoded
 from app.store.traffic.tables import RollupFold, TrafficRollup, TrafficRollupDay
 
 GRACE = timedelta(hours=1)
@@ -77,7 +77,7 @@ class RollupDays(RollupOperations):
         )
         end = before if first is None else min(day_of(first) + FOLD_DAYS * DAY, before)
         if first is not None:
-            days: dict[tuple[datetime, int], BinaryRollup | None] = {}
+            days: dict[tuple[datetime, int], Rollup | None] = {}
             for hour, version, rollup in self.rollups(name, day_of(first), end):
                 _fold(days, (day_of(hour), version), rollup)
             for (day, version), summed in days.items():
@@ -89,7 +89,7 @@ class RollupDays(RollupOperations):
         )
         return end < before
 
-    def add_rollups(self, deltas: Mapping[Key, BinaryRollup | None]) -> list[Added]:
+    def add_rollups(self, deltas: Mapping[Key, Rollup | None]) -> list[Added]:
         """Add each rollup to its hour's (:meth:`RollupOperations.add_rollups`), and to its
         day's when the day is folded. A day takes the rollup as its hour did; it is summed
         afresh from its hours when the hour kept a count at zero, or the day would, or the
@@ -105,7 +105,7 @@ class RollupDays(RollupOperations):
 
     def day_rollups(
         self, name: str, since: datetime, until: datetime, version: int | None = None
-    ) -> Iterator[tuple[datetime, int, BinaryRollup | None]]:
+    ) -> Iterator[tuple[datetime, int, Rollup | None]]:
         """The stored days of ``name`` (of one ``version``) that start in [since, until), in
         time order: a binary version's rollup, or None for a k-class version's day with
         traffic. Read within the unit of work."""
@@ -133,7 +133,7 @@ class RollupDays(RollupOperations):
         return super().expire_rollups(cutoff)
 
     def _add_to_day(
-        self, name: str, version: int, day: datetime, delta: BinaryRollup | None, exact: bool
+        self, name: str, version: int, day: datetime, delta: Rollup | None, exact: bool
     ) -> None:
         """Add what went into an hour of ``day`` (folded) to the version's stored day."""
         stored = dict(
@@ -148,13 +148,14 @@ class RollupDays(RollupOperations):
         if delta is None:
             self._put_day(name, version, day, None, replace=False)
             return
+        if stored.get(version) == b"":
+            return  # a k-class day marked: its rows are read, this one's with them
         if stored.get(version) and exact:
-            merged = BinaryRollup.from_bytes(stored[version])
-            merged.add(delta)
+            merged = add_to(decoded(stored[version]), delta)
             if not merged.clamp():
                 self._put_day(name, version, day, merged)
                 return
-        days: dict[tuple[datetime, int], BinaryRollup | None] = {}
+        days: dict[tuple[datetime, int], Rollup | None] = {}
         for _, _, rollup in self.rollups(name, day, day + DAY, version):
             _fold(days, (day, version), rollup)
         if (day, version) in days:
@@ -173,7 +174,7 @@ class RollupDays(RollupOperations):
         name: str,
         version: int,
         day: datetime,
-        rollup: BinaryRollup | None,
+        rollup: Rollup | None,
         *,
         replace: bool = True,
     ) -> None:
@@ -192,15 +193,13 @@ class RollupDays(RollupOperations):
 
 
 def _fold(
-    days: dict[tuple[datetime, int], BinaryRollup | None],
+    days: dict[tuple[datetime, int], Rollup | None],
     key: tuple[datetime, int],
-    hour: BinaryRollup | None,
+    hour: Rollup | None,
 ) -> None:
-    """Add a stored hour (None: a k-class version's mark) to its day's sum in ``days``."""
-    if hour is None:
-        days.setdefault(key, None)
+    """Add a stored hour to its day's sum in ``days``. A k-class version's hour marked
+    before its rollups (None) marks the day: its rows are read."""
+    if hour is None or (key in days and days[key] is None):
+        days[key] = None
         return
-    summed = days.get(key)
-    if summed is None:
-        summed = days[key] = BinaryRollup(hour.scores.size)
-    summed.add(hour)
+    days[key] = add_to(days.get(key), hour)

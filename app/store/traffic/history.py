@@ -116,14 +116,15 @@ class HistoryReads(ExportOperations, TrafficReads):
                 start = cast(datetime, part.since)
                 yield from super().class_row_chunks(name, start, part.until, version)
                 continue
-            wanted = ("label", "probabilities_row")
+            wanted = ("label", "probabilities_row", "client_id")
             for table in self._file(part, version, wanted, ("probabilities_row",)):
                 seconds, versions = self._seconds_of(table), table["version"].to_numpy()
                 labels = table["label"].fill_null(-1).to_numpy().astype(np.int64)
                 for v in dict.fromkeys(versions.tolist()):
                     mine = versions == v
                     rows = _matrix(table["probabilities_row"].filter(pa.array(mine)))
-                    yield int(v), ClassRows(seconds[mine], rows, labels[mine])
+                    ids = table["client_id"].filter(pa.array(mine)).to_pylist()
+                    yield int(v), ClassRows(seconds[mine], rows, labels[mine], ids)
 
     def labelled_traffic(
         self,

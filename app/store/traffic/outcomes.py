@@ -21,7 +21,7 @@ from app.errors import Conflict, invalid
 from app.store.models import Version
 from app.store.sql import chunks, postgresql, sqlite_time
 from app.store.traffic.days import RollupDays
-from app.store.traffic.rollups import label_deltas
+from app.store.traffic.deltas import label_deltas
 
 LOOKUP_IDS = 1000
 """Client ids per ``IN (…)`` lookup (SQLite)."""
@@ -30,9 +30,9 @@ ARRAY_IDS = 100_000
 """Client ids per array parameter (PostgreSQL)."""
 
 
-Logged = tuple[Any, int | None, int, float | None]
+Logged = tuple[Any, int | None, int, float | None, bytes | None]
 """A logged prediction as an outcome finds it: its time (as the database answers it), label,
-version and probability."""
+version, and probability (binary) or probabilities row (k classes)."""
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,11 @@ class OutcomeOperations(RollupDays):
             )
         changed = [i for i, label in wanted.items() if i in logged and logged[i][1] != label]
         self._label_logged(name, [(i, logged[i][0], wanted[i]) for i in changed], received_at)
-        binary = [i for i in changed if logged[i][3] is not None]  # k-class rows: no rollups
         changes = [
-            (logged[i][2], _moment(logged[i][0]), logged[i][3], logged[i][1], wanted[i])
-            for i in binary
-        ]
+            (logged[i][2], _moment(logged[i][0]), logged[i][3], logged[i][4], logged[i][1],
+             wanted[i])
+            for i in changed
+        ]  # fmt: skip
         self.add_rollups(label_deltas(name, changes, self.rollup_start()))
         waiting = [(i, y) for i, y in wanted.items() if i not in logged and pending.get(i) != y]
         self._keep_pending(name, waiting, received_at)
@@ -107,8 +107,8 @@ class OutcomeOperations(RollupDays):
 
     def _logged(self, name: str, ids: Sequence[str]) -> dict[str, Logged]:
         """The logged ones of ``ids``: each one's time (as the database answers it, to be
-        sent back), stored label (None: unlabelled), version and probability (None: k-class),
-        through its key.
+        sent back), stored label (None: unlabelled), version, and probability (binary) or
+        probabilities row (k classes), through its key.
 
         On PostgreSQL the ids go as one array a :data:`ARRAY_IDS` chunk, joined with
         ``unnest`` (a thousand-value ``IN`` list a query was planned as a scan of the whole
@@ -228,7 +228,7 @@ class OutcomeOperations(RollupDays):
         )
 
 
-_LOGGED = "p.label, p.version, p.probability"
+_LOGGED = "p.label, p.version, p.probability, p.probabilities_row"
 """What an outcome reads of its logged prediction (:data:`Logged` but the time)."""
 
 _KEYS_FROM = (

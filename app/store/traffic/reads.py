@@ -55,11 +55,13 @@ class MixedClasses(ValueError):
 
 
 class ClassRows(NamedTuple):
-    """One k-class version's logged predictions: times, probabilities (n, k), labels."""
+    """One k-class version's logged predictions: times, probabilities (n, k), labels, and
+    the client's ids."""
 
     seconds: FloatArray
     probabilities: FloatArray
     labels: NDArray[np.int64]
+    ids: list[str]
 
 
 class TrafficReads(RepositoryBase):
@@ -125,24 +127,26 @@ class TrafficReads(RepositoryBase):
         """The logged predictions of ``name``'s k-class versions in [since, until) (of one
         ``version``), in time order, :data:`FETCH_ROWS` rows at a time, by version: seconds
         since the epoch, the (n, k) probabilities answered, the labels (-1 while there is
-        none). Each row's probabilities are bytes, which no binary ``COPY`` of numbers can
+        none), the ids. Each row's probabilities are bytes, which no binary ``COPY`` of numbers can
         carry. Read within the unit of work."""
         where, params = self._traffic_filter(
             name, since, until, version, "probabilities_row IS NOT NULL"
         )
         result = self._session.connection().exec_driver_sql(
-            f"SELECT {self._seconds()}, version, coalesce(label, -1), probabilities_row "
+            f"SELECT {self._seconds()}, version, coalesce(label, -1), probabilities_row, "
+            "client_id "
             f"FROM predictions WHERE {where} ORDER BY predicted_at",
             params,
         )
         while chunk := result.fetchmany(FETCH_ROWS):
-            parts: dict[int, tuple[list[float], list[int], list[bytes]]] = {}
-            for seconds, v, label, row in chunk:
-                times, labels, rows = parts.setdefault(int(v), ([], [], []))
+            parts: dict[int, tuple[list[float], list[int], list[bytes], list[str]]] = {}
+            for seconds, v, label, row, client_id in chunk:
+                times, labels, rows, ids = parts.setdefault(int(v), ([], [], [], []))
                 times.append(float(seconds))
                 labels.append(int(label))
                 rows.append(bytes(row))
-            for v, (times, labels, rows) in parts.items():
+                ids.append(client_id)
+            for v, (times, labels, rows, ids) in parts.items():
                 probabilities = np.frombuffer(b"".join(rows), dtype="<f8").reshape(len(rows), -1)
                 yield (
                     v,
@@ -150,6 +154,7 @@ class TrafficReads(RepositoryBase):
                         np.array(times),
                         probabilities.astype(np.float64),
                         np.array(labels, dtype=np.int64),
+                        ids,
                     ),
                 )
 

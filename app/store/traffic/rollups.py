@@ -18,25 +18,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
-from operator import itemgetter
+from datetime import datetime
 
-import numpy as np
 from sqlalchemy import and_, delete, or_, select
 
-from app.calibration import BinaryRollup, FloatArray, ScoreReference
+from app.calibration import BinaryRollup, ClassRollup, ScoreReference
 from app.store.models import Calibrator, Version
 from app.store.queries import upsert
 from app.store.session import RepositoryBase
-from app.store.traffic.periods import EPOCH, HOUR, hour_of
+from app.store.traffic.deltas import Key, Rollup, rollup_deltas
+from app.store.traffic.periods import EPOCH, HOUR
 from app.store.traffic.rows import LoggedPrediction
 from app.store.traffic.tables import RollupStart, StoredScoreReference, TrafficRollup
 
 logger = logging.getLogger("app.traffic")
 
-Key = tuple[str, int, datetime]
-"""A rollup's calibrator, version and hour."""
-Added = tuple[Key, BinaryRollup | None, bool]
+Added = tuple[Key, Rollup | None, bool]
 """A rollup added to its stored hour (None: a k-class version's mark), and whether it went
 in as it was (not kept at zero by :meth:`~app.calibration.BinaryRollup.clamp`)."""
 SPANS_PER_QUERY = 100
@@ -90,7 +87,7 @@ class RollupOperations(RepositoryBase):
         """Store a new version's score bins (with its row)."""
         self._session.add(StoredScoreReference(version_id=version_id, data=data))
 
-    def add_rollups(self, deltas: Mapping[Key, BinaryRollup | None]) -> list[Added]:
+    def add_rollups(self, deltas: Mapping[Key, Rollup | None]) -> list[Added]:
         """Add each rollup to its hour's, or mark a k-class version's hour (None) as having
         traffic (the caller holds the calibrators' row locks); what went in."""
         added = []
@@ -101,11 +98,12 @@ class RollupOperations(RepositoryBase):
         return added
 
     def _add_to_hour(
-        self, name: str, version: int, hour: datetime, delta: BinaryRollup | None
+        self, name: str, version: int, hour: datetime, delta: Rollup | None
     ) -> bool | None:
         """Add ``delta`` to the stored hour (None: mark a k-class version's hour); whether
         it went in as it was (False: kept at zero by :meth:`BinaryRollup.clamp`), None when
-        there was nothing to add it to."""
+        there was nothing to add it to. A k-class hour marked before its rollups stays a
+        mark: its rows are read."""
         if delta is None:
             self._session.execute(
                 upsert(self._session, TrafficRollup)
@@ -121,9 +119,10 @@ class RollupOperations(RepositoryBase):
             )
         )
         merged = delta
-        if stored:  # b"": a k-class version's hour, which a binary rollup never joins
-            merged = BinaryRollup.from_bytes(stored)
-            merged.add(delta)
+        if stored == b"":
+            return True  # a mark: monitoring reads the hour's rows, this one's with them
+        if stored:
+            merged = add_to(decoded(stored), delta)
         elif not delta.n:
             return None  # labels of an hour no longer summed (expired): nothing to add to
         clamped = merged.clamp()
@@ -147,15 +146,15 @@ class RollupOperations(RepositoryBase):
 
     def rollups(
         self, name: str, since: datetime, until: datetime, version: int | None = None
-    ) -> Iterator[tuple[datetime, int, BinaryRollup | None]]:
+    ) -> Iterator[tuple[datetime, int, Rollup | None]]:
         """The stored hours of ``name`` (of one ``version``) that start in [since, until), in
-        time order: a binary version's rollup, or None for a k-class version's hour with
-        traffic. Read within the unit of work."""
+        time order: a version's rollup, or None for a k-class version's hour marked before
+        its rollups (:func:`decoded`). Read within the unit of work."""
         return self.rollups_within(name, [(since, until)], version)
 
     def rollups_within(
         self, name: str, spans: Sequence[tuple[datetime, datetime]], version: int | None = None
-    ) -> Iterator[tuple[datetime, int, BinaryRollup | None]]:
+    ) -> Iterator[tuple[datetime, int, Rollup | None]]:
         """:meth:`rollups` of the hours that start in any of ``spans`` (disjoint, in time
         order), :data:`SPANS_PER_QUERY` spans a query."""
         for first in range(0, len(spans), SPANS_PER_QUERY):
@@ -194,93 +193,27 @@ class RollupOperations(RepositoryBase):
         return int(gone.rowcount)  # type: ignore[attr-defined]
 
 
-def decoded(data: bytes) -> BinaryRollup | None:
-    """A stored rollup's bytes read back; None for a k-class version's mark (``b""``)."""
-    return BinaryRollup.from_bytes(data) if data else None
+def decoded(data: bytes) -> Rollup | None:
+    """A stored rollup's bytes read back: a binary version's or a k-class version's (their
+    first byte says which); None for the mark a k-class version's hour had before its
+    rollups (``b""``), whose rows monitoring reads."""
+    if not data:
+        return None
+    if ClassRollup.wrote(data):
+        return ClassRollup.from_bytes(data)
+    return BinaryRollup.from_bytes(data)
 
 
-def rollup_deltas(
-    rows: Sequence[LoggedPrediction],
-    labels: Sequence[int | None],
-    references: Mapping[tuple[str, int], ScoreReference | None],
-    start: datetime,
-) -> dict[Key, BinaryRollup | None]:
-    """The rollups of new predictions (from ``start`` on) and their ``labels`` (None: none
-    yet), by calibrator, version and hour: a binary version's summed, a k-class version's
-    None (its hour is marked as having traffic; monitoring reads its rows).
-
-    Column by column, grouped by numpy: it runs on the log's writer thread, in the serving
-    process, for every row logged (80 ms per 10^5 one-score predictions here, where a
-    transpose by zip(*rows) and a group by Python dict took 230 ms)."""
-    if not rows:
-        return {}
-    n = len(rows)
-    names, versions, times, scores, probabilities = (
-        list(map(itemgetter(i), rows)) for i in (0, 2, 3, 4, 5)
-    )  # a column at a time: zip(*rows) took three times as long
-    codes = {name: code for code, name in enumerate(dict.fromkeys(names))}
-    hours = np.fromiter(map(datetime.timestamp, times), np.float64, n) // 3600
-    parts = [
-        np.unique(column, return_inverse=True)
-        for column in (np.fromiter(map(codes.__getitem__, names), np.int64, n),
-                       np.array(versions, dtype=np.int64), hours.astype(np.int64))
-    ]  # fmt: skip
-    group = np.zeros(n, dtype=np.int64)
-    for values, inverse in parts:
-        group = group * values.size + inverse.reshape(-1)
-    _, first, group = np.unique(group, return_index=True, return_inverse=True)
-    p, raw = _floats(probabilities), _floats(scores)
-    y = np.full(n, -1.0)
-    if any(label is not None for label in labels):
-        y = np.array([-1.0 if label is None else label for label in labels], dtype=np.float64)
-    named = list(codes)
-    deltas: dict[Key, BinaryRollup | None] = {}
-    for g, at in enumerate(first):
-        hour = datetime.fromtimestamp(int(hours[at]) * 3600, UTC)
-        if hour < start:
-            continue
-        key = (named[codes[names[at]]], int(versions[at]), hour)
-        members = np.flatnonzero(group == g)  # a flush holds a few groups
-        if probabilities[at] is None:
-            deltas[key] = None
-            continue
-        reference = references.get(key[:2])
-        delta = deltas[key] = BinaryRollup(0 if reference is None else reference.bins)
-        bins = None if reference is None else reference.bin_of(raw[members])
-        delta.add_predictions(p[members], bins)
-        known = members[y[members] >= 0]
-        if known.size:
-            delta.add_labels(p[known], y[known])
-    return deltas
-
-
-def _floats(values: Sequence[float | None]) -> FloatArray:
-    """``values`` as float64, None as NaN (a k-class row's)."""
-    if None in values:
-        return np.array([np.nan if x is None else x for x in values], dtype=np.float64)
-    return np.array(values, dtype=np.float64)
-
-
-def label_deltas(
-    name: str,
-    changes: Sequence[tuple[int, datetime, float | None, int | None, int]],
-    start: datetime,
-) -> dict[Key, BinaryRollup]:
-    """The rollup changes of labelling logged binary predictions of ``name``: (version,
-    logged time, probability, old label or None, new label) each."""
-    groups: dict[Key, list[int]] = {}
-    for i, (version, at, _, _, _) in enumerate(changes):
-        hour = hour_of(at)
-        if hour >= start:
-            groups.setdefault((name, version, hour), []).append(i)
-    deltas = {}
-    for key, members in groups.items():
-        p = np.array([changes[i][2] for i in members], dtype=np.float64)
-        old = np.array([-1 if changes[i][3] is None else changes[i][3] for i in members], float)
-        new = np.array([changes[i][4] for i in members], dtype=np.float64)
-        delta = deltas[key] = BinaryRollup()
-        relabelled = old >= 0
-        if relabelled.any():
-            delta.add_labels(p[relabelled], old[relabelled], sign=-1)
-        delta.add_labels(p, new)
-    return deltas
+def add_to(stored: Rollup | None, delta: Rollup) -> Rollup:
+    """``delta`` added to a stored rollup of the same kind (to a new one, for None)."""
+    if isinstance(delta, BinaryRollup):
+        binary = BinaryRollup(delta.scores.size) if stored is None else stored
+        if isinstance(binary, BinaryRollup):
+            binary.add(delta)
+            return binary
+    else:
+        classes = ClassRollup(delta.k) if stored is None else stored
+        if isinstance(classes, ClassRollup):
+            classes.add(delta)
+            return classes
+    raise ValueError("a binary and a k-class rollup do not add up")

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from app.calibration import BinaryRollup, ScoreReference
+from app.calibration import BinaryRollup, ClassRollup, ScoreReference
 from app.store import Database
 from app.store.traffic.rows import LoggedPrediction
 from app.store.traffic.tables import TrafficRollup
 from tests.store.conftest import MakeVersion
+from tests.store.traffic.rollup_checks import assert_rollups_sum_the_rows
 
 T0 = datetime(2026, 11, 24, 10, tzinfo=UTC)
 
@@ -81,7 +82,10 @@ def test_flushes_and_outcomes_keep_each_hour_the_sum_of_its_rows(
         repo.record_outcomes("churn", [(f"id{i}", 1) for i in range(100, 110)], T0)  # again
     expected = _from_rows(database)
     stored = _stored(database)
-    assert stored.pop((T0, 2)) is None  # the k-class version's hour, marked
+    k_hour = stored.pop((T0, 2))  # the k-class version's hour: its own rollup
+    assert isinstance(k_hour, ClassRollup)
+    assert (k_hour.n, k_hour.k, k_hour.strata) == (1, 3, {int(T0.timestamp()) // 3600: 1})
+    assert_rollups_sum_the_rows(database, "churn")
     assert sorted(stored) == [(hour, 1) for hour in sorted(expected)]
     for (hour, _), rollup in stored.items():
         assert rollup is not None
