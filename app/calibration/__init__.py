@@ -48,6 +48,7 @@ from app.calibration.measures.bootstrap import (
 from app.calibration.measures.bootstrap import (
     SEED as BOOTSTRAP_SEED,
 )
+from app.calibration.measures.class_rollups import SAMPLE_ENTRIES as CLASS_SAMPLE_ENTRIES
 from app.calibration.measures.class_rollups import ClassRollup, id_keys
 from app.calibration.measures.decisions import Costs, decide, expected_cost
 from app.calibration.measures.diagnostics import (
@@ -147,6 +148,7 @@ __all__ = [
     "CELL_FINE",
     "CELL_LOWER",
     "CELL_UPPER",
+    "CLASS_SAMPLE_ENTRIES",
     "DEFAULT_THRESHOLD",
     "FINE_EDGES",
     "FINE_UPPER",

@@ -206,7 +206,7 @@ def _check_smallest(priors: NDArray[np.float64], field: str, estimated: bool) ->
         return
     c = int(np.argmax(priors < SMALLEST_PRIOR))
     where: tuple[str | int, ...] = (field,) if field == "prior" else (field, c)
-    given = f"puts class {c} at {priors[c]:.3g}"
+    given = f"puts class {c} at {priors[c]:.6g}"
     raise invalid(
         where,
         (f'is "traffic", whose estimate {given}' if estimated else given)

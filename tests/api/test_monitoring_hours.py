@@ -185,10 +185,10 @@ def test_folded_days_answer_as_their_hours_and_the_rows(client: TestClient) -> N
             table = TrafficRollup.__table__
             with service.database.transaction(write=True) as repo:
                 kept = [row._asdict() for row in repo._session.execute(table.select())]
-                stored = next(row["data"] for row in kept if row["data"])
+                stored = next(row["data"] for row in kept if row["version"] == 1)
                 empty = BinaryRollup(BinaryRollup.from_bytes(stored).scores.size)
                 repo._session.execute(
-                    table.update().where(table.c.data != b"").values(data=empty.to_bytes())
+                    table.update().where(table.c.version == 1).values(data=empty.to_bytes())
                 )
             _same(answers()[:6], folded_answers[:6])
             with service.database.transaction(write=True) as repo:
@@ -200,3 +200,33 @@ def test_folded_days_answer_as_their_hours_and_the_rows(client: TestClient) -> N
             )  # late outcomes, and overwrites of 20 labels
             repo.record_outcomes("churn", [(f"b{i}", 0) for i in range(0, 40, 2)], T0,
                                  overwrite=True)  # fmt: skip
+
+
+def test_a_k_class_hour_marked_before_its_rollups_has_its_windows_read_from_rows(
+    client: TestClient,
+) -> None:
+    """A database upgraded with k-class traffic in it marks those hours (data ``b""``): a
+    window holding one reads that version's rows whole, never its stored hours as well, and
+    the pages' counts do the same."""
+    _log_churn(client, T0)
+    service = client.app.state.service  # type: ignore[attr-defined]
+    with service.database.transaction(write=True) as repo:
+        repo._session.execute(
+            update(TrafficRollup)
+            .where(TrafficRollup.version == 2, TrafficRollup.hour == T0)
+            .values(data=b"")
+        )
+    ranges = [("1h", T0, T0 + 4 * HOUR), ("1d", T0 - DAY, T0 + DAY)]
+    for window, since, until in ranges:
+        query = {"window": window, "since": since.isoformat(), "until": until.isoformat()}
+        asked = [query, {**query, "version": "2"}]
+        marked = [client.get(f"{BASE}/monitoring", params=q) for q in asked]
+        _start_rollups_at(client, datetime(9000, 1, 1, tzinfo=UTC))  # every hour from rows
+        rows = [client.get(f"{BASE}/monitoring", params=q) for q in asked]
+        _start_rollups_at(client, T0)
+        for ours, theirs in zip(marked, rows, strict=True):
+            assert ours.status_code == theirs.status_code == 200, ours.text
+            _same(ours.json()["windows"], theirs.json()["windows"])
+        _assert_counted(client, since, until)
+    k_class = [w for w in marked[1].json()["windows"] if w["n_predictions"]]
+    assert sum(w["n_predictions"] for w in k_class) == 60

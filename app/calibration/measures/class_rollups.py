@@ -38,19 +38,19 @@ from app.calibration.measures.multiclass_metrics import (
 from app.calibration.measures.rollups import BinaryRollup
 
 SAMPLE_ENTRIES = 3072
-"""The numbers (rows times classes) an hour's sample keeps at most: 12 KB in float32, and
-8 bytes of key a row."""
-SAMPLE_ROWS = (4, 1024)
-"""The fewest and the most rows an hour's sample keeps, whatever k."""
+"""The numbers (rows times classes) an hour's sample keeps at most: 12 KB in float32, and 8
+bytes of key a row (none past 3,072 classes)."""
+MAX_SAMPLE_ROWS = 1024
+"""The most rows an hour's sample keeps, whatever k."""
 
 FORMAT = 2
 """The first byte of a k-class rollup's bytes (a binary one's is 1)."""
-_HEADER = struct.Struct("<BHIIqqqdddddd")
+_HEADER = struct.Struct("<BIIIIqqqdddddd")
 
 
 def sample_size(k: int) -> int:
     """The rows an hour's sample keeps for ``k`` classes."""
-    return max(SAMPLE_ROWS[0], min(SAMPLE_ROWS[1], SAMPLE_ENTRIES // k))
+    return min(MAX_SAMPLE_ROWS, SAMPLE_ENTRIES // k)
 
 
 def id_keys(ids: Sequence[str]) -> NDArray[np.uint64]:
@@ -75,15 +75,28 @@ class ClassRollup:
         self.hours = np.zeros(0, dtype=np.int64)  # each kept row's stratum
         self.strata: dict[int, int] = {}  # each stratum's rows, kept or not
 
+    @classmethod
+    def of_hour(
+        cls, p: FloatArray, labels: NDArray[np.int64], ids: Sequence[str], hour: int
+    ) -> ClassRollup:
+        """The rollup of rows of one hour (its number from the epoch): their probabilities
+        (n, k), labels (-1: none yet) and client ids."""
+        rollup = cls(p.shape[1])
+        rollup.add_predictions(p, id_keys(ids), hour)
+        known = labels >= 0
+        rollup.add_labels(p[known], labels[known])
+        return rollup
+
     def add_predictions(self, p: FloatArray, keys: NDArray[np.uint64], hour: int) -> None:
         """Predictions (n, k) of one hour (its number from the epoch), labelled or not, with
         their ids' :func:`id_keys`."""
         self.n += p.shape[0]
         self.top.add_predictions(p.max(axis=1))
         self.expected.add(p)
+        lowest = np.argsort(keys, kind="stable")[: sample_size(self.k)]
         other = ClassRollup(self.k)
-        other.keys, other.rows = keys, p.astype(np.float32)
-        other.hours = np.full(keys.size, hour, dtype=np.int64)
+        other.keys, other.rows = keys[lowest], p[lowest].astype(np.float32)
+        other.hours = np.full(lowest.size, hour, dtype=np.int64)
         other.strata = {hour: int(keys.size)}
         self._merge_samples(other)
 
@@ -114,6 +127,21 @@ class ClassRollup:
         self.expected.merge(other.expected)
         self._merge_samples(other)
 
+    def limit(self, entries: int) -> None:
+        """Keep at most ``entries`` numbers of sample: each hour's rows of lowest key, as many
+        of them for every hour (a window's hours are many). Which rows stay depends only on
+        the hours and the final limit, not on the order they came in: a later limit, as hours
+        are added, is only lower."""
+        if self.rows.size <= entries:
+            return
+        cap = max(1, entries // (self.k * max(len(self.strata), 1)))
+        order = np.lexsort((self.keys, self.hours))
+        hours = self.hours[order]
+        starts = np.flatnonzero(np.r_[True, hours[1:] != hours[:-1]])
+        rank = np.arange(hours.size) - np.repeat(starts, np.diff(np.r_[starts, hours.size]))
+        kept = order[rank < cap]
+        self.keys, self.rows, self.hours = self.keys[kept], self.rows[kept], self.hours[kept]
+
     def clamp(self) -> bool:
         """:meth:`BinaryRollup.clamp` of the labelled sums (and the count of labels)."""
         clamped = self.top.clamp() or self.n_labelled < 0
@@ -133,9 +161,12 @@ class ClassRollup:
         strata = np.array(sorted(self.strata), dtype=np.int64)
         top = self.top.to_bytes()
         e = self.expected
+        if strata.size > np.iinfo(np.uint16).max:
+            raise ValueError(f"{strata.size} hours in one stored rollup")
         header = _HEADER.pack(
             FORMAT,
             self.k,
+            sample_size(self.k),
             strata.size,
             self.keys.size,
             self.n,
@@ -168,13 +199,13 @@ class ClassRollup:
     def from_bytes(cls, data: bytes | memoryview) -> ClassRollup:
         """The sums :meth:`to_bytes` wrote."""
         fields = _HEADER.unpack_from(data)
-        form, k, n_strata, n_kept = fields[:4]
-        if form != FORMAT:
-            raise ValueError(f"a k-class rollup of format {form}")
+        form, k, kept, n_strata, n_kept = fields[:5]
+        if (form, kept) != (FORMAT, sample_size(k)):  # samples of another size do not merge
+            raise ValueError(f"a k-class rollup of format {form}, samples of {kept} rows")
         rollup = cls(k)
-        rollup.n, rollup.n_labelled = fields[4], fields[5]
+        rollup.n, rollup.n_labelled = fields[5], fields[6]
         e = rollup.expected
-        e.n, e.top, e.var_top, e.loss, e.var_loss, e.brier, e.var_brier = fields[6:]
+        e.n, e.top, e.var_top, e.loss, e.var_loss, e.brier, e.var_brier = fields[7:]
         body = memoryview(zlib.decompress(data[_HEADER.size :]))
         size = int(np.frombuffer(body, dtype="<u8", count=1)[0])
         at = 8 + size
@@ -195,15 +226,26 @@ class ClassRollup:
         return rollup
 
     def _merge_samples(self, other: ClassRollup) -> None:
-        """Keep, per stratum, the :func:`sample_size` rows of lowest key of both."""
+        """Keep, per stratum, the :func:`sample_size` rows of lowest key of both: an hour
+        only one of them holds is kept as it is (a window's hours never meet), one both hold
+        (an hour and a flush into it) chosen again."""
+        shared = np.array(sorted(set(self.strata) & set(other.strata)), dtype=np.int64)
         for hour, seen in other.strata.items():
             self.strata[hour] = self.strata.get(hour, 0) + seen
-        keys = np.concatenate([self.keys, other.keys])
-        rows = np.concatenate([self.rows, other.rows])
-        hours = np.concatenate([self.hours, other.hours])
+        if not shared.size:
+            self.keys = np.concatenate([self.keys, other.keys])
+            self.rows = np.concatenate([self.rows, other.rows])
+            self.hours = np.concatenate([self.hours, other.hours])
+            return
+        mine, theirs = np.isin(self.hours, shared), np.isin(other.hours, shared)
+        keys = np.concatenate([self.keys[mine], other.keys[theirs]])
+        rows = np.concatenate([self.rows[mine], other.rows[theirs]])
+        hours = np.concatenate([self.hours[mine], other.hours[theirs]])
         order = np.lexsort((keys, hours))  # by stratum, then key
         hours, keys, rows = hours[order], keys[order], rows[order]
         starts = np.flatnonzero(np.r_[True, hours[1:] != hours[:-1]])
         rank = np.arange(hours.size) - np.repeat(starts, np.diff(np.r_[starts, hours.size]))
         kept = rank < sample_size(self.k)
-        self.keys, self.rows, self.hours = keys[kept], rows[kept], hours[kept]
+        self.keys = np.concatenate([self.keys[~mine], other.keys[~theirs], keys[kept]])
+        self.rows = np.concatenate([self.rows[~mine], other.rows[~theirs], rows[kept]])
+        self.hours = np.concatenate([self.hours[~mine], other.hours[~theirs], hours[kept]])

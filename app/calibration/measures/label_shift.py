@@ -208,8 +208,10 @@ def _newton_step(scaled: FloatArray, w: FloatArray, current: FloatArray) -> Floa
         direction = np.linalg.solve(information, gradient)
     except np.linalg.LinAlgError:
         return None
-    before = float(w @ np.log(density))
     delta = np.append(direction, -direction.sum())
+    if np.max(np.abs(delta)) < TOLERANCE:
+        return None  # at the maximum: rounding alone would decide the halvings
+    before = float(w @ np.log(density))
     falling = delta < 0
     # the longest step that keeps every prior above FLOOR (most of the way to it), then halved
     step = min(1.0, float(np.min(0.99 * (current[falling] - FLOOR) / -delta[falling], initial=1.0)))

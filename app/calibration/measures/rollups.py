@@ -146,6 +146,8 @@ class BinaryRollup:
         self.positives += sign * np.bincount(cells[ones], minlength=CELLS)
         self.negatives += sign * np.bincount(cells[~ones], minlength=CELLS)
         d = p - y
+        if (loss is None) != (brier is None):
+            raise ValueError("a row's loss and Brier terms are given together or not at all")
         if loss is None or brier is None:
             clipped = np.clip(p, EPS, 1 - EPS)
             loss = -(y * np.log(clipped) + (1 - y) * np.log1p(-clipped))

@@ -15,9 +15,10 @@ A k-class window has the expected accuracy, log loss and Brier score from exact 
 (:class:`~app.calibration.ClassSums`), and its priors by EM on its hours' samples: each
 hour keeps the rows whose ids hash lowest, at most
 :func:`~app.calibration.measures.class_rollups.sample_size` of them (1,024 for three
-classes, fewer when k is large), each standing for its hour's rows over its sample's
+classes, fewer past three), each standing for its hour's rows over its sample's
 (:class:`~app.calibration.ClassRollup`). The interval is the samples': the estimate rests on
-them alone, so its error is theirs, however many rows the window holds.
+them alone, so its error is theirs, however many rows the window holds; with fewer than
+:data:`PRIOR_ROWS_PER_CLASS` sampled rows a class there is no estimate.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ from app.calibration import (
     expected_of,
 )
 from app.service.estimates import prior_of
+
+PRIOR_ROWS_PER_CLASS = 10
+"""The sampled rows per class a k-class window's prior needs: with fewer (an hour of many
+classes), EM's estimate is further from the truth than the training prior, and no estimate
+is given."""
 
 
 class WindowExpectations:
@@ -93,6 +99,7 @@ def class_expectations(rollup: ClassRollup, training: FloatArray | None) -> Wind
     sample's (:meth:`~app.calibration.ClassRollup.sample`)."""
     prior = None
     rows, weights = rollup.sample()
-    if training is not None and rows.shape[0]:
-        prior = prior_of(rows, training, weights, sampled=True)
+    if training is not None:
+        enough = rows.shape[0] >= PRIOR_ROWS_PER_CLASS * rollup.k
+        prior = prior_of(rows if enough else rows[:0], training, weights, sampled=True)
     return WindowExpectations(rollup.expected.estimate(), prior, {}, binary=False)

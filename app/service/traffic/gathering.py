@@ -102,7 +102,7 @@ def counted(
     before its rollups): pages and verdicts count a month without reading it."""
     stored, rows = _plan(Monitor(since, until, None, {}, version=version), repo.rollup_start())
     found: dict[int, tuple[int, int]] = {}
-    k_class: set[int] = set()
+    marked: set[int] = set()  # versions with an hour marked before their rollups
 
     def add(v: int, n: int, labelled: int) -> None:
         before = found.get(v, (0, 0))
@@ -110,11 +110,13 @@ def counted(
 
     for _, v, rollup in _stored_rollups(repo, name, version, stored):
         if rollup is None:
-            k_class.add(v)
+            marked.add(v)
         else:
             add(v, rollup.n, rollup.n_labelled)
+    for v in marked:  # their stored hours count again from the rows
+        found.pop(v, None)
     spans = [(piece.start, piece.end, version) for piece in rows]
-    spans += [(start, end, v) for v in sorted(k_class) for start, end in _spans(stored, set())]
+    spans += [(start, end, v) for v in sorted(marked) for start, end in _spans(stored, set())]
     for start, end, wanted in spans:
         for v, (n, labelled) in repo.traffic_counts(name, start, end, wanted).items():
             add(v, n, labelled)

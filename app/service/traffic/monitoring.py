@@ -32,11 +32,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.calibration import (
+    CLASS_SAMPLE_ENTRIES,
     DEFAULT_THRESHOLD,
     BinaryRollup,
     ClassRollup,
     ScoreReference,
-    id_keys,
 )
 from app.errors import invalid
 from app.service.traffic.expectations import (
@@ -53,6 +53,10 @@ Window = Literal["1h", "1d", "7d"]
 WINDOW_SECONDS: dict[str, int] = {"1h": 3600, "1d": 86_400, "7d": 7 * 86_400}
 MAX_WINDOWS = 1000
 """The most windows one request may span."""
+SAMPLE_BUDGET = 4_000_000
+"""The numbers of k-class EM samples one request holds over all its windows (48 MB with their
+keys): a window keeps each hour's lowest-key rows within its share
+(:meth:`~app.calibration.ClassRollup.limit`)."""
 
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
@@ -145,6 +149,7 @@ class Monitor:
             if sums.classes is None:
                 sums.classes = ClassRollup(rollup.k)
             sums.classes.add(rollup)
+            sums.classes.limit(max(CLASS_SAMPLE_ENTRIES, SAMPLE_BUDGET // self.count))
             return
         reference = self.references.get(version)
         if (
@@ -168,7 +173,7 @@ class Monitor:
         binary = np.isfinite(chunk[:, 3])
         seconds, versions, scores, probabilities, labels = chunk[binary].T
         windows = self._windows(seconds)
-        for (w, v), indices in _by_window_and_version(windows, versions.astype(np.int64)):
+        for (w, v), indices in _by_pair(windows, versions.astype(np.int64)):
             sums = self._sums(w, v)
             sums.n_predictions += indices.size
             sums.n_labelled += int((labels[indices] >= 0).sum())
@@ -186,12 +191,11 @@ class Monitor:
         (:class:`~app.calibration.ClassRollup`), into their windows."""
         hours = (rows.seconds // 3600).astype(np.int64)
         windows = self._windows(rows.seconds)
-        for (w, hour), indices in _by_window_and_version(windows, hours):
-            p = rows.probabilities[indices]
-            delta = ClassRollup(p.shape[1])
-            delta.add_predictions(p, id_keys([rows.ids[i] for i in indices.tolist()]), hour)
-            labels = rows.labels[indices]
-            delta.add_labels(p[labels >= 0], labels[labels >= 0])
+        for (w, hour), indices in _by_pair(windows, hours):
+            ids = [rows.ids[i] for i in indices.tolist()]
+            delta = ClassRollup.of_hour(
+                rows.probabilities[indices], rows.labels[indices], ids, hour
+            )
             self.add_rollup(self.window_bounds(w)[0], version, delta)
 
     def forget(self, w: int, version: int) -> None:
@@ -251,10 +255,11 @@ class Monitor:
         return sums
 
 
-def _by_window_and_version(
+def _by_pair(
     windows: NDArray[np.int64], versions: NDArray[np.int64]
 ) -> Iterator[tuple[tuple[int, int], NDArray[np.intp]]]:
-    """The row indices of each (window, version) in a chunk, in row order within each."""
+    """The row indices of each (window, version) in a chunk (or of any other pair of
+    integer columns), in row order within each."""
     if not windows.size:
         return
     order = np.lexsort((versions, windows))

@@ -1,8 +1,8 @@
-"""The sums monitoring keeps per window and version, added to a chunk of rows at a time.
+"""A window's calibration figures from the sums its rollup keeps.
 
-Each number is a sum over rows divided by a count, or (KS) a sup over counts that add up, so
-a window's traffic never has to be held whole: :class:`app.service.traffic.monitoring.Monitor` feeds
-these chunk by chunk and reads their results once the window has been read.
+Each number is a sum over rows divided by a count, so a window's traffic never has to be
+held whole: :class:`app.service.traffic.monitoring.Monitor` sums its stored hours and rows into
+a rollup, and reads these from it once the window has been read.
 
 - :class:`CalibrationSums`: the mean predicted probability against the observed rate, log
   loss, Brier score and the binned ECE of the labelled predictions, as
@@ -10,8 +10,9 @@ these chunk by chunk and reads their results once the window has been read.
   readings (k-class: :func:`app.calibration.measures.multiclass_metrics.top_label`);
   with 95% intervals on the log loss, Brier score and ECE from second moments per bin
   (:meth:`CalibrationSums.intervals`);
-- built from a binary version's rollup (:meth:`CalibrationSums.of_rollup`,
-  :class:`~app.calibration.BinaryRollup`): the same sums, merged from its cells and fine bins.
+- built from a rollup (:meth:`CalibrationSums.of_rollup`: a binary version's
+  :class:`~app.calibration.BinaryRollup`, or a k-class version's top label, the ``top`` of its
+  :class:`~app.calibration.ClassRollup`): the same sums, merged from its cells and fine bins.
 """
 
 from __future__ import annotations

@@ -107,8 +107,8 @@ class RollupDays(RollupOperations):
         self, name: str, since: datetime, until: datetime, version: int | None = None
     ) -> Iterator[tuple[datetime, int, Rollup | None]]:
         """The stored days of ``name`` (of one ``version``) that start in [since, until), in
-        time order: a binary version's rollup, or None for a k-class version's day with
-        traffic. Read within the unit of work."""
+        time order: a version's rollup, or None for a k-class version's day with an hour
+        marked before its rollups. Read within the unit of work."""
         query = select(TrafficRollupDay.day, TrafficRollupDay.version, TrafficRollupDay.data)
         query = query.where(
             TrafficRollupDay.name == name,

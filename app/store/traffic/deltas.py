@@ -10,7 +10,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from app.calibration import BinaryRollup, ClassRollup, FloatArray, ScoreReference, id_keys
+from app.calibration import BinaryRollup, ClassRollup, FloatArray, ScoreReference
 from app.store.traffic.periods import hour_of
 from app.store.traffic.rows import LoggedPrediction
 
@@ -88,12 +88,8 @@ def _class_delta(rows: Sequence[LoggedPrediction], y: FloatArray, hour: int) -> 
     """A k-class version's new predictions of one hour (its number from the epoch), with
     their labels (-1: none yet)."""
     p = _matrix([row.probabilities_row for row in rows])
-    delta = ClassRollup(p.shape[1])
-    delta.add_predictions(p, id_keys([row.client_id for row in rows]), hour)
-    known = y >= 0
-    if known.any():
-        delta.add_labels(p[known], y[known].astype(np.int64))
-    return delta
+    ids = [row.client_id for row in rows]
+    return ClassRollup.of_hour(p, y.astype(np.int64), ids, hour)
 
 
 def _matrix(rows: Sequence[bytes | None]) -> FloatArray:
@@ -110,11 +106,12 @@ row (k classes), old label (None: none) and new label."""
 
 def label_deltas(name: str, changes: Sequence[Change], start: datetime) -> dict[Key, Rollup]:
     """The rollup changes of labelling logged predictions of ``name``, by version and hour:
-    an overwritten label is taken out, then the new one added."""
+    an overwritten label is taken out, then the new one added. A k-class row without its
+    probabilities (which the log always writes) is left out, as its reads leave it out."""
     groups: dict[Key, list[int]] = {}
-    for i, (version, at, *_) in enumerate(changes):
+    for i, (version, at, probability, row, _, _) in enumerate(changes):
         hour = hour_of(at)
-        if hour >= start:
+        if hour >= start and (probability is not None or row):
             groups.setdefault((name, version, hour), []).append(i)
     deltas: dict[Key, Rollup] = {}
     for key, members in groups.items():

@@ -127,34 +127,30 @@ class TrafficReads(RepositoryBase):
         """The logged predictions of ``name``'s k-class versions in [since, until) (of one
         ``version``), in time order, :data:`FETCH_ROWS` rows at a time, by version: seconds
         since the epoch, the (n, k) probabilities answered, the labels (-1 while there is
-        none), the ids. Each row's probabilities are bytes, which no binary ``COPY`` of numbers can
-        carry. Read within the unit of work."""
+        none), the ids. Each row's probabilities are bytes, which no binary ``COPY`` of
+        numbers can carry. Read within the unit of work."""
         where, params = self._traffic_filter(
             name, since, until, version, "probabilities_row IS NOT NULL"
         )
         result = self._session.connection().exec_driver_sql(
             f"SELECT {self._seconds()}, version, coalesce(label, -1), probabilities_row, "
-            "client_id "
-            f"FROM predictions WHERE {where} ORDER BY predicted_at",
+            f"client_id FROM predictions WHERE {where} ORDER BY predicted_at",
             params,
         )
         while chunk := result.fetchmany(FETCH_ROWS):
-            parts: dict[int, tuple[list[float], list[int], list[bytes], list[str]]] = {}
+            parts: dict[int, list[tuple[float, int, bytes, str]]] = {}
             for seconds, v, label, row, client_id in chunk:
-                times, labels, rows, ids = parts.setdefault(int(v), ([], [], [], []))
-                times.append(float(seconds))
-                labels.append(int(label))
-                rows.append(bytes(row))
-                ids.append(client_id)
-            for v, (times, labels, rows, ids) in parts.items():
-                probabilities = np.frombuffer(b"".join(rows), dtype="<f8").reshape(len(rows), -1)
+                parts.setdefault(int(v), []).append((float(seconds), int(label), row, client_id))
+            for v, found in parts.items():
+                times, labels, rows, ids = zip(*found, strict=True)
+                matrix = np.frombuffer(b"".join(map(bytes, rows)), dtype="<f8")
                 yield (
                     v,
                     ClassRows(
                         np.array(times),
-                        probabilities.astype(np.float64),
+                        matrix.reshape(len(rows), -1).astype(np.float64),
                         np.array(labels, dtype=np.int64),
-                        ids,
+                        list(ids),
                     ),
                 )
 

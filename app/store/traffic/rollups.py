@@ -1,5 +1,6 @@
-"""Each binary version's traffic summed by the hour, written with the prediction log: what
-monitoring reads in place of the rows (:class:`~app.calibration.BinaryRollup`).
+"""Each version's traffic summed by the hour, written with the prediction log: what
+monitoring reads in place of the rows (:class:`~app.calibration.BinaryRollup`, a k-class
+version's :class:`~app.calibration.ClassRollup`; :mod:`.deltas` makes them).
 
 A flush of the log adds its new predictions (and the outcomes that waited for them) to their
 hours' rollups, and an outcome posted later adds its label to its prediction's hour (an

@@ -5,11 +5,13 @@ hour's sample is the rows of lowest id hash whatever the order and grouping they
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 from sklearn.metrics import log_loss
 
-from app.calibration import ClassRollup, expected_multiclass, id_keys
+from app.calibration import ClassRollup, id_keys
 from app.calibration.measures.class_rollups import sample_size
 from app.calibration.measures.multiclass_metrics import multiclass_brier, top_label
 from app.service.traffic.sums import CalibrationSums
@@ -52,17 +54,34 @@ def test_the_calibration_sums_are_the_rows(n_bins: int) -> None:
 
 
 def test_the_expected_measures_are_the_rows() -> None:
+    """Each row's label drawn from the row: E[accuracy] = max p, E[log loss] = sum p (-log p),
+    E[Brier] = sum_c p_c |p - e_c|^2, averaged over the rows."""
     p, y, ids = _rows(2_000, 1)
-    rollup = _summed(p, y, ids, 5, 4)
-    expected = expected_multiclass(p)
-    found = rollup.expected.estimate()
-    for key in ("accuracy", "log_loss", "brier"):
-        assert found[key] == pytest.approx(expected[key], rel=1e-9), key
+    found = _summed(p, y, ids, 5, 4).expected.estimate()
+    distances = ((p[:, None, :] - np.eye(K)[None, :, :]) ** 2).sum(axis=2)  # row i, label c
+    assert found["accuracy"] == pytest.approx(p.max(axis=1).mean(), rel=1e-12)
+    assert found["log_loss"] == pytest.approx((-p * np.log(p)).sum(axis=1).mean(), rel=1e-9)
+    assert found["brier"] == pytest.approx((p * distances).sum(axis=1).mean(), rel=1e-12)
+
+
+def test_labels_past_k_count_as_labelled_only_and_a_label_never_added_is_clamped() -> None:
+    p, y, ids = _rows(300, 5)
+    rollup = _summed(p, np.where(np.arange(300) < 30, K + 2, y), ids, 2, 1)
+    plain = _summed(p[30:], y[30:], ids[30:], 2, 1)
+    assert rollup.n_labelled == 300
+    assert np.array_equal(rollup.top.positives, plain.top.positives)
+    assert rollup.top.loss == pytest.approx(plain.top.loss, rel=1e-12)
+    fresh = ClassRollup(K)  # takes out labels it never had: kept at zero
+    fresh.add_labels(p[:5], y[:5], sign=-1)
+    assert fresh.clamp()
+    assert (fresh.n_labelled, fresh.top.positives.sum(), fresh.top.negatives.sum()) == (0, 0, 0)
 
 
 def test_an_hours_sample_is_its_lowest_hashes_however_it_came() -> None:
     p, y, ids = _rows(1_500, 2)
-    keys = id_keys(ids)
+    keys = np.array([int.from_bytes(hashlib.blake2b(i.encode(), digest_size=8).digest(),
+                                    "little") for i in ids], dtype=np.uint64)  # fmt: skip
+    assert np.array_equal(keys, id_keys(ids))
     lowest = np.sort(keys)[: sample_size(K)]
     at_once = _summed(p, y, ids, 9, 1)
     order = np.random.default_rng(3).permutation(p.shape[0])
@@ -95,3 +114,37 @@ def test_labels_taken_out_leave_the_sums_of_the_rest() -> None:
 def test_rollups_of_different_classes_do_not_add() -> None:
     with pytest.raises(ValueError, match="classes"):
         ClassRollup(3).add(ClassRollup(4))
+
+
+def test_a_windows_limit_keeps_each_hours_lowest_keys_whatever_the_order() -> None:
+    """Monitoring holds a window within its share of the samples: the rows that stay are each
+    hour's of lowest key, the same however the hours were added and limited on the way."""
+    hours = []
+    for hour in range(12):
+        p, y, ids = _rows(400, 10 + hour)
+        hours.append(_summed(p, y, ids, hour, 2))
+    windows = []
+    for order in (range(12), reversed(range(12))):
+        window = ClassRollup(K)
+        for hour in order:
+            window.add(hours[hour])
+            window.limit(1_200)
+        windows.append(window)
+    first, second = (np.sort(w.keys) for w in windows)
+    assert np.array_equal(first, second)
+    assert windows[0].rows.size <= 1_200
+    assert windows[0].keys.size == 12 * (1_200 // (K * 12))
+    for hour in range(12):  # each hour's lowest keys
+        mine = np.sort(windows[0].keys[windows[0].hours == hour])
+        assert np.array_equal(mine, np.sort(hours[hour].keys)[: mine.size])
+    _, weights = windows[0].sample()
+    assert weights.sum() == pytest.approx(12 * 400)
+
+
+def test_a_version_of_very_many_classes_keeps_no_sample() -> None:
+    k = 70_000  # past what a 16-bit header could say
+    rollup = ClassRollup(k)
+    rollup.add_predictions(np.full((3, k), 1 / k), id_keys(["a", "b", "c"]), 5)
+    again = ClassRollup.from_bytes(rollup.to_bytes())
+    assert (again.k, again.n, again.keys.size, again.strata) == (k, 3, 0, {5: 3})
+    assert len(rollup.to_bytes()) < 4_096

@@ -61,20 +61,34 @@ def test_the_weighted_samples_interval_covers_the_windows_priors() -> None:
 
 
 def test_many_classes_get_em_alone_and_no_interval() -> None:
+    """100 classes: an hour keeps 30 rows, so a window needs 34 hours for its 1,000."""
     rng = np.random.default_rng(1)
     k = 100
     training = np.full(k, 1 / k)
-    rows = rng.dirichlet(np.full(k, 0.3), size=5_000)
     window = ClassRollup(k)
-    window.add_predictions(rows, id_keys([f"r{i}" for i in range(5_000)]), 7)
-    assert window.keys.size == sample_size(k) == 30
+    for hour in range(40):
+        rows = rng.dirichlet(np.full(k, 0.3), size=200)
+        window.add_predictions(rows, id_keys([f"{hour}-{i}" for i in range(200)]), hour)
+    assert window.keys.size == 40 * sample_size(k) == 1_200
     prior = class_expectations(window, training).prior
     assert prior is not None
     assert prior["interval"] is None
     estimate = np.array(prior["estimated"])
     assert estimate.sum() == pytest.approx(1.0)
-    # EM's fixed point: the mean posterior of the sample under the estimate is the estimate
-    sample, _ = window.sample()
+    # EM's fixed point: the weighted mean posterior of the sample is the estimate
+    sample, weights = window.sample()
     q = sample * (estimate / training)
     q /= q.sum(axis=1, keepdims=True)
-    assert q.mean(axis=0) == pytest.approx(estimate, abs=1e-6)
+    assert weights @ q / weights.sum() == pytest.approx(estimate, abs=1e-6)
+
+
+def test_a_sample_of_fewer_than_ten_rows_a_class_gives_no_prior() -> None:
+    rng = np.random.default_rng(2)
+    window = ClassRollup(3)
+    rows = _hour_rows(29, TRAINING, rng)
+    window.add_predictions(rows, id_keys([f"r{i}" for i in range(29)]), 1)
+    prior = class_expectations(window, TRAINING).prior
+    assert prior == {"training": TRAINING.tolist(), "estimated": None, "interval": None}
+    more = _hour_rows(1, TRAINING, rng)
+    window.add_predictions(more, id_keys(["r29"]), 1)
+    assert class_expectations(window, TRAINING).prior["estimated"] is not None  # type: ignore[index]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from app.calibration import BinaryRollup, ClassRollup, id_keys
+from app.calibration import BinaryRollup, ClassRollup
 from app.store import Database
 from app.store.traffic.deltas import Rollup
 from app.store.traffic.rollups import add_to
@@ -44,10 +44,8 @@ def assert_rollups_sum_the_rows(database: Database, name: str) -> None:
         hours = (chunk.seconds // 3600).astype(np.int64)
         for hour in np.unique(hours).tolist():
             mine = np.flatnonzero(hours == hour)
-            delta = ClassRollup(chunk.probabilities.shape[1])
-            p, y = chunk.probabilities[mine], chunk.labels[mine]
-            delta.add_predictions(p, id_keys([chunk.ids[i] for i in mine.tolist()]), hour)
-            delta.add_labels(p[y >= 0], y[y >= 0])
+            ids = [chunk.ids[i] for i in mine.tolist()]
+            delta = ClassRollup.of_hour(chunk.probabilities[mine], chunk.labels[mine], ids, hour)
             summed.setdefault(version, ClassRollup(delta.k)).add(delta)
     for version, expected_classes in summed.items():
         assert_same_rollup(stored.pop(version), expected_classes)
