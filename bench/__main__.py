@@ -49,6 +49,7 @@ def main() -> None:
         rows += adjust_rows([10**6])
         rows += estimates_rows(10**6)
         rows += page_rows()
+        from bench.class_rollups import class_rollup_rows
         from bench.client import client_rows  # the client's own distribution (client/)
         from bench.history import history_rows  # needs PostgreSQL's server and moto
         from bench.http import http_rows  # needs wrk; imported only for the full run
@@ -60,6 +61,7 @@ def main() -> None:
         rows += object_rows()
         rows += history_rows()
         rows += rollup_rows()
+        rows += class_rollup_rows()
         rows += traffic_rows()
         rows += load_rows(quick=False)
         rows += client_rows()
