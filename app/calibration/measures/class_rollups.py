@@ -74,6 +74,7 @@ class ClassRollup:
         self.rows = np.zeros((0, k), dtype=np.float32)
         self.hours = np.zeros(0, dtype=np.int64)  # each kept row's stratum
         self.strata: dict[int, int] = {}  # each stratum's rows, kept or not
+        self.budget: int | None = None  # the numbers of sample a window holds (limit)
 
     @classmethod
     def of_hour(
@@ -128,13 +129,19 @@ class ClassRollup:
         self._merge_samples(other)
 
     def limit(self, entries: int) -> None:
-        """Keep at most ``entries`` numbers of sample: each hour's rows of lowest key, as many
-        of them for every hour (a window's hours are many). Which rows stay depends only on
-        the hours and the final limit, not on the order they came in: a later limit, as hours
-        are added, is only lower."""
-        if self.rows.size <= entries:
+        """Hold at most ``entries`` numbers of sample: every hour keeps its rows of lowest key,
+        at most ``entries`` / (k x hours) of them. The hours are trimmed as they come, when
+        the sample outgrows the limit, and once more to the hours there are when it is read
+        (:meth:`sample`): a cap from fewer hours is larger, so which rows stay depends only on
+        the hours and the limit, not on the order they came in."""
+        self.budget = entries
+        if self.rows.size > entries:
+            self._trim()
+
+    def _trim(self) -> None:
+        if self.budget is None or not self.strata:
             return
-        cap = max(1, entries // (self.k * max(len(self.strata), 1)))
+        cap = max(1, self.budget // (self.k * len(self.strata)))
         order = np.lexsort((self.keys, self.hours))
         hours = self.hours[order]
         starts = np.flatnonzero(np.r_[True, hours[1:] != hours[:-1]])
@@ -150,6 +157,7 @@ class ClassRollup:
 
     def sample(self) -> tuple[FloatArray, FloatArray]:
         """EM's rows and how many rows each stands for (its hour's rows over its sample's)."""
+        self._trim()
         hours, kept = np.unique(self.hours, return_counts=True)
         seen = np.array([self.strata[int(h)] for h in hours], dtype=np.float64)
         weights = (seen / kept)[np.searchsorted(hours, self.hours)]
