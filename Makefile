@@ -121,8 +121,9 @@ bench: install-test postgres  ## the benchmarks: one table of ratios against sci
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk >/dev/null; }
 	$(PY) -m bench
 
-bench-smoke: install-test  ## the quick run of the benchmarks (< 30 s, small sizes, no wrk)
+bench-smoke: install-test  ## the quick run of the benchmarks (< 45 s, small sizes, no wrk)
 	$(PY) -m bench --quick
+	$(PY) -m bench.client --quick
 
 bench-quality: install-test  ## the real-data calibration benchmark (papers' protocol; a few minutes)
 	$(PY) -m bench.quality

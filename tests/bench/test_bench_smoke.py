@@ -80,23 +80,6 @@ def test_the_traffic_bench_runs_the_loop_on_postgresql(postgres_server: Postgres
     assert all(math.isfinite(float(r[5])) and float(r[5]) > 0 for r in rows), rows
 
 
-def test_the_client_bench_prints_its_rows() -> None:
-    """``python -m bench.client --quick``: the client's rows (issue 26) but the busy fits'."""
-    stdout = run_bench("bench.client", "--quick")
-    rows = [
-        [cell.strip() for cell in line.strip("|").split("|")]
-        for line in stdout.splitlines()[2:]
-        if line.startswith("|")
-    ]
-    assert [r[1] for r in rows] == [
-        "1-score predict req/s, Client / bare httpx",
-        "predict through Client / binary /v2 infer by hand",
-        "predict through Client as JSON / Client",
-        "fit from numpy through Client / JSON by hand",
-    ]
-    assert all(math.isfinite(float(r[5])) and float(r[5]) > 0 for r in rows), rows
-
-
 def test_the_export_bench_runs_every_method_within_its_bounds() -> None:
     """``python -m bench.export --quick``: real classifiers' scores, every binary method and
     every k-class one, their ONNX graphs in ONNX Runtime within 1e-12 (FLOAT: 2^-25)."""
