@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from app.settings import Settings
 from app.store import Database, LoggedPrediction
 from app.store.migrate import upgrade
 from app.store.traffic.tables import TrafficRollup, TrafficRollupDay
-from bench.table import Row, Target, markdown, progress, size_label
+from bench.table import Row, Target, best_seconds, markdown, progress, size_label
 
 N = 3 * 10**6
 DAYS, K, REPEAT = 30, 3, 5
@@ -118,19 +117,12 @@ def _fill(database: Database, name: str, n: int, since: datetime) -> None:
 
 def _seconds(service: CalibrationService, name: str, since: datetime, until: datetime) -> float:
     """The best of :data:`REPEAT` monitorings of ``name`` after one unmeasured."""
-
-    def monitoring() -> object:
-        return service.traffic.monitoring(
+    return best_seconds(
+        lambda: service.traffic.monitoring(
             name, "1d", since, until, n_bins=10, resamples=RESAMPLES, threshold=DEFAULT_THRESHOLD
-        )
-
-    monitoring()
-    times = []
-    for _ in range(REPEAT):
-        start = time.perf_counter()
-        monitoring()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        ),
+        REPEAT,
+    )
 
 
 def main() -> None:

@@ -68,7 +68,7 @@ from app.store.traffic.partitions import ensure_partitions
 from bench.fits import batch
 from bench.http import free_port, running, serve_module
 from bench.postgres import cluster
-from bench.table import Row, Target, markdown, progress, size_label
+from bench.table import Row, Target, best_seconds, markdown, progress, size_label
 
 N = 10**7
 PREDICTS = 5_000
@@ -318,13 +318,7 @@ def _in_process_seconds(url: str, name: str, since: datetime, until: datetime) -
         )
 
     try:
-        monitoring()
-        times = []
-        for _ in range(REPEAT):
-            start = time.perf_counter()
-            monitoring()
-            times.append(time.perf_counter() - start)
-        return min(times)
+        return best_seconds(monitoring, REPEAT)
     finally:
         service.close()
         service.database.dispose()

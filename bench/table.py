@@ -76,6 +76,15 @@ def markdown(rows: list[Row]) -> str:
 
 def median_seconds(run: Callable[[], object], repeat: int, warmup: int = 1) -> float:
     """The median wall time of ``repeat`` calls of ``run``, after ``warmup`` unmeasured calls."""
+    return statistics.median(_times(run, repeat, warmup))
+
+
+def best_seconds(run: Callable[[], object], repeat: int, warmup: int = 1) -> float:
+    """The shortest wall time of ``repeat`` calls of ``run``, after ``warmup`` unmeasured."""
+    return min(_times(run, repeat, warmup))
+
+
+def _times(run: Callable[[], object], repeat: int, warmup: int) -> list[float]:
     for _ in range(warmup):
         run()
     times = []
@@ -83,7 +92,7 @@ def median_seconds(run: Callable[[], object], repeat: int, warmup: int = 1) -> f
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
 
 
 def compare_ms(

@@ -89,7 +89,7 @@ class RollupDays(RollupOperations):
         )
         return end < before
 
-    def add_rollups(self, deltas: Mapping[Key, Rollup | None]) -> list[Added]:
+    def add_rollups(self, deltas: Mapping[Key, Rollup]) -> list[Added]:
         """Add each rollup to its hour's (:meth:`RollupOperations.add_rollups`), and to its
         day's when the day is folded. A day takes the rollup as its hour did; it is summed
         afresh from its hours when the hour kept a count at zero, or the day would, or the
@@ -133,7 +133,7 @@ class RollupDays(RollupOperations):
         return super().expire_rollups(cutoff)
 
     def _add_to_day(
-        self, name: str, version: int, day: datetime, delta: Rollup | None, exact: bool
+        self, name: str, version: int, day: datetime, delta: Rollup, exact: bool
     ) -> None:
         """Add what went into an hour of ``day`` (folded) to the version's stored day."""
         stored = dict(
@@ -145,9 +145,6 @@ class RollupDays(RollupOperations):
         )
         if not stored:
             return  # a day folded without traffic, or expired: its readers take its hours
-        if delta is None:
-            self._put_day(name, version, day, None, replace=False)
-            return
         if stored.get(version) == b"":
             return  # a k-class day marked: its rows are read, this one's with them
         if stored.get(version) and exact:
@@ -169,26 +166,13 @@ class RollupDays(RollupOperations):
                 )
             )
 
-    def _put_day(
-        self,
-        name: str,
-        version: int,
-        day: datetime,
-        rollup: Rollup | None,
-        *,
-        replace: bool = True,
-    ) -> None:
-        """Store a version's day (None: a k-class version's mark), over the one stored unless
-        ``replace`` is false."""
+    def _put_day(self, name: str, version: int, day: datetime, rollup: Rollup | None) -> None:
+        """Store a version's day (None: a k-class version's mark) over the one stored."""
         data = b"" if rollup is None else rollup.to_bytes()
-        statement = upsert(self._session, TrafficRollupDay).values(
-            name=name, day=day, version=version, data=data
-        )
-        keys = ["name", "day", "version"]
         self._session.execute(
-            statement.on_conflict_do_update(index_elements=keys, set_={"data": data})
-            if replace
-            else statement.on_conflict_do_nothing(index_elements=keys)
+            upsert(self._session, TrafficRollupDay)
+            .values(name=name, day=day, version=version, data=data)
+            .on_conflict_do_update(index_elements=["name", "day", "version"], set_={"data": data})
         )
 
 

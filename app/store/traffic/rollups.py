@@ -34,9 +34,9 @@ from app.store.traffic.tables import RollupStart, StoredScoreReference, TrafficR
 
 logger = logging.getLogger("app.traffic")
 
-Added = tuple[Key, Rollup | None, bool]
-"""A rollup added to its stored hour (None: a k-class version's mark), and whether it went
-in as it was (not kept at zero by :meth:`~app.calibration.BinaryRollup.clamp`)."""
+Added = tuple[Key, Rollup, bool]
+"""A rollup added to its stored hour, and whether it went in as it was (not kept at zero by
+:meth:`~app.calibration.BinaryRollup.clamp`)."""
 SPANS_PER_QUERY = 100
 """The most time spans one read of stored hours names (:meth:`RollupOperations.rollups_within`)."""
 
@@ -88,7 +88,7 @@ class RollupOperations(RepositoryBase):
         """Store a new version's score bins (with its row)."""
         self._session.add(StoredScoreReference(version_id=version_id, data=data))
 
-    def add_rollups(self, deltas: Mapping[Key, Rollup | None]) -> list[Added]:
+    def add_rollups(self, deltas: Mapping[Key, Rollup]) -> list[Added]:
         """Add each rollup to its hour's, or mark a k-class version's hour (None) as having
         traffic (the caller holds the calibrators' row locks); what went in."""
         added = []
@@ -98,20 +98,10 @@ class RollupOperations(RepositoryBase):
                 added.append(((name, version, hour), delta, exact))
         return added
 
-    def _add_to_hour(
-        self, name: str, version: int, hour: datetime, delta: Rollup | None
-    ) -> bool | None:
-        """Add ``delta`` to the stored hour (None: mark a k-class version's hour); whether
-        it went in as it was (False: kept at zero by :meth:`BinaryRollup.clamp`), None when
-        there was nothing to add it to. A k-class hour marked before its rollups stays a
-        mark: its rows are read."""
-        if delta is None:
-            self._session.execute(
-                upsert(self._session, TrafficRollup)
-                .values(name=name, hour=hour, version=version, data=b"")
-                .on_conflict_do_nothing(index_elements=["name", "hour", "version"])
-            )
-            return True
+    def _add_to_hour(self, name: str, version: int, hour: datetime, delta: Rollup) -> bool | None:
+        """Add ``delta`` to the stored hour; whether it went in as it was (False: kept at
+        zero by :meth:`BinaryRollup.clamp`), None when there was nothing to add it to. A
+        k-class hour marked before its rollups stays a mark: its rows are read."""
         stored = self._session.scalar(
             select(TrafficRollup.data).where(
                 TrafficRollup.name == name,
